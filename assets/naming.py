@@ -1,0 +1,63 @@
+"""Dagster names for a link's definitions, and the run tag that serialises its runs.
+
+Link names may hold `.` and `-`; Dagster names may not, so both become `_`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dagster import AssetKey
+
+# Every run that writes a link's mirrors carries this tag; the instance's tag
+# concurrency limit (deploy/dagster.yaml) allows one such run per value.
+LINK_TAG = "mirror-pipeline/link"
+
+_NOT_DAGSTER = re.compile(r"[^A-Za-z0-9_]")
+
+
+def dagster_name(link: str) -> str:
+    """`west-to-east` -> `west_to_east`."""
+    return _NOT_DAGSTER.sub("_", link)
+
+
+@dataclass(frozen=True)
+class LinkNames:
+    """Every Dagster name that belongs to one link."""
+
+    link: str
+
+    @property
+    def group(self) -> str:
+        return dagster_name(self.link)
+
+    @property
+    def mirror_data_key(self) -> AssetKey:
+        return AssetKey([self.group, "mirror_data"])
+
+    @property
+    def mirrors_partitions(self) -> str:
+        """Name of the dynamic partitions definition whose keys are the link's mirror topics."""
+        return f"{self.group}_mirrors"
+
+    @property
+    def replicate_job(self) -> str:
+        return f"{self.group}_replicate"
+
+    @property
+    def replicate_schedule(self) -> str:
+        return f"{self.group}_replicate_schedule"
+
+    @property
+    def lag_sensor(self) -> str:
+        return f"{self.group}_lag_sensor"
+
+    @property
+    def pool(self) -> str:
+        """Concurrency pool of the link's writers (a second guard besides the run tag)."""
+        return f"mirror-pipeline/{self.link}"
+
+    @property
+    def run_tags(self) -> dict[str, str]:
+        return {LINK_TAG: self.link}

@@ -1,0 +1,125 @@
+"""`mirror-pipeline local ...`: embedded Kafka clusters for demos and tests.
+
+`up` records the cluster count and base port in `<dir>/clusters.json`, so
+`status` and `down` need no flags and a second `up` restarts the same layout.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from mirror_pipeline.cli.common import emit, handle_errors, json_option
+from mirror_pipeline.local.clusters import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_COUNT,
+    MAX_CLUSTERS,
+    ClusterInfo,
+    LocalKafka,
+    default_root,
+)
+from mirror_pipeline.local.jars import ensure_kafka_jars, kafka_version
+
+dir_option = click.option(
+    "--dir",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the clusters live [default: $MIRROR_PIPELINE_LOCAL_DIR or ./.local-kafka].",
+)
+
+
+@click.group()
+def local() -> None:
+    """Run single-node Apache Kafka clusters (KRaft) on this machine."""
+
+
+@local.command()
+@json_option
+@handle_errors
+def install(as_json: bool) -> None:
+    """Fetch the Kafka jars through Maven (once; cached per user)."""
+    lib = ensure_kafka_jars()
+    emit(
+        {"kafka_version": kafka_version(), "lib": str(lib)},
+        as_json,
+        lambda d: f"Kafka {d['kafka_version']} jars are in {d['lib']}",
+    )
+
+
+@local.command()
+@click.option(
+    "--clusters",
+    "count",
+    type=click.IntRange(1, MAX_CLUSTERS),
+    default=None,
+    help=f"How many clusters [default: as last time, else {DEFAULT_COUNT}].",
+)
+@dir_option
+@click.option(
+    "--base-port",
+    type=click.IntRange(1024, 65535),
+    default=None,
+    help=f"Broker port of the first cluster; cluster i adds i*10000 [default: as last time, else {DEFAULT_BASE_PORT}].",
+)
+@json_option
+@handle_errors
+def up(count: int | None, root: Path | None, base_port: int | None, as_json: bool) -> None:
+    """Start the clusters (idempotent) and wait until each answers."""
+    recorded = LocalKafka.from_root(_root(root))
+    kafka = LocalKafka(
+        recorded.root,
+        count=count if count is not None else recorded.count,
+        base_port=base_port if base_port is not None else recorded.base_port,
+    )
+    started = time.monotonic()
+    infos = kafka.up()
+    elapsed = time.monotonic() - started
+    emit(
+        [i.to_dict() for i in infos],
+        as_json,
+        lambda _: "\n".join(_line(i) for i in infos) + f"\nready in {elapsed:.1f} s",
+    )
+
+
+@local.command()
+@dir_option
+@json_option
+@handle_errors
+def status(root: Path | None, as_json: bool) -> None:
+    """Show each cluster, its bootstrap address and whether it runs."""
+    infos = LocalKafka.from_root(_root(root)).status()
+    emit([i.to_dict() for i in infos], as_json, lambda _: _render_status(infos))
+
+
+@local.command()
+@dir_option
+@json_option
+@handle_errors
+def down(root: Path | None, as_json: bool) -> None:
+    """Stop the clusters that `up` started (data is kept)."""
+    stopped = LocalKafka.from_root(_root(root)).down()
+    emit(
+        [i.to_dict() for i in stopped],
+        as_json,
+        lambda _: "\n".join(f"stopped {i.name} (pid {i.pid})" for i in stopped)
+        or "no local Kafka cluster was running",
+    )
+
+
+def _root(root: Path | None) -> Path:
+    return root if root is not None else default_root()
+
+
+def _line(info: ClusterInfo) -> str:
+    state = f"running (pid {info.pid})" if info.running else "stopped"
+    return f"{info.name:<12} {info.bootstrap:<18} {state:<22} {info.data_dir}"
+
+
+def _render_status(infos: list[ClusterInfo]) -> str:
+    lines = [_line(i) for i in infos]
+    if not any(i.running for i in infos):
+        lines.append("no local Kafka cluster is running; start them with `mirror-pipeline local up`")
+    return "\n".join(lines)

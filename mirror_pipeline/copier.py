@@ -1,0 +1,234 @@
+"""The task side of a cycle: copy one work unit (one mirror partition's range).
+
+Runs inside a Spark task, so it takes only plain picklable values and builds
+its own clients. The protocol, per unit:
+
+1. Fence: start the partition's transactional segment writer, which cuts off
+   any older writer of this partition (a zombie of an earlier cycle).
+2. Check nobody wrote since the plan: no segment of this partition appeared in
+   the offset-map topic after the planner's snapshot, and the mirror's log end
+   is exactly where the plan expects it.
+3. For each chunk: read up to `chunk_records` committed source records, write
+   the chunk's segment (transaction), then produce its records to the same
+   mirror partition with an idempotent producer. The segment lands before its
+   records, so after a crash the mirror's log end tells how much landed.
+4. Flush, then verify the mirror's log end is exactly where this unit's last
+   segment ends: anything else means another writer interleaved (R-MT-9).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition, TIMESTAMP_NOT_AVAILABLE
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.errors import ConcurrentWriter, MirrorDiverged, MirrorError
+from mirror_pipeline.offset_map import Segment, runs_of
+from mirror_pipeline.state_store import SegmentWriter, read_topic
+
+IDLE_TIMEOUT_S = 60.0
+# Bounds the records a task holds in memory between reading and producing.
+CHUNK_MAX_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    link: str
+    source_topic: str
+    mirror_topic: str
+    partition: int
+    source_from: int  # next source offset to copy
+    source_until: int  # source last stable offset at plan time: stop before it
+    dest_start: int  # the mirror's log end the plan saw
+    map_snapshot_end: int  # offset-map topic end the plan read up to
+    max_bytes: int
+    chunk_records: int
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class CopyContext:
+    """Client settings and names shared by every unit of a cycle."""
+
+    source_alias: str
+    dest_alias: str
+    source_properties: dict
+    dest_properties: dict
+    offset_map_topic: str
+    writer_delivery_timeout_ms: int
+
+
+@dataclass
+class UnitResult:
+    mirror_topic: str
+    partition: int
+    source_from: int
+    source_until: int  # where reading stopped (exclusive)
+    dest_from: int
+    dest_until: int
+    records: int = 0
+    bytes: int = 0
+    first_timestamp: int = -1
+    last_timestamp: int = -1
+    error_kind: str = ""
+    error: str = ""
+
+    def to_row(self) -> dict:
+        return asdict(self)
+
+
+def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
+    """Copy one unit; expected failures come back in the result, not as exceptions.
+
+    Returning errors lets the other units of the Spark job finish; the driver
+    fails the cycle afterwards, naming every unit that failed.
+    """
+    result = UnitResult(unit.mirror_topic, unit.partition, unit.source_from, unit.source_from, unit.dest_start, unit.dest_start)
+    try:
+        _copy(unit, ctx, result)
+    except MirrorError as exc:
+        result.error_kind, result.error = type(exc).__name__, str(exc)
+    except KafkaException as exc:
+        result.error_kind = "KafkaException"
+        result.error = kc.describe_error(exc, {**ctx.source_properties, **ctx.dest_properties})
+    return result
+
+
+def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
+    writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
+    writer.fence()
+    _check_no_writer_since_plan(unit, ctx)
+    reader = kc.consumer(kc.client_config(ctx.source_properties, unit.link, "reader"))
+    # Asks the destination for the mirror's log end; never reads records.
+    mirror_probe = kc.consumer(kc.client_config(ctx.dest_properties, unit.link, "state-reader"))
+    out = kc.producer(
+        kc.client_config(
+            ctx.dest_properties,
+            unit.link,
+            "writer",
+            **{
+                "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
+                "request.timeout.ms": min(30000, max(1000, ctx.writer_delivery_timeout_ms // 3)),
+                # A batch must fit the mirror's own limit (librdkafka does not split batches).
+                "batch.size": max(16384, min(1000000, unit.max_message_bytes - 512)),
+            },
+        )
+    )
+    failures: list[KafkaError] = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    try:
+        dest_end = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
+        if dest_end != unit.dest_start:
+            raise ConcurrentWriter(
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {dest_end}, the plan expected "
+                f"{unit.dest_start}; another writer is active or wrote since the plan"
+            )
+        reader.assign([TopicPartition(unit.source_topic, unit.partition, unit.source_from)])
+        position = unit.source_from
+        copied_bytes = 0
+        while position < unit.source_until and copied_bytes < unit.max_bytes:
+            chunk, position = _read_chunk(reader, unit, position)
+            offsets = [m.offset() for m in chunk]
+            segment = Segment(dest_end, tuple(runs_of(offsets)), position, written_at=time.time())
+            writer.write(puts=[segment])
+            for msg in chunk:
+                ts_type, ts = msg.timestamp()
+                value, key = msg.value(), msg.key()
+                out.produce(
+                    unit.mirror_topic,
+                    value=value,
+                    key=key,
+                    partition=unit.partition,
+                    timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                    headers=msg.headers(),
+                    on_delivery=on_delivery,
+                )
+                copied_bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                if result.first_timestamp < 0:
+                    result.first_timestamp = ts
+                result.last_timestamp = ts
+                out.poll(0)
+            if failures:
+                break
+            dest_end = segment.dest_end
+            result.records += len(chunk)
+            result.bytes = copied_bytes
+            result.source_until = position
+            result.dest_until = dest_end
+        remaining = out.flush(ctx.writer_delivery_timeout_ms / 1000 + 5)
+        if failures or remaining:
+            reason = failures[0].str() if failures else f"{remaining} records not acknowledged"
+            raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
+        landed = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
+        if landed != result.dest_until:
+            raise MirrorDiverged(
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {landed} after copying, "
+                f"expected {result.dest_until}: records not written by this link are in the mirror"
+            )
+    finally:
+        reader.close()
+        mirror_probe.close()
+        writer.close()
+
+
+def _read_chunk(reader, unit: WorkUnit, position: int) -> tuple[list, int]:
+    """Up to `chunk_records` committed records below `source_until`, and the new read position."""
+    chunk: list = []
+    chunk_bytes = 0
+    tp = TopicPartition(unit.source_topic, unit.partition)
+    idle_since = time.monotonic()
+    while len(chunk) < unit.chunk_records and chunk_bytes < CHUNK_MAX_BYTES:
+        msgs = reader.consume(min(10000, unit.chunk_records - len(chunk)), 0.5)
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise MirrorError(
+                    f"source topic '{unit.source_topic}' partition {unit.partition}: read failed at offset "
+                    f"{position}: {err.str()}"
+                )
+            if msg.offset() >= unit.source_until:
+                return chunk, unit.source_until
+            chunk.append(msg)
+            chunk_bytes += len(msg)
+            position = msg.offset() + 1
+        if msgs:
+            idle_since = time.monotonic()
+        # The consumer's position moves past aborted records and transaction
+        # markers that it never hands out; that is how a trailing gap is crossed.
+        consumer_position = reader.position([tp])[0].offset
+        if consumer_position >= unit.source_until:
+            return chunk, unit.source_until
+        position = max(position, consumer_position)
+        if not msgs and chunk:
+            return chunk, position
+        if time.monotonic() - idle_since > IDLE_TIMEOUT_S:
+            raise MirrorError(
+                f"source topic '{unit.source_topic}' partition {unit.partition}: no progress at offset {position} "
+                f"for {IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {unit.source_until})"
+            )
+    return chunk, position
+
+
+def _mirror_log_end(cons, topic: str, partition: int) -> int:
+    return kc.watermark(cons, topic, partition)[1]
+
+
+def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
+    """After fencing, a segment of this partition newer than the plan means a concurrent cycle."""
+    prefix = f"{unit.link}/{unit.mirror_topic}/{unit.partition}/"
+    conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
+    admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
+    for key, value, _ in read_topic(conf, admin, ctx.offset_map_topic, ctx.dest_alias, start=unit.map_snapshot_end):
+        if key.startswith(prefix) and value is not None and int(key.rsplit("/", 1)[1]) >= unit.dest_start:
+            raise ConcurrentWriter(
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle wrote to it after this "
+                f"cycle planned; this unit stopped without writing"
+            )

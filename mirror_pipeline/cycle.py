@@ -1,0 +1,184 @@
+"""One replication cycle of a link: plan, copy (one Spark job), record (R-EX-1).
+
+The driver plans and repairs (`planner`), Spark runs one task per work unit
+(`spark.run_units` -> `copier.copy_unit`), and the driver then consolidates
+the offset map, measures the lag left and returns the lineage of the cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Sequence
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.copier import CopyContext, UnitResult
+from mirror_pipeline.errors import MirrorError, MirrorRefused
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.mirrors import ACTIVE
+from mirror_pipeline.offset_map import consolidate, resolve
+from mirror_pipeline.planner import Plan, plan_cycle
+from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
+from mirror_pipeline.spark import run_units
+from mirror_pipeline.state_store import SegmentWriter, segment_key
+
+log = logging.getLogger(__name__)
+
+# Segments a partition may gather before the driver merges them into one.
+CONSOLIDATE_AFTER = 16
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class CycleFailed(MirrorError):
+    """Some mirrors could not be copied; the others were, and their lineage is attached."""
+
+    def __init__(self, message: str, result: CycleResult):
+        super().__init__(message)
+        self.result = result
+
+
+def run_cycle(
+    ctx: LinkContext,
+    spark,
+    mirror_topics: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> CycleResult:
+    started = time.time()
+    ctx.check_destination()
+    ctx.check_source()
+    registry = ctx.store.read_mirrors()
+    if mirror_topics is not None:
+        unknown = sorted(set(mirror_topics) - set(registry))
+        if unknown:
+            raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
+    selected = [m for m in registry.values() if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state == ACTIVE]
+
+    t0 = time.monotonic()
+    plan = plan_cycle(ctx, selected)
+    log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
+
+    copy_ctx = CopyContext(
+        source_alias=ctx.source.alias,
+        dest_alias=ctx.dest.alias,
+        source_properties=dict(ctx.source.properties),
+        dest_properties=dict(ctx.dest.properties),
+        offset_map_topic=ctx.store.offset_map_topic,
+        writer_delivery_timeout_ms=max(2000, ctx.link.fence_wait_ms - 1000),
+    )
+    t0 = time.monotonic()
+    with _ProgressReporter(ctx, plan, progress):
+        results = run_units(spark, plan.units, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units")
+    log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
+
+    _consolidate(ctx, plan)
+    result = _cycle_result(ctx, plan, results, started)
+    errors = dict(plan.errors)
+    for r in results:
+        if r.error:
+            errors.setdefault(r.mirror_topic, f"partition {r.partition}: {r.error}")
+    if errors:
+        lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
+        raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {lines}", result)
+    return result
+
+
+def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:
+    by_partition = {(r.mirror_topic, r.partition): r for r in results}
+    tps = [(pp.mirror.source_topic, p) for (_, p), pp in plan.partitions.items()]
+    source_end_now = kc.list_offsets(ctx.source_admin, tps, "latest", ctx.source.alias)
+    mirrors: dict[str, list[PartitionCopy]] = {}
+    sources: dict[str, str] = {}
+    for (mirror, p), pp in sorted(plan.partitions.items()):
+        r = by_partition.get((mirror, p))
+        reached = r.source_until if r else pp.next_source
+        copy = PartitionCopy(
+            partition=p,
+            source_from=pp.next_source,
+            source_until=reached,
+            dest_from=pp.mirror_log_end,
+            dest_until=r.dest_until if r else pp.mirror_log_end,
+            records=r.records if r else 0,
+            bytes=r.bytes if r else 0,
+            lag_after=max(0, source_end_now[(pp.mirror.source_topic, p)] - reached),
+        )
+        mirrors.setdefault(mirror, []).append(copy)
+        sources[mirror] = pp.mirror.source_topic
+    return CycleResult(
+        link=ctx.link.name,
+        started_at=started,
+        duration_s=time.time() - started,
+        work_units=len(plan.units),
+        mirrors={
+            m: MirrorCopyResult(m, sources[m], tuple(parts), plan.partitions_added.get(m, 0)) for m, parts in mirrors.items()
+        },
+    )
+
+
+def _consolidate(ctx: LinkContext, plan: Plan) -> None:
+    """Merge partitions' many small segments into one, so reading state stays cheap."""
+    copied = sorted({u.mirror_topic for u in plan.units})
+    if not copied:
+        return
+    snapshot = ctx.store.read_segments(copied)
+    cons = kc.consumer(ctx.dest_conf("state-reader"))
+    try:
+        for (mirror, p), keyed in snapshot.segments.items():
+            if len(keyed) <= CONSOLIDATE_AFTER:
+                continue
+            res = resolve([s for _, s in keyed], kc.watermark(cons, mirror, p)[1])
+            merged = consolidate(res.landed)
+            if merged is None or len(res.landed) < 2:
+                continue
+            landed_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in res.landed}
+            merged_key = segment_key(ctx.link.name, mirror, p, merged.dest_start)
+            stale = [k for k, _ in keyed if k in landed_keys and k != merged_key]
+            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
+            try:
+                writer.fence()
+                writer.write(puts=[merged], deletes=stale)
+            finally:
+                writer.close()
+    finally:
+        cons.close()
+
+
+class _ProgressReporter:
+    """Reports records copied of records to copy while the Spark job runs.
+
+    It watches the mirrors' log ends from the driver, so it needs nothing from
+    the Spark tasks and works the same on a cluster.
+    """
+
+    def __init__(self, ctx: LinkContext, plan: Plan, callback: ProgressCallback | None, interval: float = 1.0):
+        self.ctx, self.plan, self.callback, self.interval = ctx, plan, callback, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.total = sum(u.source_until - u.source_from for u in plan.units)
+
+    def __enter__(self):
+        if self.callback and self.plan.units:
+            self.callback(0, self.total)
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+            self._report()
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            self._report()
+
+    def _report(self):
+        tps = [(u.mirror_topic, u.partition) for u in self.plan.units]
+        try:
+            ends = kc.list_offsets(self.ctx.dest_admin, tps, "latest", self.ctx.dest.alias, read_committed=False)
+        except MirrorError:
+            return
+        done = sum(min(ends[(u.mirror_topic, u.partition)] - u.dest_start, u.source_until - u.source_from) for u in self.plan.units)
+        self.callback(max(0, done), self.total)

@@ -1,0 +1,144 @@
+"""Mirror topic verbs: create, list, describe (R-MT-1..3, R-OBS-5)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewTopic
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.errors import MirrorRefused, TopicNotFound
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.offset_map import resolve
+from mirror_pipeline.replication_policy import is_internal_topic
+from mirror_pipeline.results import MirrorDescription, MirrorInfo, PartitionStatus
+from mirror_pipeline.topic_configs import describe_topic_configs, split_for_mirror
+
+ACTIVE = "ACTIVE"
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None = None) -> tuple[MirrorInfo, bool]:
+    """Create a mirror of `source_topic` on the link's destination; (info, created?).
+
+    Running it again for the same source and mirror is a no-op that reports the
+    existing mirror. Every refusal happens before anything is written.
+    """
+    link = ctx.link
+    mirror_topic = mirror_topic or ctx.naming.mirror_topic(source_topic)
+    for name, what in ((source_topic, "source topic"), (mirror_topic, "mirror topic")):
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
+    try:
+        ctx.naming.check_mirror_name(source_topic, mirror_topic)
+    except Exception as exc:
+        raise MirrorRefused(str(exc)) from None
+    if is_internal_topic(source_topic):
+        raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
+    ctx.check_destination()
+    ctx.check_source()
+
+    ctx.store.ensure_topics()
+    registry = ctx.store.read_mirrors()
+    existing = registry.get(mirror_topic)
+    if existing is not None:
+        if existing.source_topic != source_topic:
+            raise MirrorRefused(
+                f"'{mirror_topic}' is already a mirror of '{existing.source_topic}' on link '{link.name}'"
+            )
+        if kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) is not None:
+            return existing, False
+        # Registered but the topic is missing: an earlier create stopped half-way.
+    partitions = kc.topic_partitions(ctx.source_admin, source_topic, ctx.source.alias)
+    if partitions is None:
+        raise TopicNotFound(f"source topic '{source_topic}' does not exist on cluster '{ctx.source.alias}'")
+    try:
+        source_configs = describe_topic_configs(ctx.source_admin, source_topic, ctx.source.alias)
+        kc.list_offsets(ctx.source_admin, [(source_topic, p) for p in range(partitions)], "latest", ctx.source.alias)
+    except Exception as exc:
+        raise MirrorRefused(
+            f"source topic '{source_topic}' on cluster '{ctx.source.alias}' cannot be read with the link's credentials: {exc}"
+        ) from None
+    if existing is None and kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) is not None:
+        raise MirrorRefused(
+            f"a topic named '{mirror_topic}' already exists on cluster '{ctx.dest.alias}'; "
+            f"a normal topic is never turned into a mirror"
+        )
+
+    configs, _held = split_for_mirror(source_configs)
+    now = time.time()
+    info = existing or MirrorInfo(link.name, mirror_topic, source_topic, ACTIVE, now, "created", now)
+    # Registered first: a topic that exists unregistered could never be claimed again.
+    ctx.store.put_mirror(info)
+    try:
+        fut = ctx.dest_admin.create_topics(
+            [NewTopic(mirror_topic, num_partitions=partitions, replication_factor=-1, config=configs)],
+            request_timeout=kc.REQUEST_TIMEOUT_S,
+        )[mirror_topic]
+        fut.result()
+    except KafkaException as exc:
+        if existing is None:
+            ctx.store.delete_mirror(mirror_topic)
+        raise MirrorRefused(
+            f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed: {exc.args[0].str()}"
+        ) from None
+    return info, True
+
+
+def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
+    ctx.check_destination()
+    return sorted(ctx.store.read_mirrors().values(), key=lambda m: m.mirror_topic)
+
+
+def get_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorInfo:
+    mirrors = ctx.store.read_mirrors()
+    if mirror_topic not in mirrors:
+        known = ", ".join(sorted(mirrors)) or "none"
+        raise MirrorRefused(f"no mirror '{mirror_topic}' on link '{ctx.link.name}' (mirrors: {known})")
+    return mirrors[mirror_topic]
+
+
+def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
+    ctx.check_destination()
+    info = get_mirror(ctx, mirror_topic)
+    ctx.check_source()
+    src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
+    dst_parts = kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) or 0
+    src_tps = [(info.source_topic, p) for p in range(src_parts)]
+    dst_tps = [(mirror_topic, p) for p in range(dst_parts)]
+    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
+    dst_start = kc.list_offsets(ctx.dest_admin, dst_tps, "earliest", ctx.dest.alias, read_committed=False)
+    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    segments = ctx.store.read_segments([mirror_topic]).segments
+    rows = []
+    for p in range(src_parts):
+        leo = dst_end.get((mirror_topic, p), 0)
+        res = resolve([s for _, s in segments.get((mirror_topic, p), [])], leo)
+        next_source = res.offset_map.next_source_offset
+        next_source = src_start[(info.source_topic, p)] if next_source is None else next_source
+        rows.append(
+            PartitionStatus(
+                partition=p,
+                source_log_start=src_start[(info.source_topic, p)],
+                source_log_end=src_end[(info.source_topic, p)],
+                mirror_log_start=dst_start.get((mirror_topic, p), 0),
+                mirror_log_end=leo,
+                next_source_offset=next_source,
+                lag=max(0, src_end[(info.source_topic, p)] - next_source),
+                offsets_preserved=res.offset_map.offsets_preserved,
+                offset_map_runs=len(res.offset_map.runs),
+            )
+        )
+    source_configs = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
+    _, held = split_for_mirror(source_configs)
+    return MirrorDescription(
+        mirror=info,
+        source_partitions=src_parts,
+        mirror_partitions=dst_parts,
+        partitions=tuple(rows),
+        source_timestamp_type=source_configs.get("message.timestamp.type", "CreateTime"),
+        held_back_configs=held,
+    )

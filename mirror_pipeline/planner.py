@@ -1,0 +1,255 @@
+"""The planner side of a cycle: decide the work, and repair what a crash left.
+
+For every mirrored partition the planner reads the source's log start and last
+stable offset, the mirror's log end and the partition's offset-map segments,
+then:
+- grows the mirror when the source gained partitions (R-MT-10);
+- resolves segments left *in doubt* by a crashed or fenced writer: fence the
+  partition, wait out the old writer's delivery timeout, then cut the segments
+  at what actually landed (R-REL-1);
+- aligns a new mirror's log start with the source's (R-MT-5);
+- emits one work unit per partition that is behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewPartitions
+from confluent_kafka import TopicPartition
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.copier import WorkUnit
+from mirror_pipeline.errors import MirrorDiverged, MirrorError
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
+from mirror_pipeline.results import MirrorInfo
+from mirror_pipeline.state_store import SegmentWriter, segment_key
+
+log = logging.getLogger(__name__)
+
+PADDING_KEY = b"\x00mirror-pipeline-log-start-alignment"
+
+
+@dataclass
+class PartitionPlan:
+    mirror: MirrorInfo
+    partition: int
+    source_log_start: int
+    source_end: int  # last stable offset at plan time
+    mirror_log_end: int
+    offset_map: OffsetMap
+    next_source: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.source_end - self.next_source)
+
+
+@dataclass
+class Plan:
+    units: list[WorkUnit] = field(default_factory=list)
+    partitions: dict[tuple[str, int], PartitionPlan] = field(default_factory=dict)
+    partitions_added: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # mirror topic -> why it was skipped
+    map_snapshot_end: int = 0
+
+
+def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
+    plan = Plan()
+    live: list[tuple[MirrorInfo, int]] = []
+    for info in mirrors:
+        try:
+            live.append((info, _align_partition_count(ctx, info, plan)))
+        except MirrorError as exc:
+            plan.errors[info.mirror_topic] = str(exc)
+    src_tps = [(m.source_topic, p) for m, n in live for p in range(n)]
+    dst_tps = [(m.mirror_topic, p) for m, n in live for p in range(n)]
+    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
+    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    dst_start = kc.list_offsets(ctx.dest_admin, dst_tps, "earliest", ctx.dest.alias, read_committed=False)
+
+    snapshot = ctx.store.read_segments([m.mirror_topic for m, _ in live])
+    resolutions = {}
+    in_doubt = []
+    for info, n in live:
+        for p in range(n):
+            keyed = snapshot.segments.get((info.mirror_topic, p), [])
+            res = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
+            if res.foreign_records:
+                plan.errors[info.mirror_topic] = str(
+                    MirrorDiverged(
+                        f"mirror '{info.mirror_topic}' partition {p} holds {res.foreign_records} records "
+                        f"the link did not write (log end {dst_end[(info.mirror_topic, p)]}); it was not copied to"
+                    )
+                )
+            resolutions[(info, p)] = res
+            if res.in_doubt:
+                in_doubt.append((info, p, keyed))
+
+    if in_doubt:
+        repaired_ends = _repair_in_doubt(ctx, in_doubt)
+        for (info, p), leo in repaired_ends.items():
+            dst_end[(info.mirror_topic, p)] = leo
+        snapshot = ctx.store.read_segments([m.mirror_topic for m, _ in live])
+        for info, p, _ in in_doubt:
+            keyed = snapshot.segments.get((info.mirror_topic, p), [])
+            resolutions[(info, p)] = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
+
+    for info, n in live:
+        if info.mirror_topic in plan.errors:
+            continue
+        for p in range(n):
+            res = resolutions[(info, p)]
+            start, end = src_start[(info.source_topic, p)], src_end[(info.source_topic, p)]
+            omap = res.offset_map
+            if omap.next_source_offset is None and start > 0 and dst_end[(info.mirror_topic, p)] == 0:
+                omap = _align_log_start(ctx, info, p, start)
+                dst_end[(info.mirror_topic, p)] = omap.dest_end
+            elif omap.padding and dst_start[(info.mirror_topic, p)] < omap.padding:
+                _delete_placeholders(ctx, info.mirror_topic, p, omap.padding)  # a crash came between
+            next_source = start if omap.next_source_offset is None else omap.next_source_offset
+            if next_source < start:
+                log.warning(
+                    "%s[%d]: source offsets %d..%d expired on the source before they were mirrored",
+                    info.source_topic, p, next_source, start - 1,
+                )
+                next_source = start
+            pp = PartitionPlan(info, p, start, end, dst_end[(info.mirror_topic, p)], omap, next_source)
+            plan.partitions[(info.mirror_topic, p)] = pp
+    plan.map_snapshot_end = kc.list_offsets(ctx.dest_admin, [(ctx.store.offset_map_topic, 0)], "latest", ctx.dest.alias)[
+        (ctx.store.offset_map_topic, 0)
+    ]
+    for pp in plan.partitions.values():
+        if pp.lag:
+            plan.units.append(_unit(ctx, pp, plan.map_snapshot_end))
+    return plan
+
+
+def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int) -> WorkUnit:
+    return WorkUnit(
+        link=ctx.link.name,
+        source_topic=pp.mirror.source_topic,
+        mirror_topic=pp.mirror.mirror_topic,
+        partition=pp.partition,
+        source_from=pp.next_source,
+        source_until=pp.source_end,
+        dest_start=pp.mirror_log_end,
+        map_snapshot_end=snapshot_end,
+        max_bytes=ctx.link.unit_max_bytes,
+        chunk_records=ctx.link.chunk_max_records,
+        max_message_bytes=_max_message_bytes(ctx, pp.mirror.mirror_topic),
+    )
+
+
+def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
+    from mirror_pipeline.topic_configs import describe_topic_configs
+
+    return int(describe_topic_configs(ctx.dest_admin, mirror_topic, ctx.dest.alias).get("max.message.bytes", 1048588))
+
+
+def _align_partition_count(ctx: LinkContext, info: MirrorInfo, plan: Plan) -> int:
+    src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
+    if src is None:
+        raise MirrorError(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
+    dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
+    if dst is None:
+        raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
+    if src > dst:
+        fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)
+        try:
+            fut[info.mirror_topic].result()
+        except KafkaException as exc:
+            raise MirrorError(f"mirror '{info.mirror_topic}': adding partitions failed: {exc.args[0].str()}") from None
+        plan.partitions_added[info.mirror_topic] = src - dst
+        log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
+    return src
+
+
+def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
+    """Fence every in-doubt partition, wait out old writers, cut segments at what landed."""
+    writers = {}
+    for info, p, _ in in_doubt:
+        w = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
+        w.fence()
+        writers[(info, p)] = w
+    # A fenced writer can commit no further segment, but records of the chunk
+    # whose segment it already wrote may still be in flight until its delivery
+    # timeout passes.
+    log.info("waiting %.1fs for fenced writers of %d partitions", ctx.link.fence_wait_ms / 1000, len(writers))
+    time.sleep(ctx.link.fence_wait_ms / 1000)
+    cons = kc.consumer(ctx.dest_conf("state-reader"))
+    ends = {}
+    try:
+        for info, p, keyed in in_doubt:
+            leo = kc.watermark(cons, info.mirror_topic, p)[1]
+            puts, deletes = [], []
+            res = resolve([s for _, s in keyed], leo)
+            for seg in res.in_doubt:
+                kept = seg.truncated(leo)
+                key = segment_key(ctx.link.name, info.mirror_topic, p, seg.dest_start)
+                if kept is None:
+                    deletes.append(key)
+                elif kept.padding and kept.dest_end > leo:
+                    leo = _finish_padding(ctx, info.mirror_topic, p, kept, leo)
+                elif kept != seg:
+                    puts.append(kept)
+            writers[(info, p)].write(puts=puts, deletes=deletes)
+            ends[(info, p)] = leo
+            log.info("%s[%d]: repaired in-doubt segments at mirror offset %d", info.mirror_topic, p, leo)
+    finally:
+        cons.close()
+        for w in writers.values():
+            w.close()
+    return ends
+
+
+def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_start: int) -> OffsetMap:
+    """Bring an empty mirror partition's log start to the source's (R-MT-5).
+
+    Placeholder records fill offsets 0..start-1 and are then deleted, so the
+    first copied record lands at its own source offset. Past the budget the
+    mirror starts at 0 and its offsets are translated through the map instead.
+    """
+    if source_start > ctx.link.alignment_max_records:
+        return OffsetMap(next_source_offset=source_start)
+    segment = Segment(0, (), source_start, padding=source_start, written_at=time.time())
+    writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic)
+    try:
+        writer.fence()
+        writer.write(puts=[segment])
+    finally:
+        writer.close()
+    _finish_padding(ctx, info.mirror_topic, partition, segment, 0)
+    return resolve([segment], source_start).offset_map
+
+
+def _finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment: Segment, leo: int) -> int:
+    out = kc.producer(ctx.dest_conf("writer"))
+    failures = []
+    for _ in range(segment.dest_end - leo):
+        out.produce(mirror_topic, key=PADDING_KEY, value=None, partition=partition,
+                    on_delivery=lambda err, _m: err and failures.append(err))
+        out.poll(0)
+    if out.flush(60) or failures:
+        raise MirrorError(f"mirror '{mirror_topic}' partition {partition}: log start alignment failed")
+    _delete_placeholders(ctx, mirror_topic, partition, segment.dest_end)
+    return segment.dest_end
+
+
+def _delete_placeholders(ctx: LinkContext, mirror_topic: str, partition: int, before: int) -> None:
+    futures = ctx.dest_admin.delete_records(
+        [TopicPartition(mirror_topic, partition, before)], request_timeout=kc.REQUEST_TIMEOUT_S
+    )
+    for fut in futures.values():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            raise MirrorError(
+                f"mirror '{mirror_topic}' partition {partition}: removing alignment placeholders failed: "
+                f"{exc.args[0].str()}"
+            ) from None

@@ -1,0 +1,157 @@
+"""Result objects that every verb returns and both the CLI and Dagster render.
+
+Plain frozen dataclasses with `to_dict()`: the CLI prints them (text or JSON),
+the Dagster layer turns them into asset metadata. They never hold secrets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class PartitionCopy:
+    """Lineage of one mirrored partition in one cycle (R-OBS-4).
+
+    Source range is [source_from, source_until): the source offsets the cycle
+    read past (including gaps it skipped); destination range is
+    [dest_from, dest_until): the mirror offsets it wrote.
+    """
+
+    partition: int
+    source_from: int
+    source_until: int
+    dest_from: int
+    dest_until: int
+    records: int
+    bytes: int
+    lag_after: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MirrorCopyResult:
+    mirror_topic: str
+    source_topic: str
+    partitions: tuple[PartitionCopy, ...] = ()
+    partitions_added: int = 0
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def lag_after(self) -> int:
+        return sum(p.lag_after for p in self.partitions)
+
+    def to_dict(self) -> dict:
+        return {
+            "mirror_topic": self.mirror_topic,
+            "source_topic": self.source_topic,
+            "records": self.records,
+            "bytes": self.bytes,
+            "lag_after": self.lag_after,
+            "partitions_added": self.partitions_added,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    link: str
+    started_at: float
+    duration_s: float
+    work_units: int
+    mirrors: dict[str, MirrorCopyResult] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(m.records for m in self.mirrors.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(m.bytes for m in self.mirrors.values())
+
+    @property
+    def lag_after(self) -> int:
+        return sum(m.lag_after for m in self.mirrors.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "link": self.link,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "work_units": self.work_units,
+            "records": self.records,
+            "bytes": self.bytes,
+            "lag_after": self.lag_after,
+            "mirrors": {name: m.to_dict() for name, m in sorted(self.mirrors.items())},
+        }
+
+
+@dataclass(frozen=True)
+class MirrorInfo:
+    """A mirror topic as registered in the destination cluster's state topic."""
+
+    link: str
+    mirror_topic: str
+    source_topic: str
+    state: str
+    state_time: float
+    reason: str
+    created_at: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    partition: int
+    source_log_start: int
+    source_log_end: int
+    mirror_log_start: int
+    mirror_log_end: int
+    next_source_offset: int
+    lag: int
+    offsets_preserved: bool
+    offset_map_runs: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MirrorDescription:
+    mirror: MirrorInfo
+    source_partitions: int
+    mirror_partitions: int
+    partitions: tuple[PartitionStatus, ...]
+    source_timestamp_type: str
+    held_back_configs: dict[str, str]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    @property
+    def offsets_preserved(self) -> bool:
+        return all(p.offsets_preserved for p in self.partitions)
+
+    def to_dict(self) -> dict:
+        return {
+            **self.mirror.to_dict(),
+            "source_partitions": self.source_partitions,
+            "mirror_partitions": self.mirror_partitions,
+            "lag": self.lag,
+            "offsets": "preserved" if self.offsets_preserved else "translated",
+            "source_timestamp_type": self.source_timestamp_type,
+            "held_back_configs": self.held_back_configs,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }

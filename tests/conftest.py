@@ -1,0 +1,128 @@
+"""Shared fixtures.
+
+Kafka-backed fixtures are lazy: a broker starts only when a test asks for
+`local_kafka` (directly or through the bootstrap fixtures), so unit tests never
+pay for the JVMs. Such tests are marked `integration` automatically, so
+`pytest -m "not integration"` runs without Java.
+
+The test clusters live in `<repo>/.local-kafka/test` on ports 19592/29592/39592,
+away from a demo's 19092. Set MIRROR_PIPELINE_KEEP_TEST_KAFKA=1 to leave them
+running after the session (the next session then reuses them in under a second).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror_pipeline.local.clusters import LocalKafka
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_KAFKA_ROOT = REPO / ".local-kafka" / "test"
+TEST_KAFKA_BASE_PORT = 19592
+TEST_KAFKA_COUNT = 3
+KEEP_ENV = "MIRROR_PIPELINE_KEEP_TEST_KAFKA"
+
+_KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "third_bootstrap"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def local_kafka() -> Iterator[LocalKafka]:
+    """Three running clusters: us-west (source), us-east (destination), eu-west (third).
+
+    Storage is wiped when no test cluster is running, so each session starts
+    with no topics left over from earlier sessions.
+    """
+    kafka = LocalKafka(root=TEST_KAFKA_ROOT, count=TEST_KAFKA_COUNT, base_port=TEST_KAFKA_BASE_PORT)
+    if not any(info.running for info in kafka.status()):
+        shutil.rmtree(TEST_KAFKA_ROOT, ignore_errors=True)
+    kafka.up()
+    yield kafka
+    if not os.environ.get(KEEP_ENV):
+        kafka.down()
+
+
+@pytest.fixture(scope="session")
+def source_bootstrap(local_kafka: LocalKafka) -> str:
+    return local_kafka.bootstraps[0]
+
+
+@pytest.fixture(scope="session")
+def destination_bootstrap(local_kafka: LocalKafka) -> str:
+    return local_kafka.bootstraps[1]
+
+
+@pytest.fixture(scope="session")
+def third_bootstrap(local_kafka: LocalKafka) -> str:
+    return local_kafka.bootstraps[2]
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Factory of topic/group names unique to this test and run: `unique_name("orders")`.
+
+    Names hold only [a-zA-Z0-9-] (underscores and dots become dashes: Kafka
+    treats '.' and '_' as colliding in metric names), so they are valid topic
+    names; the uuid suffix keeps reruns against kept clusters apart.
+    """
+    base = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name).strip("-")[:80]
+
+    def make(label: str = "") -> str:
+        label = re.sub(r"[^a-zA-Z0-9]+", "-", label).strip("-")
+        return "-".join(p for p in (base, label, uuid.uuid4().hex[:8]) if p)
+
+    return make
+
+
+@pytest.fixture
+def admin() -> Callable[[str], AdminClient]:
+    """Factory of AdminClients by bootstrap address, one per address per test."""
+    clients: dict[str, AdminClient] = {}
+
+    def get(bootstrap: str) -> AdminClient:
+        if bootstrap not in clients:
+            clients[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        return clients[bootstrap]
+
+    return get
+
+
+@pytest.fixture
+def create_topic(admin: Callable[[str], AdminClient]) -> Callable[..., str]:
+    """Factory: `create_topic(bootstrap, name, partitions=1, config=None)` creates a
+    topic (auto-create is off on the local clusters), waits until metadata shows
+    all its partitions, and returns its name."""
+
+    def create(
+        bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+    ) -> str:
+        client = admin(bootstrap)
+        futures = client.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )
+        futures[name].result(timeout=30)
+        deadline = time.monotonic() + 30
+        while True:
+            topic = client.list_topics(topic=name, timeout=10).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+                if all(p.leader >= 0 for p in topic.partitions.values()):
+                    return name
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} not ready on {bootstrap} after 30 s")
+            time.sleep(0.1)
+
+    return create

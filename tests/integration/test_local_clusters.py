@@ -1,0 +1,193 @@
+"""The embedded local Kafka clusters, on real brokers.
+
+The session clusters (conftest `local_kafka`) cover up/status/produce/consume;
+restarting is tested on a separate one-cluster instance so the session's
+clusters are never stopped mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.cli import cli
+from mirror_pipeline.errors import LocalClusterError
+from mirror_pipeline.local.clusters import LocalKafka
+
+pytestmark = pytest.mark.integration
+
+RESTART_BASE_PORT = 19792
+
+
+def _produce_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    try:
+        producer.produce(topic, key=key, value=value, headers=[("origin", b"test")])
+        assert producer.flush(30) == 0, "record not delivered within 30 s"
+    finally:
+        producer.close()
+
+
+def _consume(bootstrap: str, topic: str, group: str, count: int, timeout: float = 30.0) -> list:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    records = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(records) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            records.append(msg)
+        if records:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return records
+
+
+def _run_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_up_is_idempotent(local_kafka: LocalKafka) -> None:
+    before = {i.name: i.pid for i in local_kafka.status()}
+    assert all(before.values())
+
+    again = LocalKafka(local_kafka.root, count=local_kafka.count, base_port=local_kafka.base_port)
+    started = time.monotonic()
+    after = again.up()
+    assert time.monotonic() - started < 10, "a second up should start nothing"
+    assert {i.name: i.pid for i in after} == before
+    assert all(i.running for i in after)
+
+
+def test_status_reports_running_clusters_that_answer(local_kafka: LocalKafka) -> None:
+    infos = local_kafka.status()
+    assert [i.name for i in infos] == ["us-west", "us-east", "eu-west"]
+    assert [i.bootstrap for i in infos] == ["127.0.0.1:19592", "127.0.0.1:29592", "127.0.0.1:39592"]
+    cluster_ids = set()
+    for info in infos:
+        assert info.running and info.pid
+        assert info.data_dir == local_kafka.root / info.name
+        assert info.to_dict()["data_dir"] == str(info.data_dir)
+        metadata = AdminClient({"bootstrap.servers": info.bootstrap}).list_topics(timeout=10)
+        assert list(metadata.brokers) == [1]
+        cluster_ids.add(metadata.cluster_id)
+    assert len(cluster_ids) == 3, "each local cluster must be a separate Kafka cluster"
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["us-west", "us-east", "eu-west"])
+def test_record_round_trips(
+    index: int,
+    local_kafka: LocalKafka,
+    create_topic: Callable[..., str],
+    unique_name: Callable[..., str],
+) -> None:
+    bootstrap = local_kafka.bootstraps[index]
+    topic = create_topic(bootstrap, unique_name("topic"))
+
+    _produce_one(bootstrap, topic, b"k1", b"hello " + bootstrap.encode())
+
+    [record] = _consume(bootstrap, topic, unique_name("group"), count=1)
+    assert (record.key(), record.value()) == (b"k1", b"hello " + bootstrap.encode())
+    assert record.headers() == [("origin", b"test")]
+
+
+def test_unknown_topics_are_not_auto_created(
+    source_bootstrap: str, admin: Callable[[str], AdminClient], unique_name: Callable[..., str]
+) -> None:
+    topic = unique_name()
+    producer = Producer({"bootstrap.servers": source_bootstrap, "message.timeout.ms": 2000})
+    try:
+        producer.produce(topic, value=b"x")
+        producer.flush(10)
+    finally:
+        producer.close()
+    assert topic not in admin(source_bootstrap).list_topics(timeout=10).topics
+
+
+def test_up_refuses_ports_held_by_another_cluster(local_kafka: LocalKafka, tmp_path: Path) -> None:
+    intruder = LocalKafka(tmp_path / "intruder", count=1, base_port=local_kafka.base_port)
+    with pytest.raises(LocalClusterError, match="already in use"):
+        intruder.up()
+    assert not (tmp_path / "intruder" / "us-west" / "data").exists()
+
+
+def test_cli_status_json(local_kafka: LocalKafka) -> None:
+    exe = Path(sys.executable).with_name("mirror-pipeline")
+    result = subprocess.run(
+        [str(exe), "local", "status", "--json", "--dir", str(local_kafka.root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    reported = json.loads(result.stdout)
+    assert reported == [i.to_dict() for i in local_kafka.status()]
+    assert set(reported[0]) == {"name", "bootstrap", "running", "pid", "data_dir"}
+
+    code, text = _run_cli("local", "status", "--dir", str(local_kafka.root))
+    assert code == 0
+    lines = text.strip().splitlines()
+    assert len(lines) == 3 and all("running" in line for line in lines)
+
+
+def test_cli_on_empty_dir_is_a_quiet_success(tmp_path: Path) -> None:
+    code, text = _run_cli("local", "down", "--dir", str(tmp_path), "--json")
+    assert (code, json.loads(text)) == (0, [])
+    code, text = _run_cli("local", "status", "--dir", str(tmp_path))
+    assert code == 0 and "no local Kafka cluster is running" in text
+
+
+def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str]) -> None:
+    kafka = LocalKafka(tmp_path / "restart", count=1, base_port=RESTART_BASE_PORT)
+    try:
+        [info] = kafka.up()
+        topic = create_topic(info.bootstrap, "kept-topic")
+        _produce_one(info.bootstrap, topic, b"k", b"survives restart")
+
+        [stopped] = kafka.down()
+        assert (stopped.name, stopped.pid, stopped.running) == ("us-west", info.pid, False)
+        assert not kafka.status()[0].running
+        assert not (kafka.root / "us-west" / "broker.pid").exists()
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", RESTART_BASE_PORT)) != 0
+        assert kafka.down() == []
+
+        # No --clusters/--base-port: `up` reuses what the first `up` recorded.
+        code, text = _run_cli("local", "up", "--dir", str(kafka.root), "--json")
+        assert code == 0, text
+        [restarted] = json.loads(text)
+        assert restarted["bootstrap"] == info.bootstrap
+        assert restarted["running"] and restarted["pid"] != info.pid
+
+        bootstrap = restarted["bootstrap"]
+        assert topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+        [record] = _consume(bootstrap, topic, "restart-check", count=1)
+        assert record.value() == b"survives restart"
+
+        code, text = _run_cli("local", "down", "--dir", str(kafka.root), "--json")
+        assert code == 0, text
+        assert [d["pid"] for d in json.loads(text)] == [restarted["pid"]]
+    finally:
+        kafka.down()

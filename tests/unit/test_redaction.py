@@ -1,0 +1,49 @@
+import pytest
+
+from mirror_pipeline.redaction import REDACTED, is_secret_key, redact, scrub
+
+
+@pytest.mark.parametrize("key", [
+    "sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
+    "ssl.truststore.password", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config", "SASL.PASSWORD", "spark.ssl.keyStorePassword",
+    "spark.authenticate.secret", "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.assertion.private.key.passphrase", "my.private.key",
+    "basic.auth.user.info",
+])
+def test_secret_keys(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", [
+    "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "client.id",
+])
+def test_plain_keys(key):
+    assert not is_secret_key(key)
+
+
+def test_redact_masks_only_secrets_and_copies():
+    props = {"bootstrap.servers": "h:9092", "sasl.password": "hunter2",
+             "nested": {"ssl.key.password": "pw2", "x": "y"}}
+    out = redact(props)
+    assert out == {"bootstrap.servers": "h:9092", "sasl.password": REDACTED,
+                   "nested": {"ssl.key.password": REDACTED, "x": "y"}}
+    assert props["sasl.password"] == "hunter2"
+    assert REDACTED == "***"
+
+
+def test_scrub_replaces_every_occurrence():
+    text = "auth failed for hunter2 (hunter2)"
+    assert scrub(text, ["hunter2"]) == "auth failed for *** (***)"
+
+
+def test_scrub_longest_first_hides_the_whole_jaas_line():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required password="pw";'
+    out = scrub(f"bad config: {jaas}", ["pw", jaas])
+    assert out == "bad config: ***"
+
+
+def test_scrub_ignores_empty_secrets_and_keeps_text_without_secrets():
+    assert scrub("nothing here", ["", "absent"]) == "nothing here"
+    assert scrub("abc", []) == "abc"
