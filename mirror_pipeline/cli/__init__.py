@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import click
 
+from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.local import local
+from mirror_pipeline.cli.mirror import mirror
+from mirror_pipeline.cli.run import run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,7 +16,8 @@ def cli() -> None:
     """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster."""
 
 
-cli.add_command(local)
+for command in (local, link, mirror, run):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -47,3 +47,28 @@ def handle_errors(fn: Callable) -> Callable:
             fail(str(exc), kwargs.get("as_json", False))
 
     return wrapper
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file [default: $MIRROR_PIPELINE_CONFIG or ./mirror.yaml].",
+)
+link_option = click.option("--link", "link", required=True, help="The link's name, as in the config file.")
+
+
+def load(config_path: str | None):
+    """The validated config; the import is here so `--help` stays fast."""
+    from mirror_pipeline.config import load_config
+
+    return load_config(config_path)
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A plain aligned text table."""
+    cells = [headers] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)

@@ -398,6 +398,9 @@ def _server_properties(cluster: _Cluster) -> str:
         "auto.create.topics.enable": "false",
         "num.partitions": "1",
         "offsets.topic.replication.factor": "1",
+        # 50 partitions (the default) make a fresh cluster's first consumer group
+        # wait seconds while they are created; a dev cluster needs few.
+        "offsets.topic.num.partitions": "4",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
         "share.coordinator.state.topic.replication.factor": "1",

@@ -1,0 +1,102 @@
+"""`mirror-pipeline mirror ...`: create, list and describe mirror topics."""
+
+from __future__ import annotations
+
+import click
+
+from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, link_option, load, table
+
+
+@click.group()
+def mirror() -> None:
+    """Mirror topics: read-only copies of source topics on a link's destination."""
+
+
+@mirror.command()
+@click.argument("source_topic")
+@link_option
+@click.option("--mirror-topic", default=None, help="Name on the destination [default: the link's naming of SOURCE_TOPIC].")
+@config_option
+@json_option
+@handle_errors
+def create(source_topic: str, link: str, mirror_topic: str | None, config_path: str | None, as_json: bool) -> None:
+    """Create a mirror of SOURCE_TOPIC on the link's destination.
+
+    The mirror gets the source's partition count and synced configs. Running it
+    again for the same topic reports the existing mirror and changes nothing.
+
+    Example: mirror-pipeline mirror create orders --link west-to-east
+    """
+    from mirror_pipeline import mirrors
+    from mirror_pipeline.link_context import LinkContext
+
+    info, created = mirrors.create_mirror(LinkContext.open(load(config_path), link), source_topic, mirror_topic)
+    data = {**info.to_dict(), "created": created}
+    emit(
+        data,
+        as_json,
+        lambda d: (
+            f"{'created' if d['created'] else 'already exists:'} mirror '{d['mirror_topic']}' of "
+            f"'{d['source_topic']}' on link '{d['link']}' ({d['state']})"
+        ),
+    )
+
+
+@mirror.command("list")
+@link_option
+@config_option
+@json_option
+@handle_errors
+def list_(link: str, config_path: str | None, as_json: bool) -> None:
+    """List the mirrors of a link with their state.
+
+    Example: mirror-pipeline mirror list --link west-to-east --json
+    """
+    from mirror_pipeline import engine
+
+    data = [m.to_dict() for m in engine.list_mirrors(load(config_path), link)]
+    emit(
+        data,
+        as_json,
+        lambda rows: table(["MIRROR", "SOURCE", "STATE"], [[r["mirror_topic"], r["source_topic"], r["state"]] for r in rows])
+        if rows
+        else f"no mirrors on link '{link}'",
+    )
+
+
+@mirror.command()
+@click.argument("mirror_topic")
+@link_option
+@config_option
+@json_option
+@handle_errors
+def describe(mirror_topic: str, link: str, config_path: str | None, as_json: bool) -> None:
+    """Show a mirror's state, per-partition offsets and lag.
+
+    Example: mirror-pipeline mirror describe orders --link west-to-east
+    """
+    from mirror_pipeline import engine
+
+    emit(engine.describe_mirror(load(config_path), link, mirror_topic).to_dict(), as_json, _render_description)
+
+
+def _render_description(d: dict) -> str:
+    head = [
+        f"mirror:     {d['mirror_topic']}  (source '{d['source_topic']}', link '{d['link']}')",
+        f"state:      {d['state']}  ({d['reason']})",
+        f"partitions: {d['mirror_partitions']} (source {d['source_partitions']})",
+        f"lag:        {d['lag']} records",
+        f"offsets:    {d['offsets']}",
+        f"timestamps: source type {d['source_timestamp_type']}",
+    ]
+    if d["held_back_configs"]:
+        held = ", ".join(f"{k}={v}" for k, v in sorted(d["held_back_configs"].items()))
+        head.append(f"held back until promote/failover: {held}")
+    rows = [
+        [p["partition"], p["source_log_start"], p["source_log_end"], p["mirror_log_start"], p["mirror_log_end"],
+         p["next_source_offset"], p["lag"], "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)"]
+        for p in d["partitions"]
+    ]
+    return "\n".join(head) + "\n\n" + table(
+        ["PARTITION", "SRC-START", "SRC-END", "MIRROR-START", "MIRROR-END", "NEXT-SRC", "LAG", "OFFSETS"], rows
+    )

@@ -1,0 +1,311 @@
+"""The whole Dagster code location, loaded from a config file; no Kafka needed.
+
+The clusters in these configs point at loopback ports where nothing listens:
+loading definitions must not talk to Kafka. Sensor, schedule and asset bodies
+are exercised with the engine's verbs replaced by stubs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+import time
+import types
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from mirror_pipeline.errors import ClusterUnreachable, ConfigError
+from mirror_pipeline.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
+
+REPO = Path(__file__).resolve().parents[2]
+
+VALID_CONFIG = """\
+clusters:
+  us-west:
+    bootstrap.servers: 127.0.0.1:19999
+  us-east:
+    bootstrap.servers: 127.0.0.1:29999
+links:
+  west-to-east:
+    source: us-west
+    destination: us-east
+  east.to.west:
+    source: us-east
+    destination: us-west
+    mirror.lag.alert.records: 100
+"""
+
+# link name -> Dagster name
+LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
+
+
+@pytest.fixture(scope="module")
+def definitions(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
+    """The root `definitions` module, imported where no config file is found.
+
+    `definitions.py` is a top-level module (pyproject `py-modules`); until the
+    editable install is refreshed it is found through the repo root.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MIRROR_PIPELINE_CONFIG", raising=False)
+        mp.chdir(tmp_path_factory.mktemp("empty-cwd"))
+        if importlib.util.find_spec("definitions") is None:
+            mp.syspath_prepend(str(REPO))
+        module = importlib.import_module("definitions")
+    return module
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mirror.yaml"
+    path.write_text(VALID_CONFIG)
+    return path
+
+
+@pytest.fixture
+def defs(definitions, config_file: Path) -> dg.Definitions:
+    return definitions.build_definitions(config_file)
+
+
+def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definitions) -> None:
+    repo = defs.get_repository_def()
+    for link, name in LINKS.items():
+        key = dg.AssetKey([name, "mirror_data"])
+        asset = defs.get_assets_def(key)
+        assert asset.group_names_by_key[key] == name
+        partitions = asset.partitions_def
+        assert isinstance(partitions, dg.DynamicPartitionsDefinition)
+        assert partitions.name == f"{name}_mirrors"
+        assert asset.backfill_policy == dg.BackfillPolicy.single_run()
+        assert {"mirror_config", "pyspark"} <= asset.required_resource_keys
+
+        job = repo.get_job(f"{name}_replicate")
+        assert job.tags["mirror-pipeline/link"] == link
+        assert job.asset_layer.selected_asset_keys == {key}
+
+        schedule = repo.get_schedule_def(f"{name}_replicate_schedule")
+        assert schedule.job_name == job.name
+        assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+
+        sensor = repo.get_sensor_def(f"{name}_lag_sensor")
+        assert sensor.job_name == job.name
+        assert sensor.minimum_interval_seconds == 30
+
+
+def test_resources_point_at_the_loaded_file(defs: dg.Definitions, config_file: Path) -> None:
+    resources = defs.resources
+    assert resources["mirror_config"].config_path == str(config_file.resolve())
+    spark_config = resources["pyspark"].spark_config
+    assert spark_config["spark.master"] == "local[*]"
+    assert spark_config["spark.speculation"] == "false"
+
+
+def test_missing_config_file_yields_empty_definitions(definitions, tmp_path: Path) -> None:
+    defs = definitions.build_definitions(tmp_path / "absent.yaml")
+    repo = defs.get_repository_def()
+    assert list(repo.asset_graph.get_all_asset_keys()) == []
+    assert [j.name for j in repo.get_all_jobs() if not j.name.startswith("__")] == []
+    assert repo.schedule_defs == [] and repo.sensor_defs == []
+
+
+def test_default_path_missing_loads_empty_quietly(
+    definitions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("MIRROR_PIPELINE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    defs = definitions.build_definitions()
+    assert list(defs.get_repository_def().asset_graph.get_all_asset_keys()) == []
+    assert not [r for r in caplog.records if r.levelno >= 30]
+
+
+def test_env_var_selects_the_file(
+    definitions, config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(config_file))
+    defs = definitions.build_definitions()
+    keys = set(defs.get_repository_def().asset_graph.get_all_asset_keys())
+    assert keys == {dg.AssetKey([name, "mirror_data"]) for name in LINKS.values()}
+
+
+def test_invalid_config_fails_with_the_problem_named(definitions, tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(VALID_CONFIG.replace("destination: us-east", "destination: us-north"))
+    with pytest.raises(ConfigError) as err:
+        definitions.build_definitions(path)
+    message = str(err.value)
+    assert str(path) in message
+    assert "links.west-to-east.destination" in message and "us-north" in message
+
+
+def test_links_whose_dagster_names_clash_are_refused(definitions, tmp_path: Path) -> None:
+    path = tmp_path / "clash.yaml"
+    path.write_text(
+        VALID_CONFIG + "  west.to.east:\n    source: us-west\n    destination: us-east\n"
+    )
+    with pytest.raises(ConfigError, match="'west-to-east' and 'west.to.east'"):
+        definitions.build_definitions(path)
+
+
+# --- sensor, schedule and asset bodies, with the engine stubbed ------------------------------
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def _resources(config_file: Path) -> dict:
+    from resources import MirrorConfigResource
+
+    return {"mirror_config": MirrorConfigResource(config_path=str(config_file))}
+
+
+def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
+    defs, config_file, instance, monkeypatch
+) -> None:
+    import assets.lag_sensor
+
+    instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
+    monkeypatch.setattr(
+        assets.lag_sensor, "mirror_lags", lambda config, link: {"a": 0, "b": 7, "c": 0, "d": 2}
+    )
+    sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
+    with dg.build_sensor_context(
+        instance=instance, resources=_resources(config_file), definitions=defs
+    ) as context:
+        result = sensor.evaluate_tick(context)
+
+    assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["d"]]
+    (request,) = result.run_requests
+    # One run over the range b..d of the partitions' order [a, b, c, d].
+    assert request.tags["dagster/asset_partition_range_start"] == "b"
+    assert request.tags["dagster/asset_partition_range_end"] == "d"
+    assert request.tags["mirror-pipeline/link"] == "west-to-east"
+    assert json.loads(result.cursor)["lags"] == {"a": 0, "b": 7, "c": 0, "d": 2}
+
+
+def test_lag_sensor_threshold_and_in_progress_run_skip(
+    defs, config_file, instance, monkeypatch
+) -> None:
+    import assets.lag_sensor
+
+    instance.add_dynamic_partitions("east_to_west_mirrors", ["x"])
+    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", lambda config, link: {"x": 100})
+    sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
+    with dg.build_sensor_context(
+        instance=instance, resources=_resources(config_file), definitions=defs
+    ) as context:
+        result = sensor.evaluate_tick(context)
+    assert result.run_requests == []
+    assert "none more than 100 records behind" in result.skip_message
+
+    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", lambda config, link: {"x": 101})
+    job = defs.get_repository_def().get_job("east_to_west_replicate")
+    run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.QUEUED)
+    with dg.build_sensor_context(
+        instance=instance, resources=_resources(config_file), definitions=defs
+    ) as context:
+        result = sensor.evaluate_tick(context)
+    assert result.run_requests == []
+    assert run.run_id in result.skip_message
+
+
+def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
+    defs, config_file, instance, monkeypatch
+) -> None:
+    import assets.lag_sensor
+
+    def unreachable(config, link):
+        raise ClusterUnreachable("cluster 'us-west' (127.0.0.1:19999) did not answer within 10s")
+
+    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", unreachable)
+    sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
+    with dg.build_sensor_context(
+        instance=instance, resources=_resources(config_file), definitions=defs, cursor="seen"
+    ) as context:
+        result = sensor.evaluate_tick(context)
+    assert result.run_requests == []
+    assert "us-west" in result.skip_message
+    assert result.cursor == "seen"
+
+
+def test_schedule_requests_one_run_keyed_by_scheduled_time(
+    defs, config_file, instance, monkeypatch
+) -> None:
+    import assets.replicate_schedule
+
+    instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
+    mirrors = [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")]
+    monkeypatch.setattr(
+        assets.replicate_schedule,
+        "list_mirrors",
+        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
+    )
+    schedule = defs.get_repository_def().get_schedule_def("west_to_east_replicate_schedule")
+    tick = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    with dg.build_schedule_context(
+        instance=instance,
+        resources=_resources(config_file),
+        repository_def=defs.get_repository_def(),
+        scheduled_execution_time=tick,
+    ) as context:
+        result = schedule.evaluate_tick(context)
+    (request,) = result.run_requests
+    assert request.run_key == f"west-to-east:{tick.isoformat()}"
+    assert request.tags["dagster/asset_partition_range_start"] == "a"
+    assert request.tags["dagster/asset_partition_range_end"] == "b"
+    assert request.tags["mirror-pipeline/link"] == "west-to-east"
+
+
+def test_copy_asset_records_lineage_per_mirror_in_one_run(
+    defs, config_file, monkeypatch
+) -> None:
+    """A single run over three mirrors: one materialization each, with its own lineage."""
+    import assets.mirror_data
+
+    def fake_cycle(config, link, spark, *, mirrors=None, progress=None):
+        assert spark == "spark-session"
+        copies = {
+            m: MirrorCopyResult(
+                m, f"src-{m}", (PartitionCopy(0, 0, 10 * n, 0, 10 * n, 10 * n, 100 * n, n - 1),)
+            )
+            for n, m in enumerate(mirrors, start=1)
+        }
+        return CycleResult(link, time.time(), 2.5, len(copies), copies)
+
+    monkeypatch.setattr(assets.mirror_data, "run_cycle", fake_cycle)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("west_to_east_mirrors", ["m1", "m2", "m3"])
+    result = dg.materialize(
+        [defs.get_assets_def(dg.AssetKey(["west_to_east", "mirror_data"]))],
+        instance=instance,
+        resources={
+            **_resources(config_file),
+            "pyspark": types.SimpleNamespace(spark_session="spark-session"),
+        },
+        tags={
+            "dagster/asset_partition_range_start": "m1",
+            "dagster/asset_partition_range_end": "m3",
+        },
+    )
+    assert result.success
+    events = {e.materialization.partition: e.materialization.metadata
+              for e in result.get_asset_materialization_events()}
+    assert sorted(events) == ["m1", "m2", "m3"]
+    for n, mirror in enumerate(["m1", "m2", "m3"], start=1):
+        metadata = events[mirror]
+        assert metadata["records"].value == 10 * n
+        assert metadata["bytes"].value == 100 * n
+        assert metadata["lag_after"].value == n - 1
+        assert metadata["source_topic"].value == f"src-{mirror}"
+        assert f"[0, {10 * n})" in metadata["lineage"].value
+        # Cycle totals ride on every mirror's materialization.
+        assert metadata["cycle_records"].value == 60
+        assert metadata["cycle_lag_after"].value == 3
+        assert metadata["cycle_duration_s"].value == 2.5
