@@ -3,7 +3,9 @@
 One run copies every mirror (dynamic partition) it covers in one replication
 cycle, one Spark job (R-EX-1). Each mirror's materialization carries its own
 lineage (R-OBS-4) through `context.add_asset_metadata(..., partition_key=...)`;
-the cycle totals go on every one of them.
+the cycle totals go on every one of them. When some mirrors fail, the ones
+that copied are still recorded (as `AssetMaterialization` events) and the run
+fails with the engine's message.
 """
 
 # No `from __future__ import annotations`: Dagster reads the decorated
@@ -13,10 +15,12 @@ import warnings
 
 from dagster import (
     AssetExecutionContext,
+    AssetMaterialization,
     AssetsDefinition,
     BackfillPolicy,
     BetaWarning,
     DynamicPartitionsDefinition,
+    Failure,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -25,7 +29,8 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 
 from assets.naming import LinkNames
-from mirror_pipeline.engine import run_cycle
+from mirror_pipeline.engine import CycleFailed, list_mirrors, run_cycle
+from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.results import CycleResult, MirrorCopyResult
 from resources.mirror_config import MirrorConfigResource
 
@@ -62,19 +67,32 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         context: AssetExecutionContext,
         mirror_config: MirrorConfigResource,
         pyspark: PySparkResource,
-    ) -> MaterializeResult:
+    ):
+        # A generator, so that the lineage of the mirrors that did copy reaches
+        # the event log even when the step then fails.
         config = mirror_config.load()
         config.link(names.link)  # fails clearly if the link left the file since load
-        mirrors = list(context.partition_keys)
-        context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {', '.join(mirrors)}")
-        result = run_cycle(
-            config,
-            names.link,
-            pyspark.spark_session,
-            mirrors=mirrors,
-            progress=_progress_logger(context),
-        )
-        for mirror in mirrors:
+        mirrors = _mirrors_to_copy(context, config, names)
+        try:
+            result = run_cycle(
+                config,
+                names.link,
+                pyspark.spark_session,
+                mirrors=mirrors,
+                progress=_progress_logger(context),
+            )
+        except CycleFailed as exc:
+            for mirror, copy in sorted(exc.result.mirrors.items()):
+                yield AssetMaterialization(
+                    asset_key=names.mirror_data_key,
+                    partition=mirror,
+                    metadata={**cycle_metadata(exc.result), **mirror_metadata(copy)},
+                )
+            raise Failure(description=str(exc), metadata=cycle_metadata(exc.result)) from exc
+        except MirrorError as exc:
+            raise Failure(description=str(exc)) from exc
+
+        for mirror in context.partition_keys:
             context.add_asset_metadata(
                 mirror_metadata(result.mirrors.get(mirror)), partition_key=mirror
             )
@@ -82,9 +100,30 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
             f"link {names.link}: {result.records} records, {result.bytes} bytes, "
             f"{len(result.mirrors)} mirror(s) in {result.duration_s:.1f}s; lag after {result.lag_after}"
         )
-        return MaterializeResult(metadata=cycle_metadata(result))
+        yield MaterializeResult(metadata=cycle_metadata(result))
 
     return _mirror_data
+
+
+def _mirrors_to_copy(context: AssetExecutionContext, config, names: LinkNames) -> list[str]:
+    """The run's partition keys that are mirrors of the link.
+
+    A run covers a range of partitions, which may hold a mirror deleted since
+    it was registered; copying the others must not fail because of it.
+    """
+    keys = list(context.partition_keys)
+    try:
+        known = {m.mirror_topic for m in list_mirrors(config, names.link)}
+    except MirrorError as exc:
+        raise Failure(description=str(exc)) from exc
+    gone = [k for k in keys if k not in known]
+    if gone and len(gone) == len(keys):
+        raise Failure(description=f"no mirror {', '.join(gone)} on link '{names.link}'")
+    if gone:
+        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {', '.join(gone)}")
+    mirrors = [k for k in keys if k in known]
+    context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {', '.join(mirrors)}")
+    return mirrors
 
 
 def build_replicate_job(names: LinkNames):
@@ -115,7 +154,10 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
         return {
             "records": MetadataValue.int(0),
             "bytes": MetadataValue.int(0),
-            "note": MetadataValue.text("not in this cycle's result: paused, stopped or failed mirror?"),
+            "note": MetadataValue.text(
+                "nothing copied this cycle: the mirror is not active (paused, stopped, "
+                "failed) or no longer exists"
+            ),
         }
     return {
         "source_topic": MetadataValue.text(copy.source_topic),

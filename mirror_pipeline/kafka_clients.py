@@ -144,7 +144,8 @@ def list_offsets(
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
     # Leadership of a just-created topic or partition takes a moment to
     # propagate; retriable errors are retried until the deadline.
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
         futures = admin.list_offsets(wanted, isolation_level=isolation, request_timeout=timeout)
         result: dict[tuple[str, int], int] = {}
@@ -154,12 +155,12 @@ def list_offsets(
                 result[(tp.topic, tp.partition)] = fut.result().offset
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.retriable() or err.code() in _SETTLING:
-                    retry = (tp, err)
-                    continue
-                if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                unknown = err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
+                if unknown and time.monotonic() - started > UNKNOWN_GRACE_S:
                     raise TopicNotFound(f"cluster '{alias}': topic '{tp.topic}' partition {tp.partition} does not exist") from None
-                raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.str()}") from None
+                if not unknown and (err.fatal() or err.code() in _FINAL):
+                    raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.str()}") from None
+                retry = (tp, err)
         if retry is None:
             return result
         if time.monotonic() > deadline:
@@ -168,16 +169,33 @@ def list_offsets(
         time.sleep(0.2)
 
 
-_SETTLING = (
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.REPLICA_NOT_AVAILABLE,
+# A partition just added is unknown to a client until its metadata refreshes.
+UNKNOWN_GRACE_S = 5.0
+
+# Errors no retry can mend; anything else (leaders moving, a topic settling)
+# is retried until the deadline.
+_FINAL = (
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION,
 )
 
 
 def watermark(cons: Consumer, topic: str, partition: int, timeout: float = REQUEST_TIMEOUT_S) -> tuple[int, int]:
-    """(log start, log end) of one partition, asked of the broker (never cached)."""
-    return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+    """(log start, log end) of one partition, asked of the broker (never cached).
+
+    Leadership moves (a new topic, a restarted broker) are retried until the timeout.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal() or err.code() in _FINAL or time.monotonic() > deadline:
+                raise MirrorError(f"'{topic}' partition {partition}: reading its offsets failed: {err.str()}") from None
+            time.sleep(0.2)
 
 
 def _code_name(exc: KafkaException) -> str:

@@ -165,6 +165,13 @@ def _align_partition_count(ctx: LinkContext, info: MirrorInfo, plan: Plan) -> in
             fut[info.mirror_topic].result()
         except KafkaException as exc:
             raise MirrorError(f"mirror '{info.mirror_topic}': adding partitions failed: {exc.args[0].str()}") from None
+        # Asking for the topic's metadata also refreshes the client's cache,
+        # which later offset requests for the new partitions rely on.
+        deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
+        while kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) != src:
+            if time.monotonic() > deadline:
+                raise MirrorError(f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s")
+            time.sleep(0.2)
         plan.partitions_added[info.mirror_topic] = src - dst
         log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
     return src

@@ -12,6 +12,8 @@ running after the session (the next session then reuses them in under a second).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -27,6 +29,7 @@ from mirror_pipeline.local.clusters import LocalKafka
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_KAFKA_ROOT = REPO / ".local-kafka" / "test"
+SESSIONS_DIR = REPO / ".local-kafka" / "test-sessions"
 TEST_KAFKA_BASE_PORT = 19592
 TEST_KAFKA_COUNT = 3
 KEEP_ENV = "MIRROR_PIPELINE_KEEP_TEST_KAFKA"
@@ -44,16 +47,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def local_kafka() -> Iterator[LocalKafka]:
     """Three running clusters: us-west (source), us-east (destination), eu-west (third).
 
-    Storage is wiped when no test cluster is running, so each session starts
-    with no topics left over from earlier sessions.
+    Several pytest runs may share the checkout (and so these clusters) at
+    once: each run holds a lease file, and only the last one to finish stops
+    the clusters. Storage is wiped when no run holds a lease and no cluster is
+    running, so a session starts without topics left by earlier sessions.
     """
     kafka = LocalKafka(root=TEST_KAFKA_ROOT, count=TEST_KAFKA_COUNT, base_port=TEST_KAFKA_BASE_PORT)
-    if not any(info.running for info in kafka.status()):
-        shutil.rmtree(TEST_KAFKA_ROOT, ignore_errors=True)
-    kafka.up()
-    yield kafka
-    if not os.environ.get(KEEP_ENV):
-        kafka.down()
+    with _session_lock():
+        if not _live_leases() and not any(info.running for info in kafka.status()):
+            shutil.rmtree(TEST_KAFKA_ROOT, ignore_errors=True)
+        (SESSIONS_DIR / str(os.getpid())).touch()
+        kafka.up()
+    try:
+        yield kafka
+    finally:
+        with _session_lock():
+            (SESSIONS_DIR / str(os.getpid())).unlink(missing_ok=True)
+            if not _live_leases() and not os.environ.get(KEEP_ENV):
+                kafka.down()
+
+
+@contextlib.contextmanager
+def _session_lock() -> Iterator[None]:
+    SESSIONS_DIR.mkdir(parents=True, exist_ok=True)
+    with open(SESSIONS_DIR / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _live_leases() -> list[int]:
+    """Pids of other pytest runs using the test clusters; stale lease files are removed."""
+    live = []
+    for lease in SESSIONS_DIR.iterdir():
+        if not lease.name.isdigit() or int(lease.name) == os.getpid():
+            continue
+        try:
+            alive = b"pytest" in Path(f"/proc/{lease.name}/cmdline").read_bytes()
+        except OSError:
+            alive = False
+        if alive:
+            live.append(int(lease.name))
+        else:
+            lease.unlink(missing_ok=True)
+    return live
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ get reused), so the pid's command line must still name this cluster's
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -24,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from mirror_pipeline.errors import LocalClusterError
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
@@ -175,8 +177,12 @@ class LocalKafka:
         running cluster is left alone (same pid).
         """
         ensure_kafka_jars()
-        self._check_layout()
         self.root.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            return self._up(timeout)
+
+    def _up(self, timeout: float) -> list[ClusterInfo]:
+        self._check_layout()
         _write_layout(self.root, self.count, self.base_port)
 
         to_start = [c for c in self._clusters if self._running_pid(c) is None]
@@ -200,6 +206,12 @@ class LocalKafka:
         SIGTERM first (Kafka shuts down cleanly, so data survives a restart),
         SIGKILL for any still alive after `timeout` seconds.
         """
+        if not self.root.is_dir():
+            return []
+        with self._lock():
+            return self._down(timeout)
+
+    def _down(self, timeout: float) -> list[ClusterInfo]:
         stopping: list[tuple[_Cluster, int]] = []
         for cluster in self._clusters:
             pid = self._running_pid(cluster)
@@ -219,11 +231,16 @@ class LocalKafka:
                         f"local Kafka cluster {cluster.name} (pid {pid}) did not exit after SIGKILL"
                     )
             cluster.pid_file.unlink(missing_ok=True)
-        return [
-            ClusterInfo(c.name, c.bootstrap, False, pid, c.dir) for c, pid in stopping
-        ]
+        return [ClusterInfo(c.name, c.bootstrap, False, pid, c.dir) for c, pid in stopping]
 
     # -- internals -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Serialise `up`/`down` on one root across processes (say, a demo and a test run)."""
+        with open(self.root / ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     def _info(self, cluster: _Cluster) -> ClusterInfo:
         pid = self._running_pid(cluster)
@@ -291,7 +308,13 @@ class LocalKafka:
             running.append((cluster, proc))
         failures = []
         for cluster, proc in running:
-            output, _ = proc.communicate(timeout=120)
+            try:
+                output, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+                failures.append(f"{cluster.name}: no result after 120 s\n{_tail_text(output)}")
+                continue
             if proc.returncode != 0:
                 failures.append(f"{cluster.name}: exit {proc.returncode}\n{_tail_text(output)}")
             else:
@@ -403,6 +426,8 @@ def _server_properties(cluster: _Cluster) -> str:
         "offsets.topic.num.partitions": "4",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
+        # The default 50 partitions make the first transaction on a fresh cluster wait seconds.
+        "transaction.state.log.num.partitions": "4",
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",

@@ -207,7 +207,7 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
 
     monkeypatch.setattr(assets.lag_sensor, "mirror_lags", lambda config, link: {"x": 101})
     job = defs.get_repository_def().get_job("east_to_west_replicate")
-    run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.QUEUED)
+    run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
     with dg.build_sensor_context(
         instance=instance, resources=_resources(config_file), definitions=defs
     ) as context:
@@ -280,20 +280,8 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
         return CycleResult(link, time.time(), 2.5, len(copies), copies)
 
     monkeypatch.setattr(assets.mirror_data, "run_cycle", fake_cycle)
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("west_to_east_mirrors", ["m1", "m2", "m3"])
-    result = dg.materialize(
-        [defs.get_assets_def(dg.AssetKey(["west_to_east", "mirror_data"]))],
-        instance=instance,
-        resources={
-            **_resources(config_file),
-            "pyspark": types.SimpleNamespace(spark_session="spark-session"),
-        },
-        tags={
-            "dagster/asset_partition_range_start": "m1",
-            "dagster/asset_partition_range_end": "m3",
-        },
-    )
+    _stub_list_mirrors(monkeypatch, ["m1", "m2", "m3"])
+    result = _materialize_range(defs, config_file, ["m1", "m2", "m3"])
     assert result.success
     events = {e.materialization.partition: e.materialization.metadata
               for e in result.get_asset_materialization_events()}
@@ -309,3 +297,69 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
         assert metadata["cycle_records"].value == 60
         assert metadata["cycle_lag_after"].value == 3
         assert metadata["cycle_duration_s"].value == 2.5
+
+
+def _stub_list_mirrors(monkeypatch, topics) -> None:
+    import assets.mirror_data
+
+    monkeypatch.setattr(
+        assets.mirror_data,
+        "list_mirrors",
+        lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
+    )
+
+
+def _materialize_range(defs, config_file, keys, raise_on_error=True):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("west_to_east_mirrors", keys)
+    return dg.materialize(
+        [defs.get_assets_def(dg.AssetKey(["west_to_east", "mirror_data"]))],
+        instance=instance,
+        resources={
+            **_resources(config_file),
+            "pyspark": types.SimpleNamespace(spark_session="spark-session"),
+        },
+        tags={
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        },
+        raise_on_error=raise_on_error,
+    )
+
+
+def test_copy_asset_skips_a_deleted_mirror_inside_the_range(defs, config_file, monkeypatch) -> None:
+    import assets.mirror_data
+
+    asked = []
+
+    def fake_cycle(config, link, spark, *, mirrors=None, progress=None):
+        asked.append(list(mirrors))
+        return CycleResult(link, time.time(), 1.0, 0, {})
+
+    monkeypatch.setattr(assets.mirror_data, "run_cycle", fake_cycle)
+    _stub_list_mirrors(monkeypatch, ["m1", "m3"])
+    result = _materialize_range(defs, config_file, ["m1", "gone", "m3"])
+    assert result.success
+    assert asked == [["m1", "m3"]]
+
+
+def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(
+    defs, config_file, monkeypatch
+) -> None:
+    import assets.mirror_data
+    from mirror_pipeline.engine import CycleFailed
+
+    def failing_cycle(config, link, spark, *, mirrors=None, progress=None):
+        copied = MirrorCopyResult("m1", "m1", (PartitionCopy(0, 0, 5, 0, 5, 5, 50, 0),))
+        partial = CycleResult(link, time.time(), 1.0, 2, {"m1": copied})
+        raise CycleFailed("mirror 'm2': source topic unreadable", partial)
+
+    monkeypatch.setattr(assets.mirror_data, "run_cycle", failing_cycle)
+    _stub_list_mirrors(monkeypatch, ["m1", "m2"])
+    result = _materialize_range(defs, config_file, ["m1", "m2"], raise_on_error=False)
+    assert not result.success
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.partition == "m1"
+    assert event.materialization.metadata["records"].value == 5
+    (failure,) = result.get_step_failure_events()
+    assert "source topic unreadable" in failure.step_failure_data.user_failure_data.description

@@ -26,7 +26,19 @@ from mirror_pipeline.local.clusters import LocalKafka
 
 pytestmark = pytest.mark.integration
 
-RESTART_BASE_PORT = 19792
+
+def _free_base_port(start: int = 19792, stop: int = 19892) -> int:
+    """A broker port with its controller port (+1) free, so concurrent runs do not collide."""
+    for port in range(start, stop, 2):
+        with socket.socket() as first, socket.socket() as second:
+            try:
+                for sock, p in ((first, port), (second, port + 1)):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka does
+                    sock.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port pair in {start}..{stop}")
 
 
 def _produce_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
@@ -160,7 +172,8 @@ def test_cli_on_empty_dir_is_a_quiet_success(tmp_path: Path) -> None:
 
 
 def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str]) -> None:
-    kafka = LocalKafka(tmp_path / "restart", count=1, base_port=RESTART_BASE_PORT)
+    port = _free_base_port()
+    kafka = LocalKafka(tmp_path / "restart", count=1, base_port=port)
     try:
         [info] = kafka.up()
         topic = create_topic(info.bootstrap, "kept-topic")
@@ -171,7 +184,7 @@ def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str
         assert not kafka.status()[0].running
         assert not (kafka.root / "us-west" / "broker.pid").exists()
         with socket.socket() as sock:
-            assert sock.connect_ex(("127.0.0.1", RESTART_BASE_PORT)) != 0
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
         assert kafka.down() == []
 
         # No --clusters/--base-port: `up` reuses what the first `up` recorded.

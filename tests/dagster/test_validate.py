@@ -1,0 +1,71 @@
+"""`dagster definitions validate` on the real workspace.yaml, as an operator runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORKSPACE = REPO / "workspace.yaml"
+
+CONFIG = """\
+clusters:
+  us-west:
+    bootstrap.servers: 127.0.0.1:19999
+  us-east:
+    bootstrap.servers: 127.0.0.1:29999
+links:
+  west-to-east:
+    source: us-west
+    destination: us-east
+"""
+
+
+def validate(cwd: Path, config: Path | None, dagster_home: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MIRROR_PIPELINE_CONFIG"}
+    if config is not None:
+        env["MIRROR_PIPELINE_CONFIG"] = str(config)
+    # Its own instance directory: validate otherwise makes a temporary one in the cwd.
+    env["DAGSTER_HOME"] = str(dagster_home)
+    return subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", str(WORKSPACE)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path) -> Path:
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    return home
+
+
+def test_validate_passes_with_a_config(tmp_path: Path, dagster_home: Path) -> None:
+    config = tmp_path / "mirror.yaml"
+    config.write_text(CONFIG)
+    result = validate(REPO, config, dagster_home)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_validate_passes_on_a_fresh_clone_without_config(tmp_path: Path, dagster_home: Path) -> None:
+    result = validate(tmp_path, None, dagster_home)  # no ./mirror.yaml in this cwd
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stderr
+
+
+def test_validate_fails_on_an_invalid_config_naming_the_problem(
+    tmp_path: Path, dagster_home: Path
+) -> None:
+    config = tmp_path / "mirror.yaml"
+    config.write_text(CONFIG.replace("destination: us-east", "destination: us-west"))
+    result = validate(REPO, config, dagster_home)
+    assert result.returncode != 0
+    assert "links.west-to-east.destination" in result.stdout + result.stderr

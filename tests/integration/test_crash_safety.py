@@ -1,0 +1,177 @@
+"""Crash safety and single-writer fencing on the real local pair (R-REL-1, R-REL-2).
+
+Real cycles run as `mirror-pipeline run` processes and are killed with
+SIGKILL mid-copy, then restarted at once, more than once; the mirror must end
+up identical to the source: no record lost, none duplicated, offsets kept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_pipeline import engine
+from mirror_pipeline.config import load_config
+from mirror_pipeline.kafka_clients import watermark
+from mirror_pipeline.copier import CopyContext, WorkUnit, copy_unit
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.offset_map import Segment
+from mirror_pipeline.state_store import SegmentWriter
+from tests.integration.conftest import LINK
+from tests.kafka_records import assert_identical, read_topic
+
+PARTITIONS = 4
+RECORDS = 200_000
+# Small chunks: many segments per partition, so a kill lands between and inside them.
+SETTINGS = {"mirror.chunk.max.records": 2000}
+
+
+def load_source(bootstrap: str, topic: str, records: int = RECORDS, partitions: int = PARTITIONS) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+    payload = os.urandom(150)
+    for i in range(records):
+        p.produce(topic, key=b"key-%d" % i, value=payload + i.to_bytes(4, "big"), partition=i % partitions,
+                  headers=[("seq", i.to_bytes(4, "big"))])
+        if i % 10000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def mirrored(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "progress-probe"})
+    try:
+        return sum(watermark(c, topic, p)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def start_cycle(config_path: Path) -> subprocess.Popen:
+    """`mirror-pipeline run` in its own process group (the driver, its JVM, its Python workers)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--config", str(config_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def kill_when_mirrored(proc: subprocess.Popen, bootstrap: str, topic: str, at_least: int, whole_group: bool) -> int:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        done = mirrored(bootstrap, topic)
+        if done >= at_least:
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGKILL)  # a machine crash: everything dies at once
+            else:
+                proc.kill()  # only the driver: its Spark workers may live on as zombie writers
+            proc.wait(30)
+            return done
+        if proc.poll() is not None:
+            pytest.fail(f"cycle ended before it could be killed: {proc.stdout.read().decode()[-2000:]}")
+        time.sleep(0.05)
+    pytest.fail("cycle made no progress")
+
+
+def cleanup_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    config_path = write_config(SETTINGS)
+    config = load_config(config_path)
+    topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
+    load_source(source_bootstrap, topic)
+    engine.create_mirror(config, LINK, topic)
+
+    kills = []
+    for fraction, whole_group in ((0.15, True), (0.45, False), (0.75, True)):
+        proc = start_cycle(config_path)  # restarted at once after the previous kill
+        try:
+            kills.append(kill_when_mirrored(proc, destination_bootstrap, topic, int(RECORDS * fraction), whole_group))
+        finally:
+            cleanup_group(proc)
+    assert kills[0] < kills[-1] < RECORDS, f"kills must land mid-copy: {kills}"
+
+    for _ in range(3):
+        result = engine.run_cycle(config, LINK, spark, mirrors=[topic])
+        if result.lag_after == 0:
+            break
+    assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
+
+
+def test_overlapping_cycles_never_both_write_a_partition(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    config_path = write_config(SETTINGS)
+    config = load_config(config_path)
+    topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
+    load_source(source_bootstrap, topic)
+    engine.create_mirror(config, LINK, topic)
+
+    first = start_cycle(config_path)
+    try:
+        deadline = time.monotonic() + 240
+        while mirrored(destination_bootstrap, topic) < RECORDS // 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = start_cycle(config_path)  # overlaps the first, mid-copy
+        try:
+            out_second = second.communicate(timeout=300)[0].decode()
+            out_first = first.communicate(timeout=300)[0].decode()
+        finally:
+            cleanup_group(second)
+    finally:
+        cleanup_group(first)
+
+    # The later cycle fenced the earlier one: at least one cycle stopped, saying why.
+    assert first.returncode != 0 or second.returncode != 0, out_first[-1500:] + out_second[-1500:]
+    for _ in range(3):
+        if engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0:
+            break
+    assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
+
+
+def test_unit_refuses_when_another_writer_wrote_after_the_plan(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    load_source(source_bootstrap, topic, records=100, partitions=1)
+    engine.create_mirror(config, LINK, topic)
+    ctx = LinkContext.open(config, LINK)
+    snapshot_end = ctx.store.read_segments([topic]).end_offset
+    unit = WorkUnit(LINK, topic, topic, 0, 0, 25, 0, snapshot_end, 1 << 30, 1000, 1048588)
+    # Another writer announces a chunk of this partition after the plan was made.
+    other = SegmentWriter(ctx.store.dest_properties, LINK, topic, 0, ctx.store.offset_map_topic)
+    other.fence()
+    other.write(puts=[Segment(0, ((0, 10),), 10)])
+    other.close()
+    copy_ctx = CopyContext("us-west", "us-east", dict(ctx.source.properties), dict(ctx.dest.properties),
+                           ctx.store.offset_map_topic, 3000)
+
+    result = copy_unit(unit, copy_ctx)
+
+    assert result.error_kind == "ConcurrentWriter", result
+    assert result.records == 0
+    assert mirrored_partition(destination_bootstrap, topic) == 0
+
+
+def mirrored_partition(bootstrap, topic):
+    return mirrored(bootstrap, topic, partitions=1)
+
+
+def test_foreign_write_into_a_mirror_is_detected(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    load_source(source_bootstrap, topic, records=50, partitions=1)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    p = Producer({"bootstrap.servers": destination_bootstrap})
+    p.produce(topic, value=b"not from the link", partition=0)
+    p.flush(10)
+    load_source(source_bootstrap, topic, records=10, partitions=1)
+
+    with pytest.raises(engine.CycleFailed, match="records the link did not write"):
+        engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    assert mirrored_partition(destination_bootstrap, topic) == 51  # nothing interleaved after it

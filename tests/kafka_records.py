@@ -1,0 +1,70 @@
+"""Reading whole partitions back, for record-by-record comparisons in tests."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple | None
+    timestamp: int
+    timestamp_type: int
+
+    def content(self) -> tuple:
+        """Everything but the offset."""
+        return (self.partition, self.key, self.value, self.headers, self.timestamp, self.timestamp_type)
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, committed_only: bool = True, timeout: float = 60) -> list[Record]:
+    """Every record of a partition from its log start to its current end."""
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        low, high = cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        records: list[Record] = []
+        if high <= low:
+            return records
+        cons.assign([TopicPartition(topic, partition, low)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in cons.consume(5000, 0.5):
+                assert m.error() is None, m.error()
+                if m.offset() >= high:
+                    return records
+                ts_type, ts = m.timestamp()
+                headers = tuple(m.headers()) if m.headers() is not None else None
+                records.append(Record(m.partition(), m.offset(), m.key(), m.value(), headers, ts, ts_type))
+            if cons.position([TopicPartition(topic, partition)])[0].offset >= high:
+                return records
+        raise TimeoutError(f"{topic}[{partition}] not read to {high} within {timeout}s")
+    finally:
+        cons.close()
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Record]]:
+    return {p: read_partition(bootstrap, topic, p) for p in range(partitions)}
+
+
+def assert_identical(source: dict[int, list[Record]], mirror: dict[int, list[Record]]) -> None:
+    """Same records, same partitions, same order, same offsets."""
+    assert sorted(source) == sorted(mirror)
+    for p in source:
+        assert len(mirror[p]) == len(source[p]), f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}"
+        for s, m in zip(source[p], mirror[p]):
+            assert m == s, f"partition {p}: source {s} != mirror {m}"
