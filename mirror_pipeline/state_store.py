@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline import kafka_clients as kc
-from mirror_pipeline.errors import MirrorError
+from mirror_pipeline.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.offset_map import Segment
 from mirror_pipeline.results import MirrorInfo
 
@@ -170,17 +170,36 @@ class SegmentWriter:
         )
 
     def fence(self, timeout: float = 30.0) -> None:
-        self._producer.init_transactions(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._producer.init_transactions(max(1.0, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                # e.g. CONCURRENT_TRANSACTIONS while the old writer's transaction is aborted
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise self._error(exc, "taking over as its writer") from None
+                time.sleep(0.2)
 
     def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
         """Write segments and delete segment keys, in one transaction."""
         p = self._producer
-        p.begin_transaction()
-        for seg in puts:
-            p.produce(self.topic, key=segment_key(self.link, self.mirror, self.partition, seg.dest_start).encode(), value=seg.to_json())
-        for key in deletes:
-            p.produce(self.topic, key=key.encode(), value=None)
-        p.commit_transaction(30.0)
+        try:
+            p.begin_transaction()
+            for seg in puts:
+                p.produce(self.topic, key=segment_key(self.link, self.mirror, self.partition, seg.dest_start).encode(), value=seg.to_json())
+            for key in deletes:
+                p.produce(self.topic, key=key.encode(), value=None)
+            p.commit_transaction(30.0)
+        except KafkaException as exc:
+            raise self._error(exc, "recording progress") from None
+
+    def _error(self, exc: KafkaException, doing: str) -> MirrorError:
+        err = exc.args[0]
+        where = f"mirror '{self.mirror}' partition {self.partition}"
+        if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+            return ConcurrentWriter(f"{where}: another cycle took over this partition while {doing}; this writer stopped")
+        return MirrorError(f"{where}: {doing} failed: {err.str()}")
 
     def close(self) -> None:
         self._producer.flush(5)

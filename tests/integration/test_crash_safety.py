@@ -52,10 +52,10 @@ def mirrored(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
         c.close()
 
 
-def start_cycle(config_path: Path) -> subprocess.Popen:
+def start_cycle(config_path: Path, topic: str) -> subprocess.Popen:
     """`mirror-pipeline run` in its own process group (the driver, its JVM, its Python workers)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--config", str(config_path)],
+        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--mirror", topic, "--config", str(config_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
 
@@ -93,7 +93,7 @@ def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(write_config,
 
     kills = []
     for fraction, whole_group in ((0.15, True), (0.45, False), (0.75, True)):
-        proc = start_cycle(config_path)  # restarted at once after the previous kill
+        proc = start_cycle(config_path, topic)  # restarted at once after the previous kill
         try:
             kills.append(kill_when_mirrored(proc, destination_bootstrap, topic, int(RECORDS * fraction), whole_group))
         finally:
@@ -114,22 +114,21 @@ def test_overlapping_cycles_never_both_write_a_partition(write_config, spark, so
     load_source(source_bootstrap, topic)
     engine.create_mirror(config, LINK, topic)
 
-    first = start_cycle(config_path)
+    # Started together, both plan the same ranges from the same log ends and
+    # their copy tasks race for every partition.
+    first, second = start_cycle(config_path, topic), start_cycle(config_path, topic)
     try:
-        deadline = time.monotonic() + 240
-        while mirrored(destination_bootstrap, topic) < RECORDS // 10 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        second = start_cycle(config_path)  # overlaps the first, mid-copy
-        try:
-            out_second = second.communicate(timeout=300)[0].decode()
-            out_first = first.communicate(timeout=300)[0].decode()
-        finally:
-            cleanup_group(second)
+        out_first = first.communicate(timeout=300)[0].decode()
+        out_second = second.communicate(timeout=300)[0].decode()
     finally:
         cleanup_group(first)
+        cleanup_group(second)
 
     # The later cycle fenced the earlier one: at least one cycle stopped, saying why.
     assert first.returncode != 0 or second.returncode != 0, out_first[-1500:] + out_second[-1500:]
+    failed = out_first if first.returncode else out_second
+    assert "another cycle" in failed or "another writer" in failed, failed[-1500:]
+    assert "Traceback" not in out_first + out_second
     for _ in range(3):
         if engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0:
             break
