@@ -541,7 +541,10 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
 @contextmanager
 def clusters(keep: bool, base_port: int) -> Iterator[LocalKafka]:
     lk = LocalKafka(BENCH_ROOT, count=2, base_port=base_port)
-    if not any(info.running for info in LocalKafka.from_root(BENCH_ROOT).status()):
+    previous = LocalKafka.from_root(BENCH_ROOT)
+    if (previous.count, previous.base_port) != (2, base_port):
+        previous.down()  # the bench root's own clusters, from a run with other ports
+    if not any(info.running for info in previous.status()):
         shutil.rmtree(BENCH_ROOT, ignore_errors=True)  # fresh storage: no topics from earlier runs
     say(f"starting local clusters in {BENCH_ROOT} (ports {base_port}, {base_port + 10000})")
     try:

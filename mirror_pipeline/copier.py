@@ -29,6 +29,7 @@ from mirror_pipeline.offset_map import Segment, runs_of
 from mirror_pipeline.state_store import SegmentWriter, read_topic
 
 IDLE_TIMEOUT_S = 60.0
+POLL_S = 0.05
 # Bounds the records a task holds in memory between reading and producing.
 CHUNK_MAX_BYTES = 32 * 1024 * 1024
 
@@ -184,7 +185,9 @@ def _read_chunk(reader, unit: WorkUnit, position: int) -> tuple[list, int]:
     tp = TopicPartition(unit.source_topic, unit.partition)
     idle_since = time.monotonic()
     while len(chunk) < unit.chunk_records and chunk_bytes < CHUNK_MAX_BYTES:
-        msgs = reader.consume(min(10000, unit.chunk_records - len(chunk)), 0.5)
+        # consume() waits out its whole timeout unless the batch fills up, so
+        # it is kept short; the position check below notices the end of the range.
+        msgs = reader.consume(min(10000, unit.chunk_records - len(chunk)), POLL_S)
         for msg in msgs:
             err = msg.error()
             if err is not None:

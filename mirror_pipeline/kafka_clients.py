@@ -74,8 +74,15 @@ def client_config(cluster_properties: Mapping[str, str], link: str, role: str, *
 
 
 def quiet_logger() -> logging.Logger:
-    """librdkafka's own log lines go through Python logging (not straight to stderr)."""
-    return logging.getLogger("mirror_pipeline.librdkafka")
+    """librdkafka's own log lines go through Python logging (not straight to stderr).
+
+    Its warnings are mostly retries it recovers from by itself (a coordinator
+    loading, a broker reconnecting); failures reach us as errors anyway.
+    """
+    logger = logging.getLogger("mirror_pipeline.librdkafka")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
+    return logger
 
 
 def admin_client(conf: dict) -> AdminClient:

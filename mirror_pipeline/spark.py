@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import pyarrow as pa
 
 from mirror_pipeline.copier import CopyContext, UnitResult, WorkUnit, copy_unit
+
+LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -52,6 +55,8 @@ def use_this_python() -> None:
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Local sessions bind to loopback, not whatever the host name resolves to.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def spark_conf(settings) -> dict[str, str]:
@@ -67,6 +72,7 @@ def spark_conf(settings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
     }
     conf.update({k: str(v) for k, v in settings.conf.items()})
     conf.update(REQUIRED_CONF)

@@ -221,7 +221,7 @@ def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: in
         cons.assign([tp])
         deadline = time.monotonic() + timeout
         while True:
-            for msg in cons.consume(10000, 0.2):
+            for msg in cons.consume(10000, 0.05):
                 if msg.error():
                     raise MirrorError(f"cluster '{alias}': reading '{topic}' failed: {msg.error().str()}")
                 if msg.offset() >= end:

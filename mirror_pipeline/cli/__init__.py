@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mirror_pipeline.cli.demo import demo
 from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
@@ -16,7 +17,7 @@ def cli() -> None:
     """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster."""
 
 
-for command in (local, link, mirror, run):
+for command in (local, link, mirror, run, demo):
     cli.add_command(command)
 
 

@@ -1,0 +1,122 @@
+"""The Quickstart demo: a local Kafka pair, a link, a mirrored topic, compared.
+
+Everything it does a user can do by hand with the CLI; it exists so that one
+command on a fresh machine shows the product working end to end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from mirror_pipeline import engine, kafka_clients as kc
+from mirror_pipeline.config import load_config
+from mirror_pipeline.local.clusters import LocalKafka
+
+LINK = "west-to-east"
+TOPIC = "orders"
+PARTITIONS = 3
+MARKER = "# Written by `mirror-pipeline demo`"
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    config_path: Path
+    source_records: int
+    mirror_records: int
+    identical: bool
+    mismatch: str
+
+
+def write_demo_config(path: Path, west: str, east: str) -> None:
+    """The demo's mirror.yaml; an existing file not written by the demo is never replaced."""
+    if path.exists() and MARKER not in path.read_text():
+        return
+    data = {
+        "clusters": {"us-west": {"bootstrap.servers": west}, "us-east": {"bootstrap.servers": east}},
+        "links": {LINK: {"source": "us-west", "destination": "us-east"}},
+        "spark": {"master": "local[*]"},
+    }
+    path.write_text(f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+def produce_orders(bootstrap: str, count: int) -> None:
+    """Orders with keys, headers (a repeated key, binary values), nulls and timestamps."""
+    admin = kc.admin_client({"bootstrap.servers": bootstrap})
+    if kc.topic_partitions(admin, TOPIC, "us-west") is None:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "queue.buffering.max.messages": 1_000_000})
+    now = int(time.time() * 1000)
+    for i in range(count):
+        order = uuid.uuid4().hex
+        producer.produce(
+            TOPIC,
+            key=f"customer-{i % 97}".encode(),
+            value=None if i % 500 == 499 else f'{{"order":"{order}","amount":{i % 1000}}}'.encode(),
+            headers=[("source", b"demo"), ("trace", os.urandom(8)), ("trace", os.urandom(8))],
+            timestamp=now - (count - i),
+        )
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def compare(config, link: str) -> tuple[int, int, str]:
+    """Read both sides in full and compare offset, key, value, headers, timestamp and its type."""
+    cfg_link = config.link(link)
+    src = kc.client_config(config.cluster(cfg_link.source).properties, link, "state-reader")
+    dst = kc.client_config(config.cluster(cfg_link.destination).properties, link, "state-reader")
+    total_src = total_dst = 0
+    for p in range(PARTITIONS):
+        a, b = _read(src, p), _read(dst, p)
+        total_src, total_dst = total_src + len(a), total_dst + len(b)
+        for x, y in zip(a, b):
+            if x != y:
+                return total_src, total_dst, f"partition {p} offset {x[0]} differs"
+        if len(a) != len(b):
+            return total_src, total_dst, f"partition {p}: {len(b)} mirrored of {len(a)}"
+    return total_src, total_dst, ""
+
+
+def _read(conf: dict, partition: int) -> list[tuple]:
+    cons = kc.consumer({**conf, "group.id": f"demo-compare-{uuid.uuid4().hex[:6]}"})
+    try:
+        low, high = kc.watermark(cons, TOPIC, partition)
+        cons.assign([TopicPartition(TOPIC, partition, low)])
+        rows: list[tuple] = []
+        while len(rows) < high - low:
+            for m in cons.consume(10_000, 1.0):
+                rows.append((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()))
+        return rows
+    finally:
+        cons.close()
+
+
+def run_demo(config_path: Path, records: int, say: Callable[[str], None], progress=None) -> DemoResult:
+    kafka = LocalKafka.from_root()
+    say(f"1/5 starting two local Apache Kafka clusters under {kafka.root} ...")
+    west, east = [c.bootstrap for c in kafka.up()][:2]
+    say(f"    us-west at {west}, us-east at {east}")
+    write_demo_config(config_path, west, east)
+    config = load_config(config_path)
+    say(f"2/5 link '{LINK}' (us-west -> us-east) declared in {config_path}")
+    say(f"3/5 producing {records:,} orders into '{TOPIC}' on us-west ...")
+    produce_orders(west, records)
+    info = engine.create_mirror(config, LINK, TOPIC)
+    say(f"4/5 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
+    from mirror_pipeline.spark import spark_session
+
+    spark = spark_session(config.spark)
+    result = engine.run_cycle(config, LINK, spark, mirrors=[TOPIC], progress=progress)
+    say(f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}")
+    say("5/5 comparing source and mirror record by record ...")
+    n_src, n_dst, mismatch = compare(config, LINK)
+    return DemoResult(config_path, n_src, n_dst, not mismatch, mismatch)
