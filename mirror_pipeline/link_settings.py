@@ -135,7 +135,8 @@ class LinkSettings(BaseModel):
         ".", alias="replication.policy.separator")
     offset_translation_mode: Annotated[Literal["exact", "timestamp"], BeforeValidator(_lower)] = Field(
         "exact", alias="offset.translation.mode")
-    unit_max_bytes: PositiveInt = Field(64 * 1024 * 1024, alias="mirror.unit.max.bytes")
+    # Bounds one cycle per partition (and so a Dagster run); what is left is the next cycle's.
+    unit_max_bytes: PositiveInt = Field(1024 * 1024 * 1024, alias="mirror.unit.max.bytes")
     chunk_max_records: PositiveInt = Field(20000, alias="mirror.chunk.max.records")
     alignment_max_records: Count = Field(1_000_000, alias="mirror.log.start.alignment.max.records")
     fence_wait_ms: Count = Field(16000, alias="mirror.writer.fence.wait.ms")
