@@ -147,8 +147,10 @@ class CpuMeter:
         per_pid = {pid: (self._classify(pid), cpu[pid]) for pid in mine if pid in cpu}
         with open("/proc/stat") as f:
             parts = f.readline().split()[1:]
-        ticks = [int(x) for x in parts]
-        busy = (sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)) / _CLK_TCK
+        # user nice system idle iowait irq softirq steal ...: count work done on this
+        # machine's CPUs, not idling, waiting or time stolen by the hypervisor.
+        ticks = [int(x) for x in parts] + [0] * 8
+        busy = (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / _CLK_TCK
         return {"pids": per_pid, "machine_busy": busy, "wall": time.monotonic()}
 
     @staticmethod
@@ -395,13 +397,14 @@ class PhaseTimer:
         return out
 
 
-def run_cycles_until_caught_up(cfg, spark, timer: PhaseTimer, max_cycles: int) -> list[dict]:
+def run_cycles_until_caught_up(cfg, spark, timer: PhaseTimer, max_cycles: int,
+                               mirrors: list[str] | None = None) -> list[dict]:
     cycles = []
     while True:
         t0 = time.perf_counter()
         error = ""
         try:
-            result = engine.run_cycle(cfg, LINK, spark)
+            result = engine.run_cycle(cfg, LINK, spark, mirrors=mirrors)
         except engine.CycleFailed as exc:  # some units failed; the others' lineage is attached
             result, error = exc.result, str(exc)
         wall = time.perf_counter() - t0
@@ -576,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     ap.add_argument("--skip-mm2", action="store_true", help="leave out the MirrorMaker 2 reference")
     ap.add_argument("--mm2-timeout", type=float, default=900, help="give up on MM2 after this many seconds")
+    ap.add_argument("--skip-warm-copy", action="store_true",
+                    help="leave out the second copy made with Spark already warm")
     ap.add_argument("--empty-cycles", type=int, default=5, help="cycles with nothing to copy (default 5)")
     ap.add_argument("--max-cycles", type=int, default=20, help="stop copying after this many cycles")
     ap.add_argument("--unit-max-bytes", type=int, default=4 * 1024**3,
@@ -711,6 +716,26 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"empty cycles: {report['empty_cycle']['runs_s']}")
             # Per-job overhead of Spark alone, warm (no Kafka work at all).
             report["mirror"]["warm_noop_job_s"] = round(min(warm_job_overhead(spark, parts) for _ in range(3)), 3)
+
+            # 4b. the same copy again with Spark warm: a second mirror of the same source topic
+            if not args.skip_warm_copy:
+                warm_name = f"{src}-warm"
+                engine.create_mirror(cfg, LINK, src, warm_name)
+                say(f"mirror (warm): copying {src} again into b:{warm_name} with the same Spark session")
+                with measured("mirror_warm_copy"):
+                    warm_cycles = run_cycles_until_caught_up(cfg, spark, timer, args.max_cycles, mirrors=[warm_name])
+                w_records = sum(c["records"] for c in warm_cycles)
+                w_bytes = sum(c["bytes"] for c in warm_cycles)
+                w_ends = end_offsets(b_admin, warm_name, parts)
+                w_ok = w_ends == src_ends and w_records == n and not any("error" in c for c in warm_cycles)
+                report["mirror_warm"] = {
+                    "cycles": warm_cycles,
+                    "total": rate(w_records, w_bytes, sum(c["wall_s"] for c in warm_cycles)),
+                    "spark_job": rate(w_records, w_bytes, sum(c["steps_s"].get("spark_job", 0.0) for c in warm_cycles)),
+                    "sanity": "OK" if w_ok else "MISMATCH",
+                    "mirror_end_offsets": w_ends,
+                }
+                say(f"mirror (warm): sanity {report['mirror_warm']['sanity']}")
         finally:
             timer.uninstall()
             spark.stop()
@@ -743,25 +768,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render_table(report))
-    return 0 if report.get("mirror", {}).get("sanity") == "OK" else 1
+    ok = report.get("mirror", {}).get("sanity") == "OK" and report.get("mirror_warm", {}).get("sanity", "OK") == "OK"
+    return 0 if ok else 1
 
 
 def render_table(r: dict) -> str:
+    W = 57  # label column
     p = r["params"]
     ref = r["broker_limit"]["records_per_s"]
     lines = [
         f"mirror-pipeline throughput: {p['records']:,} records x {p['record_bytes']} B, {p['partitions']} partitions "
         f"({p['payload_bytes'] / MB:,.0f} MB key+value), {p['cpus']} CPUs shared by both brokers, Spark and the clients",
         "",
-        f"{'measurement':<50} {'seconds':>9} {'records/s':>11} {'MB/s':>8} {'vs broker':>9}",
-        "-" * 91,
+        f"{'measurement':<{W}} {'seconds':>9} {'records/s':>11} {'MB/s':>8} {'vs broker':>9}",
+        "-" * (W + 41),
     ]
 
     def row(label: str, fig: dict | None, note: str = "") -> None:
         if not fig:
-            lines.append(f"{label:<50} {note}")
+            lines.append(f"{label:<{W}} {note}")
             return
-        lines.append(f"{label:<50} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
+        lines.append(f"{label:<{W}} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
                      f"{fig['records_per_s'] / ref:>8.0%}{'  ' + note if note else ''}")
 
     row("load source (producer, acks=1)", r["load"])
@@ -770,40 +797,49 @@ def render_table(r: dict) -> str:
     m = r.get("mirror")
     if m:
         n_cycles = len(m["cycles"])
-        row(f"mirror: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)", m["total"])
-        row("mirror: copy time (sum of result.duration_s)", m["copy"])
-        row("mirror: Spark job only (run_units)", m["spark_job"])
+        row(f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)", m["total"])
+        row("mirror cold: copy time (sum of result.duration_s)", m["copy"])
+        row("mirror cold: Spark job only (run_units)", m["spark_job"])
+    w = r.get("mirror_warm")
+    if w:
+        n_cycles = len(w["cycles"])
+        row(f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)", w["total"])
+        row("mirror warm: Spark job only (run_units)", w["spark_job"])
     mm2 = r.get("mm2", {})
     if "total" in mm2:
         row("MM2: JVM start -> all records on b", mm2["total"])
         if "after_first_record" in mm2:
             row("MM2: first record -> all records", mm2["after_first_record"])
-    lines.append("-" * 91)
+    lines.append("-" * (W + 41))
     if m:
-        lines.append(f"{'mirror: Spark session start (once, not in cycles)':<50} {m['spark_session_s']:>9.2f}")
+        lines.append(f"{'mirror: Spark session start (once, not in cycles)':<{W}} {m['spark_session_s']:>9.2f}")
         first = m["cycles"][0]["steps_s"]
-        lines.append(f"{'mirror: cycle 1 steps (s)':<50} " + ", ".join(f"{k} {v:.2f}" for k, v in first.items()))
-        lines.append(f"{'mirror: warm no-op Spark job, ' + str(p['partitions']) + ' tasks':<50} {m['warm_noop_job_s']:>9.2f}")
+        lines.append(f"{'mirror: cycle 1 steps (s)':<{W}} " + ", ".join(f"{k} {v:.2f}" for k, v in first.items()))
+        lines.append(f"{'mirror: warm no-op Spark job, ' + str(p['partitions']) + ' tasks':<{W}} {m['warm_noop_job_s']:>9.2f}")
     e = r.get("empty_cycle")
     if e:
-        lines.append(f"{'empty cycle fixed cost: median / min':<50} {e['median_s']:>9.2f} / {e['min_s']:.2f} s "
+        lines.append(f"{'empty cycle fixed cost: median / min':<{W}} {e['median_s']:>9.2f} / {e['min_s']:.2f} s "
                      f"over {len(e['runs_s'])} cycles")
     if "first_record_s" in mm2:
-        lines.append(f"{'MM2: start-up (JVM start -> first record on b)':<50} {mm2['first_record_s']:>9.2f}"
+        lines.append(f"{'MM2: start-up (JVM start -> first record on b)':<{W}} {mm2['first_record_s']:>9.2f}"
                      f"   (remote topic created at {mm2.get('topic_created_s', '?')} s)")
     elif mm2:
-        lines.append(f"{'MM2':<50} not measured: {mm2.get('skipped') or mm2.get('error')}")
+        lines.append(f"{'MM2':<{W}} not measured: {mm2.get('skipped') or mm2.get('error')}")
     if m:
-        lines.append(f"{'mirror sanity: per-partition end offsets':<50} {m['sanity']:>9}"
+        lines.append(f"{'mirror sanity: per-partition end offsets':<{W}} {m['sanity']:>9}"
                      + ("" if m["sanity"] == "OK" else f"   source {m['source_end_offsets']} mirror {m['mirror_end_offsets']}"))
+    if w:
+        lines.append(f"{'mirror warm sanity: per-partition end offsets':<{W}} {w['sanity']:>9}"
+                     + ("" if w["sanity"] == "OK" else f"   mirror {w['mirror_end_offsets']}"))
     if "records_on_remote" in mm2:
         extra = mm2["records_on_remote"] - p["records"]
-        lines.append(f"{'MM2 sanity: records on the remote topic':<50} {mm2['records_on_remote']:>9,}"
+        lines.append(f"{'MM2 sanity: records on the remote topic':<{W}} {mm2['records_on_remote']:>9,}"
                      + (f"   ({extra:,} duplicates)" if extra else ""))
     cpu = r.get("cpu_s") or {}
     if cpu:
         lines.append("")
-        lines.append("CPU seconds used during each measurement (2 cores => at most 2 x wall):")
+        lines.append(f"CPU seconds used during each measurement ({p['cpus']} cores => at most {p['cpus']} x wall; "
+                     "not-ours = other processes on the machine):")
         for phase, roles in cpu.items():
             lines.append(f"  {phase:<14} " + ", ".join(f"{k} {v}" for k, v in roles.items()))
     return "\n".join(lines)

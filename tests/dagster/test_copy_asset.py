@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import dagster as dg
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
 from mirror_pipeline.config import load_config
 from mirror_pipeline.engine import create_mirror
 from resources import MirrorConfigResource, pyspark_resource
+from tests.kafka_records import assert_identical, read_topic
 
 LINK = "src-to-dst"
 ASSET_KEY = dg.AssetKey(["src_to_dst", "mirror_data"])
@@ -38,20 +37,6 @@ def write_config(tmp_path: Path, source: str, destination: str) -> Path:
     return path
 
 
-def create_source_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
-    futures[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:
-        meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS:
-            if all(p.leader >= 0 for p in meta.partitions.values()):
-                return
-        assert time.monotonic() < deadline, f"{topic} not ready on {bootstrap}"
-        time.sleep(0.1)
-
-
 def produce_records(bootstrap: str, topic: str) -> None:
     # Recent explicit timestamps: copied as they are, and young enough that
     # time-based retention (7 days by default) does not delete them mid-test.
@@ -74,34 +59,6 @@ def produce_records(bootstrap: str, topic: str) -> None:
     assert failures == []
 
 
-def read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple]:
-    """(offset, key, value, headers, (timestamp type, timestamp)) of every record, in order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-copy-asset-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
-        records: list[tuple] = []
-        if high <= low:
-            return records
-        consumer.assign([TopicPartition(topic, partition, low)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.5):
-                assert msg.error() is None, msg.error()
-                records.append((msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()))
-                if msg.offset() >= high - 1:
-                    return records
-        raise AssertionError(f"{topic}[{partition}] not read up to offset {high} within 60 s")
-    finally:
-        consumer.close()
-
-
 def load_definitions(config_path: Path, monkeypatch) -> dg.Definitions:
     # Importing the root module builds its module-level `defs` from the
     # environment: point it at this test's file, not at whatever ./mirror.yaml holds.
@@ -112,12 +69,11 @@ def load_definitions(config_path: Path, monkeypatch) -> dg.Definitions:
 
 
 def test_materialising_the_copy_asset_mirrors_every_record(
-    tmp_path: Path, source_bootstrap: str, destination_bootstrap: str, unique_name, monkeypatch
+    tmp_path: Path, source_bootstrap: str, destination_bootstrap: str, unique_name, create_topic, monkeypatch
 ) -> None:
     config_path = write_config(tmp_path, source_bootstrap, destination_bootstrap)
     config = load_config(config_path)
-    topic = unique_name("orders")
-    create_source_topic(source_bootstrap, topic)
+    topic = create_topic(source_bootstrap, unique_name("orders"), partitions=PARTITIONS)
     produce_records(source_bootstrap, topic)
     mirror = create_mirror(config, LINK, topic).mirror_topic
 
@@ -146,11 +102,10 @@ def test_materialising_the_copy_asset_mirrors_every_record(
     lineage = {p["partition"]: p for p in metadata["lineage_json"].value}
     assert sorted(lineage) == list(range(PARTITIONS))
 
-    for partition in range(PARTITIONS):
-        source = read_partition(source_bootstrap, topic, partition)
-        copied = read_partition(destination_bootstrap, mirror, partition)
-        assert copied == source, f"partition {partition} differs"
+    source = read_topic(source_bootstrap, topic, PARTITIONS)
+    assert_identical(source, read_topic(destination_bootstrap, mirror, PARTITIONS))
+    assert sum(len(records) for records in source.values()) == RECORDS
+    for partition, records in source.items():
         # Lineage names the source range read and the mirror range written (R-OBS-4).
-        assert (lineage[partition]["source_from"], lineage[partition]["source_until"]) == (0, len(source))
-        assert (lineage[partition]["dest_from"], lineage[partition]["dest_until"]) == (0, len(source))
-    assert sum(len(read_partition(source_bootstrap, topic, p)) for p in range(PARTITIONS)) == RECORDS
+        assert (lineage[partition]["source_from"], lineage[partition]["source_until"]) == (0, len(records))
+        assert (lineage[partition]["dest_from"], lineage[partition]["dest_until"]) == (0, len(records))

@@ -84,12 +84,25 @@ def cleanup_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+@pytest.fixture
+def loaded_mirror(write_config, source_bootstrap, create_topic, unique_name):
+    """(config path, config, topic): a mirror of a loaded source topic, nothing copied yet."""
     config_path = write_config(SETTINGS)
     config = load_config(config_path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     load_source(source_bootstrap, topic)
     engine.create_mirror(config, LINK, topic)
+    return config_path, config, topic
+
+
+def copy_until_caught_up(config, spark, topic: str) -> None:
+    for _ in range(3):
+        if engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0:
+            return
+
+
+def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(loaded_mirror, spark, source_bootstrap, destination_bootstrap):
+    config_path, config, topic = loaded_mirror
 
     kills = []
     for fraction, whole_group in ((0.15, True), (0.45, False), (0.75, True)):
@@ -100,19 +113,12 @@ def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(write_config,
             cleanup_group(proc)
     assert kills[0] < kills[-1] < RECORDS, f"kills must land mid-copy: {kills}"
 
-    for _ in range(3):
-        result = engine.run_cycle(config, LINK, spark, mirrors=[topic])
-        if result.lag_after == 0:
-            break
+    copy_until_caught_up(config, spark, topic)
     assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
 
 
-def test_overlapping_cycles_never_both_write_a_partition(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
-    config_path = write_config(SETTINGS)
-    config = load_config(config_path)
-    topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
-    load_source(source_bootstrap, topic)
-    engine.create_mirror(config, LINK, topic)
+def test_overlapping_cycles_never_both_write_a_partition(loaded_mirror, spark, source_bootstrap, destination_bootstrap):
+    config_path, config, topic = loaded_mirror
 
     # Started together, both plan the same ranges from the same log ends and
     # their copy tasks race for every partition.
@@ -129,9 +135,7 @@ def test_overlapping_cycles_never_both_write_a_partition(write_config, spark, so
     failed = out_first if first.returncode else out_second
     assert "another cycle" in failed or "another writer" in failed, failed[-1500:]
     assert "Traceback" not in out_first + out_second
-    for _ in range(3):
-        if engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0:
-            break
+    copy_until_caught_up(config, spark, topic)
     assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
 
 
