@@ -15,6 +15,7 @@ from pathlib import Path
 from dagster import Definitions
 
 from assets import dagster_name, link_definitions
+from assets.lifecycle_jobs import lifecycle_jobs
 from mirror_pipeline.config import CONFIG_ENV_VAR, load_config, resolve_config_path
 from mirror_pipeline.errors import ConfigError
 from resources import MirrorConfigResource, pyspark_resource
@@ -41,7 +42,7 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
         "pyspark": pyspark_resource(config.spark),
     }
     return Definitions.merge(
-        Definitions(resources=resources),
+        Definitions(resources=resources, jobs=lifecycle_jobs()),
         *(link_definitions(name) for name in sorted(config.links)),
     )
 

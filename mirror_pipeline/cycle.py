@@ -16,7 +16,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import CopyContext, UnitResult
 from mirror_pipeline.errors import MirrorError, MirrorRefused
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.mirrors import ACTIVE
+from mirror_pipeline.lifecycle import COPYING, FOREIGN_WRITE, track_source_failures, track_source_reachability
 from mirror_pipeline.offset_map import consolidate, resolve
 from mirror_pipeline.planner import Plan, plan_cycle
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
@@ -47,16 +47,20 @@ def run_cycle(
 ) -> CycleResult:
     started = time.time()
     ctx.check_destination()
-    ctx.check_source()
-    registry = ctx.store.read_mirrors()
+    registry = ctx.registry()
     if mirror_topics is not None:
         unknown = sorted(set(mirror_topics) - set(registry))
         if unknown:
             raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
-    selected = [m for m in registry.values() if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state == ACTIVE]
+    selected = [
+        m for m in registry.values()
+        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in COPYING and FOREIGN_WRITE not in m.flags
+    ]
+    selected = track_source_reachability(ctx, selected)
 
     t0 = time.monotonic()
     plan = plan_cycle(ctx, selected)
+    track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
     log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
 
     copy_ctx = CopyContext(

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from mirror_pipeline import cycle, mirrors
+from mirror_pipeline import cycle, lifecycle, mirrors
 from mirror_pipeline.config import PipelineConfig
 from mirror_pipeline.cycle import CycleFailed, ProgressCallback
+from mirror_pipeline.lifecycle import LifecycleResult
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.results import CycleResult, MirrorDescription, MirrorInfo
 
@@ -21,6 +22,13 @@ __all__ = [
     "list_mirrors",
     "describe_mirror",
     "mirror_lags",
+    "pause",
+    "resume",
+    "promote",
+    "failover",
+    "preview_stop",
+    "delete_mirrors",
+    "check_health",
 ]
 
 
@@ -60,3 +68,50 @@ def mirror_lags(config: PipelineConfig, link: str) -> dict[str, int]:
     """Source records not yet mirrored, per mirror topic of `link` (for the lag sensor)."""
     ctx = LinkContext.open(config, link)
     return {d.mirror.mirror_topic: d.lag for d in (mirrors.describe_mirror(ctx, m.mirror_topic) for m in mirrors.list_mirrors(ctx))}
+
+
+# --- lifecycle (R-LC) -------------------------------------------------------------
+
+
+def pause(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> LifecycleResult:
+    """Pause the named mirrors, or every mirror of the link."""
+    return lifecycle.pause(LinkContext.open(config, link), _names(mirrors))
+
+
+def resume(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> LifecycleResult:
+    return lifecycle.resume(LinkContext.open(config, link), _names(mirrors))
+
+
+def failover(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> LifecycleResult:
+    """Stop at once, whatever the lag and whether the source answers."""
+    return lifecycle.failover(LinkContext.open(config, link), _names(mirrors))
+
+
+def promote(
+    config: PipelineConfig, link: str, spark, mirrors: Sequence[str] | None = None, timeout_s: float = 300.0
+) -> LifecycleResult:
+    """Finish copying, verify zero lag, then stop (the source must answer)."""
+    ctx = LinkContext.open(config, link)
+
+    def copy(names: list[str]):
+        return cycle.run_cycle(ctx, spark, names)
+
+    return lifecycle.promote(ctx, _names(mirrors), copy, timeout_s=timeout_s)
+
+
+def preview_stop(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> dict:
+    """What failing over now would leave behind, per partition (the dry run of promote and failover)."""
+    return lifecycle.preview_stop(LinkContext.open(config, link), _names(mirrors))
+
+
+def delete_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str]) -> LifecycleResult:
+    return lifecycle.delete(LinkContext.open(config, link), list(mirrors))
+
+
+def check_health(config: PipelineConfig, link: str) -> dict[str, str]:
+    """Probe the source and move mirrors between ACTIVE, SOURCE_UNAVAILABLE and FAILED."""
+    return lifecycle.check_health(LinkContext.open(config, link))
+
+
+def _names(mirrors: Sequence[str] | None) -> list[str] | None:
+    return list(mirrors) if mirrors else None

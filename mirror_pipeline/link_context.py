@@ -9,6 +9,8 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.config import ClusterConfig, LinkConfig, PipelineConfig
+from mirror_pipeline.errors import ConfigError
+from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.replication_policy import LinkNaming, naming_for, offset_map_topic, state_topic
 from mirror_pipeline.state_store import StateStore
 
@@ -48,3 +50,28 @@ class LinkContext:
 
     def check_destination(self) -> None:
         kc.check_reachable(self.dest_admin, self.dest.alias, self.dest.bootstrap_servers)
+
+    def registry(self) -> dict[str, MirrorInfo]:
+        """This link's mirrors; refuses when the config dropped a link that still has mirrors (R-LC-6).
+
+        A link counts as this config's when its mirrors' source cluster is one
+        of the config's clusters: other configs may share the destination.
+        """
+        everything = self.store.read_all_mirrors()
+        orphaned = {
+            link: sorted(
+                m for m, info in mirrors.items()
+                if info.state != "STOPPED" and info.source_cluster in self.config.clusters
+            )
+            for link, mirrors in everything.items()
+            if link not in self.config.links
+        }
+        orphaned = {link: names for link, names in orphaned.items() if names}
+        if orphaned:
+            where = self.config.path or "the config"
+            details = "; ".join(f"link '{l}' still has mirrors {', '.join(n)}" for l, n in sorted(orphaned.items()))
+            raise ConfigError(
+                f"{where}: {details} on cluster '{self.dest.alias}'. A link with mirrors attached cannot be removed: "
+                f"put it back, then delete, promote or fail over its mirrors first"
+            )
+        return everything.get(self.link.name, {})

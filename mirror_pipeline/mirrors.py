@@ -10,13 +10,13 @@ from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.errors import MirrorRefused, TopicNotFound
+from mirror_pipeline.lifecycle import ACTIVE
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import resolve
 from mirror_pipeline.replication_policy import is_internal_topic
 from mirror_pipeline.results import MirrorDescription, MirrorInfo, PartitionStatus
 from mirror_pipeline.topic_configs import describe_topic_configs, split_for_mirror
 
-ACTIVE = "ACTIVE"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
@@ -41,7 +41,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     ctx.check_source()
 
     ctx.store.ensure_topics()
-    registry = ctx.store.read_mirrors()
+    registry = ctx.registry()
     existing = registry.get(mirror_topic)
     if existing is not None:
         if existing.source_topic != source_topic:
@@ -67,9 +67,12 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
             f"a normal topic is never turned into a mirror"
         )
 
-    configs, _held = split_for_mirror(source_configs)
+    configs, held = split_for_mirror(source_configs)
     now = time.time()
-    info = existing or MirrorInfo(link.name, mirror_topic, source_topic, ACTIVE, now, "created", now)
+    info = existing or MirrorInfo(
+        link.name, mirror_topic, source_topic, ACTIVE, now, "created", now, held_back=held,
+        history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
+    )
     # Registered first: a topic that exists unregistered could never be claimed again.
     ctx.store.put_mirror(info)
     try:
@@ -89,11 +92,11 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
 
 def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
     ctx.check_destination()
-    return sorted(ctx.store.read_mirrors().values(), key=lambda m: m.mirror_topic)
+    return sorted(ctx.registry().values(), key=lambda m: m.mirror_topic)
 
 
 def get_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorInfo:
-    mirrors = ctx.store.read_mirrors()
+    mirrors = ctx.registry()
     if mirror_topic not in mirrors:
         known = ", ".join(sorted(mirrors)) or "none"
         raise MirrorRefused(f"no mirror '{mirror_topic}' on link '{ctx.link.name}' (mirrors: {known})")
@@ -142,3 +145,17 @@ def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
         source_timestamp_type=source_configs.get("message.timestamp.type", "CreateTime"),
         held_back_configs=held,
     )
+
+
+def partition_progress(ctx: LinkContext, info: MirrorInfo, with_source: bool = True):
+    """Per partition: (partition, next source offset to mirror, source end or None)."""
+    parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0
+    ends = kc.list_offsets(ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False)
+    src_end: dict = {}
+    if with_source:
+        src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
+        src_end = kc.list_offsets(ctx.source_admin, [(info.source_topic, p) for p in range(src_parts)], "latest", ctx.source.alias)
+    segments = ctx.store.read_segments([info.mirror_topic]).segments
+    for p in range(parts):
+        omap = resolve([s for _, s in segments.get((info.mirror_topic, p), [])], ends[(info.mirror_topic, p)]).offset_map
+        yield p, omap.next_source_offset or 0, src_end.get((info.source_topic, p)) if with_source else None

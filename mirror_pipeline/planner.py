@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import WorkUnit
-from mirror_pipeline.errors import MirrorDiverged, MirrorError
+from mirror_pipeline.errors import ClusterUnreachable, MirrorDiverged, MirrorError
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
@@ -32,6 +32,10 @@ from mirror_pipeline.state_store import SegmentWriter, segment_key
 log = logging.getLogger(__name__)
 
 PADDING_KEY = b"\x00mirror-pipeline-log-start-alignment"
+
+
+class SourceTopicUnusable(MirrorError):
+    """The source topic is gone or cannot be read: the mirror heads for FAILED (R-LC-5)."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Plan:
     partitions: dict[tuple[str, int], PartitionPlan] = field(default_factory=dict)
     partitions_added: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # mirror topic -> why it was skipped
+    source_failures: dict[str, str] = field(default_factory=dict)  # source topic missing or unreadable
+    diverged: dict[str, str] = field(default_factory=dict)  # foreign records in the mirror
     map_snapshot_end: int = 0
 
 
@@ -64,6 +70,8 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
     for info in mirrors:
         try:
             live.append((info, _align_partition_count(ctx, info, plan)))
+        except SourceTopicUnusable as exc:
+            plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:
             plan.errors[info.mirror_topic] = str(exc)
     src_tps = [(m.source_topic, p) for m, n in live for p in range(n)]
@@ -81,30 +89,30 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
             keyed = snapshot.segments.get((info.mirror_topic, p), [])
             res = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
             if res.foreign_records:
-                plan.errors[info.mirror_topic] = str(
+                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = str(
                     MirrorDiverged(
                         f"mirror '{info.mirror_topic}' partition {p} holds {res.foreign_records} records "
                         f"the link did not write (log end {dst_end[(info.mirror_topic, p)]}); it was not copied to"
                     )
                 )
-            resolutions[(info, p)] = res
+            resolutions[(info.mirror_topic, p)] = res
             if res.in_doubt:
                 in_doubt.append((info, p, keyed))
 
     if in_doubt:
         repaired_ends = _repair_in_doubt(ctx, in_doubt)
-        for (info, p), leo in repaired_ends.items():
-            dst_end[(info.mirror_topic, p)] = leo
+        for key, leo in repaired_ends.items():
+            dst_end[key] = leo
         snapshot = ctx.store.read_segments([m.mirror_topic for m, _ in live])
         for info, p, _ in in_doubt:
             keyed = snapshot.segments.get((info.mirror_topic, p), [])
-            resolutions[(info, p)] = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
+            resolutions[(info.mirror_topic, p)] = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
 
     for info, n in live:
         if info.mirror_topic in plan.errors:
             continue
         for p in range(n):
-            res = resolutions[(info, p)]
+            res = resolutions[(info.mirror_topic, p)]
             start, end = src_start[(info.source_topic, p)], src_end[(info.source_topic, p)]
             omap = res.offset_map
             if omap.next_source_offset is None and start > 0 and dst_end[(info.mirror_topic, p)] == 0:
@@ -153,9 +161,14 @@ def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
 
 
 def _align_partition_count(ctx: LinkContext, info: MirrorInfo, plan: Plan) -> int:
-    src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
+    try:
+        src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
+    except ClusterUnreachable:
+        raise
+    except MirrorError as exc:  # e.g. the link's principal lost read permission
+        raise SourceTopicUnusable(str(exc)) from None
     if src is None:
-        raise MirrorError(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
+        raise SourceTopicUnusable(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
     dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     if dst is None:
         raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
@@ -183,7 +196,7 @@ def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
     for info, p, _ in in_doubt:
         w = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
         w.fence()
-        writers[(info, p)] = w
+        writers[(info.mirror_topic, p)] = w
     # A fenced writer can commit no further segment, but records of the chunk
     # whose segment it already wrote may still be in flight until its delivery
     # timeout passes.
@@ -205,8 +218,8 @@ def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
                     leo = _finish_padding(ctx, info.mirror_topic, p, kept, leo)
                 elif kept != seg:
                     puts.append(kept)
-            writers[(info, p)].write(puts=puts, deletes=deletes)
-            ends[(info, p)] = leo
+            writers[(info.mirror_topic, p)].write(puts=puts, deletes=deletes)
+            ends[(info.mirror_topic, p)] = leo
             log.info("%s[%d]: repaired in-doubt segments at mirror offset %d", info.mirror_topic, p, leo)
     finally:
         cons.close()

@@ -97,7 +97,7 @@ class CycleResult:
 
 @dataclass(frozen=True)
 class MirrorInfo:
-    """A mirror topic as registered in the destination cluster's state topic."""
+    """A mirror topic as registered in the destination cluster's state topic (R-LC-1)."""
 
     link: str
     mirror_topic: str
@@ -106,9 +106,34 @@ class MirrorInfo:
     state_time: float
     reason: str
     created_at: float
+    # Source configs held back while the topic is a mirror, applied at promote/failover (R-CS-5).
+    held_back: dict = field(default_factory=dict)
+    # Why copying is refused although the state allows it, e.g. FOREIGN_WRITE (R-MT-9).
+    flags: tuple = ()
+    # When the source topic was first found missing or unreadable (0: it is fine) (R-LC-5).
+    failing_since: float = 0.0
+    # Set when the mirror stops: per partition, the next source offset it would have copied (R-LC-4).
+    stopped_at: float = 0.0
+    last_source_offsets: dict = field(default_factory=dict)
+    # The last transitions: [time, from, to, reason], newest last.
+    history: tuple = ()
+    # The source cluster's alias in the config that created the mirror.
+    source_cluster: str = ""
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["flags"] = list(self.flags)
+        d["history"] = [list(h) for h in self.history]
+        d["last_source_offsets"] = {str(k): v for k, v in self.last_source_offsets.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MirrorInfo":
+        d = dict(d)
+        d["flags"] = tuple(d.get("flags", ()))
+        d["history"] = tuple(tuple(h) for h in d.get("history", ()))
+        d["last_source_offsets"] = {int(k): v for k, v in d.get("last_source_offsets", {}).items()}
+        return cls(**d)
 
 
 @dataclass(frozen=True)

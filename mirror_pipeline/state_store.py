@@ -83,6 +83,9 @@ class StateStore:
             self._admin = kc.admin_client(self.conf("admin"))
         return self._admin
 
+    def _exists(self, topic: str) -> bool:
+        return kc.topic_partitions(self.admin, topic, self.dest_alias) is not None
+
     def ensure_topics(self) -> None:
         """Create the internal topics when missing (a cluster that forbids it can pre-create them)."""
         missing = [t for t in (self.state_topic, self.offset_map_topic) if kc.topic_partitions(self.admin, t, self.dest_alias) is None]
@@ -104,14 +107,24 @@ class StateStore:
 
     # --- mirror registry ------------------------------------------------------------
     def read_mirrors(self) -> dict[str, MirrorInfo]:
-        prefix = f"mirror/{self.link}/"
-        latest: dict[str, MirrorInfo | None] = {}
+        """This link's mirrors."""
+        return self.read_all_mirrors().get(self.link, {})
+
+    def read_all_mirrors(self) -> dict[str, dict[str, MirrorInfo]]:
+        """Every link's mirrors registered in this destination's state topic: link -> mirror -> info."""
+        latest: dict[tuple[str, str], MirrorInfo | None] = {}
+        if not self._exists(self.state_topic):
+            return {}
         for key, value, _ in read_topic(self.conf("state-reader"), self.admin, self.state_topic, self.dest_alias):
-            if not key.startswith(prefix):
+            if not key.startswith("mirror/"):
                 continue
-            mirror = key[len(prefix):]
-            latest[mirror] = None if value is None else MirrorInfo(**json.loads(value))
-        return {m: info for m, info in latest.items() if info is not None}
+            link, mirror = key[len("mirror/"):].split("/", 1)
+            latest[(link, mirror)] = None if value is None else MirrorInfo.from_dict(json.loads(value))
+        out: dict[str, dict[str, MirrorInfo]] = {}
+        for (link, mirror), info in latest.items():
+            if info is not None:
+                out.setdefault(link, {})[mirror] = info
+        return out
 
     def put_mirror(self, info: MirrorInfo) -> None:
         self._write_plain(self.state_topic, mirror_key(self.link, info.mirror_topic), json.dumps(info.to_dict()).encode())
@@ -131,6 +144,8 @@ class StateStore:
     # --- offset-map segments ------------------------------------------------------------
     def read_segments(self, mirrors: Iterable[str] | None = None) -> SegmentSnapshot:
         wanted = set(mirrors) if mirrors is not None else None
+        if not self._exists(self.offset_map_topic):
+            return SegmentSnapshot({}, 0)
         prefix = f"{self.link}/"
         latest: dict[str, bytes | None] = {}
         end = 0

@@ -6,6 +6,7 @@ import click
 
 from mirror_pipeline.cli.demo import demo
 from mirror_pipeline.cli.link import link
+from mirror_pipeline.cli.lifecycle import register as register_lifecycle
 from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
 from mirror_pipeline.cli.run import run
@@ -19,6 +20,7 @@ def cli() -> None:
 
 for command in (local, link, mirror, run, demo):
     cli.add_command(command)
+register_lifecycle(mirror)
 
 
 def main() -> None:

@@ -1,0 +1,174 @@
+"""`mirror-pipeline mirror pause|resume|promote|failover|delete`: the runbook verbs (R-LC, R-ORC-3).
+
+Promote and failover launch the Dagster jobs of the same name, so a run
+started here is recorded in the same Dagster instance the UI shows
+(`$DAGSTER_HOME`, else `./.dagster-home`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
+
+topics_argument = click.argument("topics", nargs=-1)
+all_option = click.option("--all", "all_mirrors", is_flag=True, help="Every mirror of the link.")
+
+
+def _chosen(topics: tuple[str, ...], all_mirrors: bool) -> list[str] | None:
+    if all_mirrors and topics:
+        raise click.UsageError("give mirror topics or --all, not both")
+    if not all_mirrors and not topics:
+        raise click.UsageError("name the mirror topics, or pass --all for every mirror of the link")
+    return None if all_mirrors else list(topics)
+
+
+def _render(d: dict) -> str:
+    rows = [[name, m["before"], m["after"], m["said"]] for name, m in sorted(d["mirrors"].items())]
+    return table(["MIRROR", "BEFORE", "AFTER", "WHAT HAPPENED"], rows) if rows else "no mirrors"
+
+
+def register(group: click.Group) -> None:
+    for verb, doc in (
+        ("pause", "Pause mirrors: they copy nothing until resumed, and their lag grows."),
+        ("resume", "Resume paused mirrors."),
+    ):
+        group.command(verb, help=f"{doc}\n\nExample: mirror-pipeline mirror {verb} orders --link west-to-east")(
+            topics_argument(link_option(all_option(config_option(json_option(handle_errors(_simple(verb)))))))
+        )
+    group.add_command(promote)
+    group.add_command(failover)
+    group.add_command(delete)
+
+
+def _simple(verb: str):
+    def command(topics, link, all_mirrors, config_path, as_json):
+        from mirror_pipeline import engine
+
+        result = getattr(engine, verb)(load(config_path), link, _chosen(topics, all_mirrors))
+        emit(result.to_dict(), as_json, _render)
+
+    return command
+
+
+@click.command()
+@topics_argument
+@link_option
+@all_option
+@click.option("--dry-run", is_flag=True, help="Show what is not mirrored yet; change nothing.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=300.0, show_default=True,
+              help="Seconds to wait for the lag to reach zero.")
+@config_option
+@json_option
+@handle_errors
+def promote(topics, link, all_mirrors, dry_run, timeout_s, config_path, as_json):
+    """Planned migration: finish copying, verify zero lag, then make the mirrors normal topics.
+
+    Refused when the source cluster does not answer (use failover). Irreversible.
+
+    Example: mirror-pipeline mirror promote orders --link west-to-east --dry-run
+    """
+    _stop("promote", topics, link, all_mirrors, dry_run, config_path, as_json, timeout_s)
+
+
+@click.command()
+@topics_argument
+@link_option
+@all_option
+@click.option("--dry-run", is_flag=True, help="Show what a failover would leave behind; change nothing.")
+@config_option
+@json_option
+@handle_errors
+def failover(topics, link, all_mirrors, dry_run, config_path, as_json):
+    """Disaster failover: stop the mirrors now, whatever the lag or the source's state.
+
+    On a mirror waiting in PENDING_STOPPED it cancels the wait. Irreversible.
+
+    Example: mirror-pipeline mirror failover orders --link west-to-east
+    """
+    _stop("failover", topics, link, all_mirrors, dry_run, config_path, as_json)
+
+
+@click.command()
+@click.argument("topics", nargs=-1, required=True)
+@link_option
+@config_option
+@json_option
+@handle_errors
+def delete(topics, link, config_path, as_json):
+    """Stop mirroring for good: the mirror topic is deleted from the destination.
+
+    A STOPPED mirror is a normal topic by then: only the link's record of it is
+    forgotten. Nothing on the source is ever touched.
+
+    Example: mirror-pipeline mirror delete orders --link west-to-east
+    """
+    from mirror_pipeline import engine
+
+    emit(engine.delete_mirrors(load(config_path), link, list(topics)).to_dict(), as_json, _render)
+
+
+def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeout_s=300.0):
+    from mirror_pipeline import engine
+
+    config = load(config_path)
+    chosen = _chosen(topics, all_mirrors)
+    if dry_run:
+        emit(engine.preview_stop(config, link, chosen), as_json, _render_preview)
+        return
+    run_id, success, output = launch_stop_job(verb, config.path, link, chosen or [], timeout_s)
+    if not success:
+        fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
+    emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")
+
+
+def dagster_instance():
+    """The instance `dagster dev` uses when started as the README shows."""
+    from dagster import DagsterInstance
+
+    if not os.environ.get("DAGSTER_HOME"):
+        home = Path(".dagster-home").resolve()
+        home.mkdir(exist_ok=True)
+        (home / "dagster.yaml").touch()  # default storage under this folder, said explicitly
+        os.environ["DAGSTER_HOME"] = str(home)
+    return DagsterInstance.get()
+
+
+def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float):
+    """Run the promote or failover job in-process, recorded in the Dagster instance."""
+    from assets.lifecycle_jobs import stop_run_config
+    from definitions import build_definitions
+
+    job = build_definitions(config_path).get_job_def(verb)
+    run_config = stop_run_config(verb, link, topics, timeout_s)
+    # The run's own event log keeps every detail; the terminal gets warnings only.
+    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+    result = job.execute_in_process(
+        run_config=run_config,
+        instance=dagster_instance(),
+        tags={"mirror-pipeline/link": link, "mirror-pipeline/started-by": "cli"},
+        raise_on_error=False,
+    )
+    if result.success:
+        return result.run_id, True, result.output_for_node(f"{verb}_mirrors")
+    failures = [e.step_failure_data.error.message.strip() for e in result.all_events if e.is_step_failure]
+    return result.run_id, False, "; ".join(failures) or "see the run's logs"
+
+
+def _render_preview(d: dict) -> str:
+    rows = []
+    for name, m in sorted(d.items()):
+        for p in m["partitions"]:
+            span = ""
+            if p.get("first_unmirrored_timestamp") and p.get("last_source_timestamp"):
+                span = f"{(p['last_source_timestamp'] - p['first_unmirrored_timestamp']) / 1000:.1f}s"
+            lost = "unknown" if p.get("unmirrored") is None else p["unmirrored"]
+            rows.append([name, m["state"], p["partition"], p["mirrored_up_to"], lost, span])
+    if not rows:
+        return "nothing to stop"
+    return "dry run: nothing changed\n\n" + table(
+        ["MIRROR", "STATE", "PARTITION", "MIRRORED UP TO", "NOT MIRRORED (records)", "TIME SPAN"], rows
+    )

@@ -1,0 +1,376 @@
+"""Mirror states and the verbs that move between them (R-LC-1..6).
+
+Every transition is recorded on the mirror's registry record in the
+destination cluster, with its time and reason, so a new machine with a fresh
+Dagster instance sees the same states. Every verb is idempotent: asking for
+the state a mirror is already in reports it and changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.errors import ClusterUnreachable, MirrorError, MirrorRefused
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.offset_map import resolve
+from mirror_pipeline.results import MirrorInfo
+from mirror_pipeline.state_store import SegmentWriter
+from mirror_pipeline.topic_configs import MIRROR_TIMESTAMP_BOUNDS
+
+ACTIVE = "ACTIVE"
+PAUSED = "PAUSED"
+PENDING_STOPPED = "PENDING_STOPPED"
+STOPPED = "STOPPED"
+SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"
+LINK_FAILED = "LINK_FAILED"
+FAILED = "FAILED"
+# A flag, not a state: the mirror holds records the link did not write (R-MT-9).
+FOREIGN_WRITE = "FOREIGN_WRITE"
+STATES = (ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAILED, FAILED)
+
+# States a replication cycle copies in (a SOURCE_UNAVAILABLE mirror is retried).
+COPYING = frozenset({ACTIVE, PENDING_STOPPED, SOURCE_UNAVAILABLE})
+
+ALLOWED: dict[str, frozenset[str]] = {
+    ACTIVE: frozenset({PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAILED, FAILED}),
+    PAUSED: frozenset({ACTIVE, PENDING_STOPPED, STOPPED}),
+    PENDING_STOPPED: frozenset({STOPPED, SOURCE_UNAVAILABLE}),
+    SOURCE_UNAVAILABLE: frozenset({ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, FAILED}),
+    LINK_FAILED: frozenset({ACTIVE, STOPPED}),
+    FAILED: frozenset({STOPPED}),
+    STOPPED: frozenset(),  # promote and failover are irreversible
+}
+HISTORY_KEPT = 20
+
+
+def transition(info: MirrorInfo, to: str, reason: str, **changes) -> MirrorInfo:
+    """The mirror in state `to`; refuses a move the lifecycle does not allow."""
+    if to not in ALLOWED[info.state]:
+        raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot become {to}")
+    now = time.time()
+    history = (info.history + ((now, info.state, to, reason),))[-HISTORY_KEPT:]
+    return replace(info, state=to, state_time=now, reason=reason, history=history, **changes)
+
+
+@dataclass
+class LifecycleResult:
+    """What a verb did, per mirror: the state before and after and a sentence."""
+
+    verb: str
+    link: str
+    mirrors: dict[str, dict] = field(default_factory=dict)
+
+    def add(self, before: MirrorInfo, after: MirrorInfo, said: str, **extra) -> None:
+        self.mirrors[before.mirror_topic] = {"before": before.state, "after": after.state, "said": said, **extra}
+
+    def to_dict(self) -> dict:
+        return {"verb": self.verb, "link": self.link, "mirrors": self.mirrors}
+
+
+def select(ctx: LinkContext, topics: list[str] | None) -> list[MirrorInfo]:
+    """The named mirrors of the link (all of them when `topics` is None); unknown names are refused."""
+    registry = ctx.registry()
+    if topics is None:
+        return sorted(registry.values(), key=lambda m: m.mirror_topic)
+    unknown = [t for t in topics if t not in registry]
+    if unknown:
+        known = ", ".join(sorted(registry)) or "none"
+        raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}' (mirrors: {known})")
+    return [registry[t] for t in topics]
+
+
+def pause(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    ctx.check_destination()
+    result = LifecycleResult("pause", ctx.link.name)
+    for info in select(ctx, topics):
+        if info.state == PAUSED:
+            result.add(info, info, "already paused")
+            continue
+        if info.state not in (ACTIVE, SOURCE_UNAVAILABLE):
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; only an ACTIVE mirror can be paused")
+        after = transition(info, PAUSED, "paused by operator")
+        ctx.store.put_mirror(after)
+        result.add(info, after, "paused: copies nothing until resumed")
+    return result
+
+
+def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    ctx.check_destination()
+    result = LifecycleResult("resume", ctx.link.name)
+    for info in select(ctx, topics):
+        if info.state in (ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED):
+            result.add(info, info, f"not paused ({info.state})")
+            continue
+        if info.state != PAUSED:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; only a PAUSED mirror can be resumed")
+        after = transition(info, ACTIVE, "resumed by operator")
+        ctx.store.put_mirror(after)
+        result.add(info, after, "resumed: the next cycle copies what accumulated")
+    return result
+
+
+def stop(ctx: LinkContext, info: MirrorInfo, reason: str) -> MirrorInfo:
+    """Make a mirror a normal writable topic, at once (R-LC-3, R-LC-4).
+
+    Fences every partition's writer first so that no cycle still running can
+    announce another chunk, and waits out a writer's last chunk when one is
+    still in flight; then applies the held-back configs.
+    """
+    parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0
+    segments = ctx.store.read_segments([info.mirror_topic]).segments
+    ends = kc.list_offsets(ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False)
+    in_flight = False
+    last_source: dict[int, int] = {}
+    for p in range(parts):
+        writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
+        try:
+            writer.fence()
+        finally:
+            writer.close()
+        res = resolve([s for _, s in segments.get((info.mirror_topic, p), [])], ends[(info.mirror_topic, p)])
+        in_flight |= bool(res.in_doubt)
+        last_source[p] = res.offset_map.next_source_offset or 0
+    if in_flight:
+        time.sleep(ctx.link.fence_wait_ms / 1000)
+    _apply_held_back(ctx, info)
+    after = transition(info, STOPPED, reason, stopped_at=time.time(), last_source_offsets=last_source)
+    ctx.store.put_mirror(after)
+    return after
+
+
+def _apply_held_back(ctx: LinkContext, info: MirrorInfo) -> None:
+    """Give the stopped topic the source's timestamp settings (R-CS-5)."""
+    ops = []
+    for name in MIRROR_TIMESTAMP_BOUNDS:
+        if name in info.held_back:
+            ops.append(ConfigEntry(name, info.held_back[name], incremental_operation=AlterConfigOpType.SET))
+        else:
+            ops.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
+    if info.held_back.get("message.timestamp.type") == "LogAppendTime":
+        ops.append(ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET))
+    resource = ConfigResource(ResourceType.TOPIC, info.mirror_topic, incremental_configs=ops)
+    try:
+        for fut in ctx.dest_admin.incremental_alter_configs([resource]).values():
+            fut.result()
+    except KafkaException as exc:
+        raise MirrorError(f"mirror '{info.mirror_topic}': applying held-back configs failed: {exc.args[0].str()}") from None
+
+
+def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    """Stop at once, whatever the lag and whether the source answers (R-LC-3)."""
+    ctx.check_destination()
+    result = LifecycleResult("failover", ctx.link.name)
+    for info in select(ctx, topics):
+        if info.state == STOPPED:
+            result.add(info, info, "already stopped")
+            continue
+        reason = "failover" + (" (cancelled a pending promote)" if info.state == PENDING_STOPPED else "")
+        after = stop(ctx, info, reason)
+        result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets)
+    return result
+
+
+def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: float = 300.0, poll_s: float = 1.0) -> LifecycleResult:
+    """Planned migration: finish copying, then stop with zero lag (R-LC-3).
+
+    `copy_cycle(mirror_topics)` runs one replication cycle and returns its
+    CycleResult; promote repeats it until data lag is zero. A failover while
+    it waits cancels the wait.
+    """
+    ctx.check_destination()
+    try:
+        ctx.check_source()
+    except ClusterUnreachable as exc:
+        raise MirrorRefused(f"promote needs the source to be reachable ({exc}); failover stops a mirror without it") from None
+    result = LifecycleResult("promote", ctx.link.name)
+    pending = []
+    for info in select(ctx, topics):
+        if info.state == STOPPED:
+            result.add(info, info, "already stopped")
+            continue
+        if info.state not in (ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE):
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot be promoted (failover can stop it)")
+        if FOREIGN_WRITE in info.flags:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
+        after = info if info.state == PENDING_STOPPED else transition(info, PENDING_STOPPED, "promote requested")
+        ctx.store.put_mirror(after)
+        pending.append((info, after))
+    deadline = time.monotonic() + timeout_s
+    waiting = {after.mirror_topic: (before, after) for before, after in pending}
+    while waiting:
+        copy_cycle(sorted(waiting))
+        registry = ctx.registry()
+        from mirror_pipeline.mirrors import describe_mirror  # (mirrors imports lifecycle names)
+
+        for name in sorted(waiting):
+            before, _ = waiting[name]
+            current = registry[name]
+            if current.state != PENDING_STOPPED:  # a failover cancelled the wait
+                result.add(before, current, f"promote cancelled: mirror is {current.state}")
+                del waiting[name]
+                continue
+            lag = describe_mirror(ctx, name).lag
+            if lag == 0:
+                after = stop(ctx, current, "promoted")
+                result.add(before, after, "promoted: data lag 0, now a normal writable topic",
+                           last_source_offsets=after.last_source_offsets)
+                del waiting[name]
+        if waiting and time.monotonic() > deadline:
+            names = ", ".join(sorted(waiting))
+            raise MirrorError(
+                f"promote of {names} did not reach zero lag within {timeout_s:.0f}s (producers still writing to "
+                f"the source?); the mirrors stay PENDING_STOPPED: run promote again, or failover to stop now"
+            )
+        if waiting:
+            time.sleep(poll_s)
+    return result
+
+
+
+def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> list[MirrorInfo]:
+    """SOURCE_UNAVAILABLE while the source does not answer, ACTIVE again once it does (R-LC-5)."""
+    try:
+        ctx.check_source()
+    except ClusterUnreachable as exc:
+        for m in mirrors:
+            if m.state == ACTIVE:
+                ctx.store.put_mirror(transition(m, SOURCE_UNAVAILABLE, str(exc)))
+        raise
+    back = []
+    for m in mirrors:
+        if m.state == SOURCE_UNAVAILABLE:
+            m = transition(m, ACTIVE, f"source cluster '{ctx.source.alias}' answers again")
+            ctx.store.put_mirror(m)
+        back.append(m)
+    return back
+
+
+def track_source_failures(ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict, diverged: dict) -> None:
+    """A source topic gone or unreadable for longer than the retry timeout fails its mirror (R-LC-5).
+
+    Foreign records in a mirror flag it: it is copied to no more (R-MT-9).
+    """
+    now = time.time()
+    timeout_s = ctx.link.retry_timeout_ms / 1000
+    for m in mirrors:
+        name = m.mirror_topic
+        if name in diverged:
+            ctx.store.put_mirror(replace(m, flags=tuple(sorted({*m.flags, FOREIGN_WRITE})), reason=diverged[name]))
+        elif name in source_failures:
+            since = m.failing_since or now
+            if now - since >= timeout_s:
+                ctx.store.put_mirror(transition(m, FAILED, source_failures[name], failing_since=since))
+            elif not m.failing_since:
+                ctx.store.put_mirror(replace(m, failing_since=since, reason=source_failures[name]))
+        elif m.failing_since:
+            ctx.store.put_mirror(replace(m, failing_since=0.0, reason="source topic readable again"))
+
+
+def check_health(ctx: LinkContext) -> dict[str, str]:
+    """Probe the source without copying: reachability and each source topic (R-LC-5).
+
+    Moves mirrors between ACTIVE, SOURCE_UNAVAILABLE and FAILED exactly as a
+    cycle would, and returns every mirror's state afterwards.
+    """
+    ctx.check_destination()
+    watched = [m for m in ctx.registry().values() if m.state in COPYING]
+    try:
+        watched = track_source_reachability(ctx, watched)
+    except ClusterUnreachable:
+        return {m.mirror_topic: m.state for m in ctx.registry().values()}
+    failures = {}
+    for m in watched:
+        try:
+            if kc.topic_partitions(ctx.source_admin, m.source_topic, ctx.source.alias) is None:
+                failures[m.mirror_topic] = f"source topic '{m.source_topic}' no longer exists on cluster '{ctx.source.alias}'"
+        except ClusterUnreachable:
+            raise
+        except MirrorError as exc:
+            failures[m.mirror_topic] = str(exc)
+    track_source_failures(ctx, watched, failures, {})
+    return {m.mirror_topic: m.state for m in ctx.registry().values()}
+
+
+def preview_stop(ctx: LinkContext, topics: list[str] | None) -> dict:
+    """What a failover would lose now: per partition, records not yet mirrored and the time they span."""
+    from mirror_pipeline.mirrors import partition_progress
+
+    ctx.check_destination()
+    try:
+        ctx.check_source()
+        reachable = True
+    except ClusterUnreachable:
+        reachable = False
+    out: dict[str, dict] = {}
+    for info in select(ctx, topics):
+        if info.state == STOPPED:
+            out[info.mirror_topic] = {"state": STOPPED, "partitions": [], "note": "already stopped"}
+            continue
+        rows = []
+        for p, next_source, source_end in partition_progress(ctx, info, with_source=reachable):
+            row = {"partition": p, "mirrored_up_to": next_source}
+            if source_end is None:
+                row.update(unmirrored=None, note="source unreachable: unknown")
+            else:
+                row["unmirrored"] = max(0, source_end - next_source)
+                if row["unmirrored"]:
+                    first, last = _timestamps(ctx, info.source_topic, p, next_source, source_end - 1)
+                    row.update(first_unmirrored_timestamp=first, last_source_timestamp=last)
+            rows.append(row)
+        out[info.mirror_topic] = {"state": info.state, "partitions": rows}
+    return out
+
+
+def _timestamps(ctx: LinkContext, topic: str, partition: int, first: int, last: int) -> tuple[int | None, int | None]:
+    """Timestamps of the first committed records at or after `first` and at or after `last`."""
+    from confluent_kafka import TopicPartition
+
+    found = []
+    for offset in (first, last):
+        cons = kc.consumer(ctx.source_conf("reader", **{"auto.offset.reset": "latest"}))
+        try:
+            cons.assign([TopicPartition(topic, partition, offset)])
+            msgs = [m for m in cons.consume(1, 5.0) if m.error() is None]
+            found.append(msgs[0].timestamp()[1] if msgs else None)
+        finally:
+            cons.close()
+    return found[0], found[1]
+
+
+def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
+    """Stop mirroring for good (R-LC-6).
+
+    A mirror that is still a mirror loses its topic on the destination (its
+    data is still on the source); a STOPPED mirror is a normal topic by now and
+    keeps it: only the link's record of it is forgotten. The source is never
+    touched (R-REL-3).
+    """
+    ctx.check_destination()
+    result = LifecycleResult("delete", ctx.link.name)
+    for info in select(ctx, topics):
+        segments = ctx.store.read_segments([info.mirror_topic]).segments
+        parts = sorted({p for (_, p) in segments} | set(range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0)))
+        for p in parts:
+            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
+            try:
+                writer.fence()  # no cycle still running may write another chunk
+                writer.write(deletes=[key for key, _ in segments.get((info.mirror_topic, p), [])])
+            finally:
+                writer.close()
+        said = "forgotten; the topic stays (it is a normal topic since it stopped)"
+        if info.state != STOPPED:
+            fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]
+            try:
+                fut.result()
+            except KafkaException as exc:
+                if "UNKNOWN_TOPIC" not in exc.args[0].name():
+                    raise MirrorError(f"deleting mirror topic '{info.mirror_topic}' failed: {exc.args[0].str()}") from None
+            said = "deleted: mirror topic removed from the destination; the source is untouched"
+        ctx.store.delete_mirror(info.mirror_topic)
+        result.add(info, replace(info, state="DELETED"), said)
+    return result
