@@ -30,6 +30,7 @@ MARKER = "# Written by `mirror-pipeline demo`"
 @dataclass(frozen=True)
 class DemoResult:
     config_path: Path
+    topic: str
     source_records: int
     mirror_records: int
     identical: bool
@@ -48,17 +49,27 @@ def write_demo_config(path: Path, west: str, east: str) -> None:
     path.write_text(f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False))
 
 
-def produce_orders(bootstrap: str, count: int) -> None:
+def demo_topic(config) -> str:
+    """`orders`, unless an earlier demo's mirror of it was promoted or failed over: then `orders-2`, ..."""
+    mirrors = {m.mirror_topic: m.state for m in engine.list_mirrors(config, LINK)}
+    name, n = TOPIC, 1
+    while mirrors.get(name, "ACTIVE") != "ACTIVE":
+        n += 1
+        name = f"{TOPIC}-{n}"
+    return name
+
+
+def produce_orders(bootstrap: str, count: int, topic: str = TOPIC) -> None:
     """Orders with keys, headers (a repeated key, binary values), nulls and timestamps."""
     admin = kc.admin_client({"bootstrap.servers": bootstrap})
-    if kc.topic_partitions(admin, TOPIC, "us-west") is None:
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result()
+    if kc.topic_partitions(admin, topic, "us-west") is None:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "queue.buffering.max.messages": 1_000_000})
     now = int(time.time() * 1000)
     for i in range(count):
         order = uuid.uuid4().hex
         producer.produce(
-            TOPIC,
+            topic,
             key=f"customer-{i % 97}".encode(),
             value=None if i % 500 == 499 else f'{{"order":"{order}","amount":{i % 1000}}}'.encode(),
             headers=[("source", b"demo"), ("trace", os.urandom(8)), ("trace", os.urandom(8))],
@@ -69,14 +80,14 @@ def produce_orders(bootstrap: str, count: int) -> None:
     producer.flush(60)
 
 
-def compare(config, link: str) -> tuple[int, int, str]:
+def compare(config, link: str, topic: str = TOPIC) -> tuple[int, int, str]:
     """Read both sides in full and compare offset, key, value, headers, timestamp and its type."""
     cfg_link = config.link(link)
     src = kc.client_config(config.cluster(cfg_link.source).properties, link, "state-reader")
     dst = kc.client_config(config.cluster(cfg_link.destination).properties, link, "state-reader")
     total_src = total_dst = 0
     for p in range(PARTITIONS):
-        a, b = _read(src, p), _read(dst, p)
+        a, b = _read(src, topic, p), _read(dst, topic, p)
         total_src, total_dst = total_src + len(a), total_dst + len(b)
         for x, y in zip(a, b):
             if x != y:
@@ -86,11 +97,11 @@ def compare(config, link: str) -> tuple[int, int, str]:
     return total_src, total_dst, ""
 
 
-def _read(conf: dict, partition: int) -> list[tuple]:
+def _read(conf: dict, topic: str, partition: int) -> list[tuple]:
     cons = kc.consumer({**conf, "group.id": f"demo-compare-{uuid.uuid4().hex[:6]}"})
     try:
-        low, high = kc.watermark(cons, TOPIC, partition)
-        cons.assign([TopicPartition(TOPIC, partition, low)])
+        low, high = kc.watermark(cons, topic, partition)
+        cons.assign([TopicPartition(topic, partition, low)])
         rows: list[tuple] = []
         while len(rows) < high - low:
             for m in cons.consume(10_000, 1.0):
@@ -108,15 +119,16 @@ def run_demo(config_path: Path, records: int, say: Callable[[str], None], progre
     write_demo_config(config_path, west, east)
     config = load_config(config_path)
     say(f"2/5 link '{LINK}' (us-west -> us-east) declared in {config_path}")
-    say(f"3/5 producing {records:,} orders into '{TOPIC}' on us-west ...")
-    produce_orders(west, records)
-    info = engine.create_mirror(config, LINK, TOPIC)
+    topic = demo_topic(config)
+    say(f"3/5 producing {records:,} orders into '{topic}' on us-west ...")
+    produce_orders(west, records, topic)
+    info = engine.create_mirror(config, LINK, topic)
     say(f"4/5 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
     from mirror_pipeline.spark import spark_session
 
     spark = spark_session(config.spark)
-    result = engine.run_cycle(config, LINK, spark, mirrors=[TOPIC], progress=progress)
+    result = engine.run_cycle(config, LINK, spark, mirrors=[topic], progress=progress)
     say(f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}")
     say("5/5 comparing source and mirror record by record ...")
-    n_src, n_dst, mismatch = compare(config, LINK)
-    return DemoResult(config_path, n_src, n_dst, not mismatch, mismatch)
+    n_src, n_dst, mismatch = compare(config, LINK, topic)
+    return DemoResult(config_path, topic, n_src, n_dst, not mismatch, mismatch)

@@ -39,10 +39,10 @@ def demo(records: int, config_path: Path) -> None:
         f"    identical: {result.mirror_records:,} records, same partitions, offsets, keys, values, "
         f"headers and timestamps\n"
     )
-    click.echo(_render_description(describe_mirror(load_config(config_path), "west-to-east", "orders").to_dict()))
+    click.echo(_render_description(describe_mirror(load_config(config_path), "west-to-east", result.topic).to_dict()))
     click.echo(
         "\nNext:\n"
-        f"  .venv/bin/mirror-pipeline mirror describe orders --link west-to-east   # the mirror, per partition\n"
+        f"  .venv/bin/mirror-pipeline mirror describe {result.topic} --link west-to-east   # the mirror, per partition\n"
         f"  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
         f"  DAGSTER_HOME=$PWD/.dagster-home .venv/bin/dagster dev -w workspace.yaml  # the Dagster UI\n"
         f"  .venv/bin/mirror-pipeline local down                                   # stop the clusters"

@@ -80,18 +80,32 @@ def describe(mirror_topic: str, link: str, config_path: str | None, as_json: boo
     emit(engine.describe_mirror(load(config_path), link, mirror_topic).to_dict(), as_json, _render_description)
 
 
+def _when(ts: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _render_description(d: dict) -> str:
     head = [
         f"mirror:     {d['mirror_topic']}  (source '{d['source_topic']}', link '{d['link']}')",
-        f"state:      {d['state']}  ({d['reason']})",
+        f"state:      {d['state']} since {_when(d['state_time'])}  ({d['reason']})",
         f"partitions: {d['mirror_partitions']} (source {d['source_partitions']})",
         f"lag:        {d['lag']} records",
         f"offsets:    {d['offsets']}",
         f"timestamps: source type {d['source_timestamp_type']}",
     ]
+    if d["flags"]:
+        head.append(f"flags:      {', '.join(d['flags'])}  (copying refused: {d['reason']})")
+    if d["failing_since"]:
+        head.append(f"failing:    source topic unusable since {_when(d['failing_since'])}; FAILED after the retry timeout")
+    if d["state"] == "STOPPED":
+        offsets = ", ".join(f"p{p}={o}" for p, o in sorted(d["last_source_offsets"].items(), key=lambda kv: int(kv[0])))
+        head.append(f"stopped:    {_when(d['stopped_at'])}; last source offsets fetched: {offsets}")
     if d["held_back_configs"]:
         held = ", ".join(f"{k}={v}" for k, v in sorted(d["held_back_configs"].items()))
-        head.append(f"held back until promote/failover: {held}")
+        when = "applied when it stopped" if d["state"] == "STOPPED" else "held back until promote/failover"
+        head.append(f"source timestamp settings {when}: {held}")
     rows = [
         [p["partition"], p["source_log_start"], p["source_log_end"], p["mirror_log_start"], p["mirror_log_end"],
          p["next_source_offset"], p["lag"], "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)"]
