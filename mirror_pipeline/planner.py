@@ -28,6 +28,7 @@ from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import SegmentWriter, segment_key
+from mirror_pipeline.topic_configs import describe_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +133,17 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
     plan.map_snapshot_end = kc.list_offsets(ctx.dest_admin, [(ctx.store.offset_map_topic, 0)], "latest", ctx.dest.alias)[
         (ctx.store.offset_map_topic, 0)
     ]
+    max_bytes: dict[str, int] = {}
     for pp in plan.partitions.values():
         if pp.lag:
-            plan.units.append(_unit(ctx, pp, plan.map_snapshot_end))
+            name = pp.mirror.mirror_topic
+            if name not in max_bytes:
+                max_bytes[name] = _max_message_bytes(ctx, name)
+            plan.units.append(_unit(ctx, pp, plan.map_snapshot_end, max_bytes[name]))
     return plan
 
 
-def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int) -> WorkUnit:
+def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int, max_message_bytes: int) -> WorkUnit:
     return WorkUnit(
         link=ctx.link.name,
         source_topic=pp.mirror.source_topic,
@@ -150,13 +155,11 @@ def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int) -> WorkUnit:
         map_snapshot_end=snapshot_end,
         max_bytes=ctx.link.unit_max_bytes,
         chunk_records=ctx.link.chunk_max_records,
-        max_message_bytes=_max_message_bytes(ctx, pp.mirror.mirror_topic),
+        max_message_bytes=max_message_bytes,
     )
 
 
 def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
-    from mirror_pipeline.topic_configs import describe_topic_configs
-
     return int(describe_topic_configs(ctx.dest_admin, mirror_topic, ctx.dest.alias).get("max.message.bytes", 1048588))
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.config import load_config
