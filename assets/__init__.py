@@ -2,14 +2,26 @@
 
 Each link gets an asset group named after it (`[A-Za-z0-9_]` only) holding the
 mirror-copy asset (partitioned by mirror topic), its replicate job, the
-replicate schedule and the lag sensor.
+replicate schedule, the lag and health sensors and the copy asset's checks
+(lag under the threshold, no foreign writes); and the config-sync asset
+(same partitions) with its `config_in_sync` check, job and schedule.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 from dagster import Definitions
 
+from assets.config_sync import (
+    build_config_in_sync_check,
+    build_config_sync_job,
+    build_config_sync_schedule,
+    build_mirror_config_asset,
+)
+from assets.health_sensor import build_health_sensor
 from assets.lag_sensor import build_lag_sensor
+from assets.mirror_checks import build_mirror_checks
 from assets.mirror_data import build_mirror_data_asset, build_replicate_job
 from assets.naming import LINK_TAG, LinkNames, dagster_name
 from assets.replicate_schedule import build_replicate_schedule
@@ -17,13 +29,19 @@ from assets.replicate_schedule import build_replicate_schedule
 __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
 
-def link_definitions(link: str) -> Definitions:
-    """Everything Dagster shows for one link. Builds objects only: no I/O."""
+def link_definitions(link: str, config_sync_ms: Optional[int] = None) -> Definitions:
+    """Everything Dagster shows for one link. Builds objects only: no I/O.
+
+    `config_sync_ms` is the link's `topic.config.sync.ms` (the config-sync
+    schedule's interval); None: the setting's default.
+    """
     names = LinkNames(link)
     job = build_replicate_job(names)
+    config_job = build_config_sync_job(names)
     return Definitions(
-        assets=[build_mirror_data_asset(names)],
-        jobs=[job],
-        schedules=[build_replicate_schedule(names, job)],
-        sensors=[build_lag_sensor(names, job)],
+        assets=[build_mirror_data_asset(names), build_mirror_config_asset(names)],
+        asset_checks=[build_config_in_sync_check(names), *build_mirror_checks(names)],
+        jobs=[job, config_job],
+        schedules=[build_replicate_schedule(names, job), build_config_sync_schedule(names, config_job, config_sync_ms)],
+        sensors=[build_lag_sensor(names, job), build_health_sensor(names)],
     )

@@ -14,6 +14,12 @@ from dagster import AssetKey
 # concurrency limit (deploy/dagster.yaml) allows one such run per value.
 LINK_TAG = "mirror-pipeline/link"
 
+# Runs of a link's config-sync job carry this tag (value: the link).
+CONFIG_SYNC_TAG = "mirror-pipeline/config-sync"
+
+# The asset check on a link's `mirror_config` asset.
+CONFIG_IN_SYNC_CHECK = "config_in_sync"
+
 _NOT_DAGSTER = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -52,6 +58,25 @@ class LinkNames:
     @property
     def lag_sensor(self) -> str:
         return f"{self.group}_lag_sensor"
+
+    @property
+    def mirror_config_key(self) -> AssetKey:
+        """The config-sync asset: each mirror's topic configs, synced from its source (R-CS)."""
+        return AssetKey([self.group, "mirror_config"])
+
+    @property
+    def config_sync_job(self) -> str:
+        return f"{self.group}_config_sync"
+
+    @property
+    def config_sync_schedule(self) -> str:
+        return f"{self.group}_config_sync_schedule"
+
+    @property
+    def config_sync_tags(self) -> dict[str, str]:
+        """Tags of config-sync runs; not `LINK_TAG`: they never write mirror records, so
+        they need not queue behind a long copy run."""
+        return {CONFIG_SYNC_TAG: self.link}
 
     @property
     def pool(self) -> str:

@@ -71,8 +71,9 @@ __all__ = [
 ]
 
 # Mirror states whose configs are synced; every other state is skipped (a
-# STOPPED topic is no mirror any more, a FAILED one is left as it is).
-SYNCED_STATES = frozenset({"ACTIVE", "PAUSED"})
+# STOPPED topic is no mirror any more, a FAILED one is left as it is). A
+# PENDING_STOPPED mirror is synced: promote waits for its config lag to be zero.
+SYNCED_STATES = frozenset({"ACTIVE", "PAUSED", "PENDING_STOPPED"})
 
 _MANAGED = ALWAYS_SYNCED + OVERRIDABLE
 
@@ -304,6 +305,7 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
         # Intent first: a sync that dies after altering must recognise its own values.
         _write_records(ctx, {m: {**c.record, "pending": {n: new for n, (_, new) in c.plan.changes.items()}} for m, c in to_change.items()})
         errors.update(_alter(ctx, {m: c.plan.changes for m, c in to_change.items()}, secrets))
+        _await_visible(ctx, {m: c.plan.changes for m, c in to_change.items() if m not in errors})
 
     now = time.time()
     results: dict[str, MirrorConfigSync] = {}
@@ -360,7 +362,8 @@ def config_drift(ctx: LinkContext, mirror: str) -> dict:
 
     {"mirror_topic", "source_topic", "state", "drift": {name: [mirror value, value it would get]},
      "overridden", "held_back", "in_sync", "last_synced_at", "config_sync_lag_ms",
-     "source_partitions", "mirror_partitions"}.
+     "source_partitions", "mirror_partitions"}; for a mirror in another state than
+    ACTIVE or PAUSED, {"mirror_topic", "source_topic", "state", "drift": {}, "in_sync": None, "note"}.
     Refuses (MirrorRefused) a name that is not a mirror of the link.
     """
     ctx.check_destination()
@@ -368,9 +371,19 @@ def config_drift(ctx: LinkContext, mirror: str) -> dict:
     if mirror not in registry:
         known = ", ".join(sorted(registry)) or "none"
         raise MirrorRefused(f"no mirror '{mirror}' on link '{ctx.link.name}' (mirrors: {known})")
+    info = registry[mirror]
+    if info.state not in SYNCED_STATES:
+        return {
+            "mirror_topic": mirror,
+            "source_topic": info.source_topic,
+            "state": info.state,
+            "drift": {},
+            "in_sync": None,
+            "note": f"configs are synced only while the mirror is ACTIVE or PAUSED; it is {info.state}",
+        }
     ctx.check_source()
     record = read_sync_records(ctx).get(mirror, {})
-    return _drift(_check(ctx, registry[mirror], record), time.time())
+    return _drift(_check(ctx, info, record), time.time())
 
 
 def config_drifts(ctx: LinkContext, mirror_topics: list[str] | None = None) -> dict[str, dict]:
@@ -488,6 +501,28 @@ def _alter(ctx: LinkContext, changes: dict[str, dict[str, tuple[str, str]]], sec
             names = ", ".join(sorted(changes[m]))
             errors[m] = scrub(f"cluster '{ctx.dest.alias}': setting {names} on '{m}' failed: {_reason(exc)}", secrets)
     return errors
+
+
+def _await_visible(ctx: LinkContext, changes: dict[str, dict[str, tuple[str, str]]], timeout: float = 5.0) -> None:
+    """Wait (briefly) until the broker describes the new values.
+
+    An alter is acknowledged by the controller; brokers take their metadata a
+    moment later. Waiting keeps a drift check that runs right after a sync
+    from reporting the old values. Past the timeout the alter still counts.
+    """
+    deadline = time.monotonic() + timeout
+    waiting = dict(changes)
+    while waiting and time.monotonic() < deadline:
+        for m, c in list(waiting.items()):
+            try:
+                now = describe_topic_configs(ctx.dest_admin, m, ctx.dest.alias)
+            except MirrorError:
+                del waiting[m]
+                continue
+            if all(now.get(n) == new for n, (_, new) in c.items()):
+                del waiting[m]
+        if waiting:
+            time.sleep(0.1)
 
 
 def _write_records(ctx: LinkContext, records: dict[str, dict]) -> None:

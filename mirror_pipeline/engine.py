@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mirror_pipeline import cycle, lifecycle, mirrors
+from mirror_pipeline.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 from mirror_pipeline.config import PipelineConfig
 from mirror_pipeline.cycle import CycleFailed, ProgressCallback
 from mirror_pipeline.lifecycle import LifecycleResult
@@ -29,6 +30,9 @@ __all__ = [
     "preview_stop",
     "delete_mirrors",
     "check_health",
+    "sync_configs",
+    "link_config_drift",
+    "ConfigSyncFailed",
 ]
 
 
@@ -66,8 +70,7 @@ def describe_mirror(config: PipelineConfig, link: str, mirror_topic: str) -> Mir
 
 def mirror_lags(config: PipelineConfig, link: str) -> dict[str, int]:
     """Source records not yet mirrored, per mirror topic of `link` (for the lag sensor)."""
-    ctx = LinkContext.open(config, link)
-    return {d.mirror.mirror_topic: d.lag for d in (mirrors.describe_mirror(ctx, m.mirror_topic) for m in mirrors.list_mirrors(ctx))}
+    return mirrors.link_lags(LinkContext.open(config, link))
 
 
 # --- lifecycle (R-LC) -------------------------------------------------------------

@@ -114,7 +114,7 @@ def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
     return result
 
 
-def stop(ctx: LinkContext, info: MirrorInfo, reason: str) -> MirrorInfo:
+def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None) -> MirrorInfo:
     """Make a mirror a normal writable topic, at once (R-LC-3, R-LC-4).
 
     Fences every partition's writer first so that no cycle still running can
@@ -137,28 +137,46 @@ def stop(ctx: LinkContext, info: MirrorInfo, reason: str) -> MirrorInfo:
         last_source[p] = res.offset_map.next_source_offset or 0
     if in_flight:
         time.sleep(ctx.link.fence_wait_ms / 1000)
-    _apply_held_back(ctx, info)
-    after = transition(info, STOPPED, reason, stopped_at=time.time(), last_source_offsets=last_source)
+    held = _current_held_back(ctx, info) if held_back is None else held_back
+    _apply_held_back(ctx, info.mirror_topic, held)
+    after = transition(info, STOPPED, reason, stopped_at=time.time(), last_source_offsets=last_source, held_back=held)
     ctx.store.put_mirror(after)
     return after
 
 
-def _apply_held_back(ctx: LinkContext, info: MirrorInfo) -> None:
+def _current_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:
+    """The newest known source values held back: config sync's record, else the creation-time ones.
+
+    The source is not asked: failover must not wait on a source that may be gone.
+    """
+    from mirror_pipeline.config_sync import read_sync_records
+
+    return dict(read_sync_records(ctx).get(info.mirror_topic, {}).get("held_back") or info.held_back)
+
+
+def source_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:
+    """The source's held-back values as they are now (promote: the source answers)."""
+    from mirror_pipeline.topic_configs import describe_topic_configs, split_for_mirror
+
+    return split_for_mirror(describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias))[1]
+
+
+def _apply_held_back(ctx: LinkContext, mirror_topic: str, held_back: dict) -> None:
     """Give the stopped topic the source's timestamp settings (R-CS-5)."""
     ops = []
     for name in MIRROR_TIMESTAMP_BOUNDS:
-        if name in info.held_back:
-            ops.append(ConfigEntry(name, info.held_back[name], incremental_operation=AlterConfigOpType.SET))
+        if name in held_back:
+            ops.append(ConfigEntry(name, held_back[name], incremental_operation=AlterConfigOpType.SET))
         else:
             ops.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
-    if info.held_back.get("message.timestamp.type") == "LogAppendTime":
+    if held_back.get("message.timestamp.type") == "LogAppendTime":
         ops.append(ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET))
-    resource = ConfigResource(ResourceType.TOPIC, info.mirror_topic, incremental_configs=ops)
+    resource = ConfigResource(ResourceType.TOPIC, mirror_topic, incremental_configs=ops)
     try:
         for fut in ctx.dest_admin.incremental_alter_configs([resource]).values():
             fut.result()
     except KafkaException as exc:
-        raise MirrorError(f"mirror '{info.mirror_topic}': applying held-back configs failed: {exc.args[0].str()}") from None
+        raise MirrorError(f"mirror '{mirror_topic}': applying held-back configs failed: {exc.args[0].str()}") from None
 
 
 def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
@@ -205,7 +223,8 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
     while waiting:
         copy_cycle(sorted(waiting))
         registry = ctx.registry()
-        from mirror_pipeline.mirrors import describe_mirror  # (mirrors imports lifecycle names)
+        from mirror_pipeline.config_sync import sync_topic_configs  # (both import lifecycle names)
+        from mirror_pipeline.mirrors import describe_mirror
 
         for name in sorted(waiting):
             before, _ = waiting[name]
@@ -215,9 +234,9 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
                 del waiting[name]
                 continue
             lag = describe_mirror(ctx, name).lag
-            if lag == 0:
-                after = stop(ctx, current, "promoted")
-                result.add(before, after, "promoted: data lag 0, now a normal writable topic",
+            if lag == 0 and sync_topic_configs(ctx, [name]).mirrors[name].in_sync:
+                after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current))
+                result.add(before, after, "promoted: data and config lag 0, now a normal writable topic",
                            last_source_offsets=after.last_source_offsets)
                 del waiting[name]
         if waiting and time.monotonic() > deadline:
@@ -372,5 +391,8 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
                     raise MirrorError(f"deleting mirror topic '{info.mirror_topic}' failed: {exc.args[0].str()}") from None
             said = "deleted: mirror topic removed from the destination; the source is untouched"
         ctx.store.delete_mirror(info.mirror_topic)
+        from mirror_pipeline.config_sync import config_sync_key
+
+        ctx.store._write_plain(ctx.store.state_topic, config_sync_key(ctx.link.name, info.mirror_topic), None)
         result.add(info, replace(info, state="DELETED"), said)
     return result

@@ -137,6 +137,8 @@ def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
         )
     source_configs = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
     _, held = split_for_mirror(source_configs)
+    from mirror_pipeline.config_sync import config_drift  # (config_sync imports this module's neighbours)
+
     return MirrorDescription(
         mirror=info,
         source_partitions=src_parts,
@@ -144,6 +146,7 @@ def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
         partitions=tuple(rows),
         source_timestamp_type=source_configs.get("message.timestamp.type", "CreateTime"),
         held_back_configs=held,
+        config=config_drift(ctx, mirror_topic) if kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) else {},
     )
 
 
@@ -159,3 +162,33 @@ def partition_progress(ctx: LinkContext, info: MirrorInfo, with_source: bool = T
     for p in range(parts):
         omap = resolve([s for _, s in segments.get((info.mirror_topic, p), [])], ends[(info.mirror_topic, p)]).offset_map
         yield p, omap.next_source_offset or 0, src_end.get((info.source_topic, p)) if with_source else None
+
+
+def link_lags(ctx: LinkContext) -> dict[str, int]:
+    """Source records not yet mirrored, per mirror of the link, in one pass.
+
+    One read of the offset-map topic and one offsets request per cluster,
+    whatever the number of mirrors: the lag sensor asks this every tick.
+    """
+    ctx.check_destination()
+    mirrors = [m for m in ctx.registry().values() if m.state != "STOPPED"]
+    if not mirrors:
+        return {}
+    ctx.check_source()
+    parts = {m.mirror_topic: kc.topic_partitions(ctx.dest_admin, m.mirror_topic, ctx.dest.alias) or 0 for m in mirrors}
+    src_tps = [(m.source_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+    dst_tps = [(m.mirror_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
+    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    segments = ctx.store.read_segments([m.mirror_topic for m in mirrors]).segments
+    lags: dict[str, int] = {}
+    for m in mirrors:
+        total = 0
+        for p in range(parts[m.mirror_topic]):
+            omap = resolve([s for _, s in segments.get((m.mirror_topic, p), [])], dst_end[(m.mirror_topic, p)]).offset_map
+            start = src_start[(m.source_topic, p)]
+            next_source = start if omap.next_source_offset is None else max(start, omap.next_source_offset)
+            total += max(0, src_end[(m.source_topic, p)] - next_source)
+        lags[m.mirror_topic] = total
+    return lags

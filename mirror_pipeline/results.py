@@ -160,6 +160,7 @@ class MirrorDescription:
     partitions: tuple[PartitionStatus, ...]
     source_timestamp_type: str
     held_back_configs: dict[str, str]
+    config: dict = field(default_factory=dict)  # drift, overrides, config-sync lag (R-CS-4)
 
     @property
     def lag(self) -> int:
@@ -178,5 +179,6 @@ class MirrorDescription:
             "offsets": "preserved" if self.offsets_preserved else "translated",
             "source_timestamp_type": self.source_timestamp_type,
             "held_back_configs": self.held_back_configs,
+            "config": self.config,
             "partitions": [p.to_dict() for p in self.partitions],
         }

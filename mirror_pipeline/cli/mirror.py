@@ -102,6 +102,14 @@ def _render_description(d: dict) -> str:
     if d["state"] == "STOPPED":
         offsets = ", ".join(f"p{p}={o}" for p, o in sorted(d["last_source_offsets"].items(), key=lambda kv: int(kv[0])))
         head.append(f"stopped:    {_when(d['stopped_at'])}; last source offsets fetched: {offsets}")
+    cfg = d.get("config") or {}
+    if cfg.get("in_sync") is not None:
+        drift = ", ".join(f"{k}: {v[0]} -> {v[1]}" if isinstance(v, (list, tuple)) else f"{k}={v}"
+                          for k, v in sorted((cfg.get("drift") or {}).items()))
+        lag_s = (cfg.get("config_sync_lag_ms") or 0) / 1000
+        head.append(f"config:     {'in sync' if cfg['in_sync'] else 'drift: ' + drift}; config-sync lag {lag_s:.0f}s")
+        if cfg.get("overridden"):
+            head.append(f"overridden: {', '.join(f'{k}={v}' for k, v in sorted(cfg['overridden'].items()))} (kept)")
     if d["held_back_configs"]:
         held = ", ".join(f"{k}={v}" for k, v in sorted(d["held_back_configs"].items()))
         when = "applied when it stopped" if d["state"] == "STOPPED" else "held back until promote/failover"

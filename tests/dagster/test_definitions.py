@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import sys
 import time
 import types
 from datetime import datetime, timezone
@@ -129,7 +128,9 @@ def test_env_var_selects_the_file(
     monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(config_file))
     defs = definitions.build_definitions()
     keys = set(defs.get_repository_def().asset_graph.get_all_asset_keys())
-    assert keys == {dg.AssetKey([name, "mirror_data"]) for name in LINKS.values()}
+    assert keys == {
+        dg.AssetKey([name, kind]) for name in LINKS.values() for kind in ("mirror_data", "mirror_config")
+    }
 
 
 def test_invalid_config_fails_with_the_problem_named(definitions, tmp_path: Path) -> None:
@@ -363,3 +364,177 @@ def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(
     assert event.materialization.metadata["records"].value == 5
     (failure,) = result.get_step_failure_events()
     assert "source topic unreadable" in failure.step_failure_data.user_failure_data.description
+
+
+# --- config sync: asset, check, job and schedule (R-CS) --------------------------------------
+
+
+def test_each_link_has_config_sync_asset_check_job_and_schedule(defs: dg.Definitions) -> None:
+    repo = defs.get_repository_def()
+    for link, name in LINKS.items():
+        key = dg.AssetKey([name, "mirror_config"])
+        asset = defs.get_assets_def(key)
+        assert asset.group_names_by_key[key] == name
+        assert asset.partitions_def == defs.get_assets_def(dg.AssetKey([name, "mirror_data"])).partitions_def
+        assert asset.backfill_policy == dg.BackfillPolicy.single_run()
+        assert "mirror_config" in asset.required_resource_keys
+        assert "pyspark" not in asset.required_resource_keys  # no Spark session for a config sync
+        check_key = dg.AssetCheckKey(key, "config_in_sync")
+        assert check_key in repo.asset_graph.asset_check_keys
+
+        job = repo.get_job(f"{name}_config_sync")
+        assert job.asset_layer.selected_asset_keys == {key}
+        assert check_key in job.asset_layer.asset_graph.asset_check_keys
+        assert "mirror-pipeline/link" not in job.tags  # never queues behind a copy run
+
+        schedule = repo.get_schedule_def(f"{name}_config_sync_schedule")
+        assert schedule.job_name == job.name
+        assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+        assert schedule.cron_schedule == "* * * * *"  # topic.config.sync.ms 5000 -> every minute
+
+
+@pytest.mark.parametrize(
+    ("ms", "cron"),
+    [
+        (1, "* * * * *"),
+        (60_000, "* * * * *"),
+        (60_001, "*/2 * * * *"),
+        (7 * 60_000, "*/6 * * * *"),
+        (10 * 60_000, "*/10 * * * *"),
+        (59 * 60_000, "*/30 * * * *"),
+        (60 * 60_000, "0 * * * *"),
+        (5 * 3_600_000, "0 */4 * * *"),
+        (24 * 3_600_000, "0 0 * * *"),
+        (7 * 86_400_000, "0 0 * * *"),
+    ],
+)
+def test_config_sync_cron_never_runs_less_often_than_the_interval(ms: int, cron: str) -> None:
+    from assets.config_sync import config_sync_cron
+
+    assert config_sync_cron(ms) == cron
+
+
+def test_config_sync_schedule_follows_the_links_interval() -> None:
+    from assets import link_definitions
+
+    schedules = {s.name: s for s in link_definitions("west-to-east", config_sync_ms=600_000).schedules}
+    assert schedules["west_to_east_config_sync_schedule"].cron_schedule == "*/10 * * * *"
+
+
+def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
+    import assets.config_sync
+    from mirror_pipeline.config_sync import ConfigSyncFailed, ConfigSyncResult, MirrorConfigSync
+
+    asked = {}
+
+    def fake_sync(config, link, mirrors=None):
+        asked["sync"] = list(mirrors)
+        synced = {
+            m: MirrorConfigSync(
+                m, f"src-{m}", "ACTIVE",
+                changed={} if m in failing else {"retention.ms": ("604800000", str(n))},
+                overridden={"flush.ms": "10"} if n == 2 else {},
+                held_back={"message.timestamp.type": "LogAppendTime"},
+                in_sync=m not in failing, synced_at=1.0, config_sync_lag_ms=0 if m not in failing else 9000,
+                source_partitions=n, mirror_partitions=n, error="boom" if m in failing else None,
+            )
+            for n, m in enumerate(mirrors, start=1)
+        }
+        result = ConfigSyncResult(link, time.time(), 0.5, synced, {})
+        if failing:
+            raise ConfigSyncFailed(f"config sync of link '{link}' failed for mirror '{failing[0]}'", result)
+        return result
+
+    def fake_drift(config, link, mirrors=None):
+        asked["drift"] = list(mirrors)
+        return {
+            m: {"in_sync": m not in drifted, "drift": {"retention.ms": ["1", "2"]} if m in drifted else {},
+                "config_sync_lag_ms": 7000 if m in drifted else 0}
+            for m in mirrors
+        }
+
+    monkeypatch.setattr(assets.config_sync, "sync_configs", fake_sync)
+    monkeypatch.setattr(assets.config_sync, "link_config_drift", fake_drift)
+    monkeypatch.setattr(
+        assets.config_sync,
+        "list_mirrors",
+        lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
+    )
+    return asked
+
+
+def _run_config_sync(defs, config_file, keys, raise_on_error=True):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("west_to_east_mirrors", keys)
+    job = defs.get_repository_def().get_job("west_to_east_config_sync")
+    return job.execute_in_process(
+        instance=instance,
+        resources=_resources(config_file),
+        tags={
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        },
+        raise_on_error=raise_on_error,
+    )
+
+
+def test_config_sync_records_each_mirror_and_the_check_warns_on_drift(defs, config_file, monkeypatch) -> None:
+    asked = _stub_config_sync(monkeypatch, ["m1", "m2", "m3"], drifted=["m2"])
+    result = _run_config_sync(defs, config_file, ["m1", "gone", "m2", "m3"])
+    assert result.success
+    assert asked == {"sync": ["m1", "m2", "m3"], "drift": ["m1", "gone", "m2", "m3"]}
+    events = {e.materialization.partition: e.materialization.metadata
+              for e in result.get_asset_materialization_events()}
+    assert sorted(events) == ["gone", "m1", "m2", "m3"]
+    assert events["m2"]["changed"].value == {"retention.ms": {"old": "604800000", "new": "2"}}
+    assert events["m2"]["overridden"].value == {"flush.ms": "10"}
+    assert events["m1"]["held_back"].value == {"message.timestamp.type": "LogAppendTime"}
+    assert events["m3"]["in_sync"].value is True
+    assert events["m3"]["config_sync_lag_ms"].value == 0
+    assert events["m3"]["mirror_partitions"].value == 3
+    assert events["gone"]["in_sync"].value is False
+    assert events["m1"]["sync_configs_changed"].value == 3
+
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == "config_in_sync"
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert check.metadata["mirrors_with_drift"].value == ["m2"]
+    assert check.metadata["max_config_sync_lag_ms"].value == 7000
+
+
+def test_config_sync_records_the_mirrors_that_synced_when_one_fails(defs, config_file, monkeypatch) -> None:
+    _stub_config_sync(monkeypatch, ["m1", "m2"], failing=["m2"])
+    result = _run_config_sync(defs, config_file, ["m1", "m2"], raise_on_error=False)
+    assert not result.success
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.partition == "m1"
+    (failure,) = result.get_step_failure_events()
+    assert "mirror 'm2'" in failure.step_failure_data.user_failure_data.description
+
+
+def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
+    defs, config_file, instance, monkeypatch
+) -> None:
+    import assets.config_sync
+
+    instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
+    mirrors = [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]
+    monkeypatch.setattr(
+        assets.config_sync,
+        "list_mirrors",
+        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
+    )
+    schedule = defs.get_repository_def().get_schedule_def("west_to_east_config_sync_schedule")
+    tick = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    with dg.build_schedule_context(
+        instance=instance,
+        resources=_resources(config_file),
+        repository_def=defs.get_repository_def(),
+        scheduled_execution_time=tick,
+    ) as context:
+        result = schedule.evaluate_tick(context)
+    (request,) = result.run_requests
+    assert request.run_key == f"west-to-east:config-sync:{tick.isoformat()}"
+    assert request.tags["dagster/asset_partition_range_start"] == "b"
+    assert request.tags["dagster/asset_partition_range_end"] == "c"
+    assert request.tags["mirror-pipeline/config-sync"] == "west-to-east"

@@ -59,7 +59,7 @@ def test_records_are_copied_byte_for_byte(config, spark, source_bootstrap, desti
     produce(source_bootstrap, topic, records)
     engine.create_mirror(config, LINK, topic)
 
-    result = engine.run_cycle(config, LINK, spark)
+    result = engine.run_cycle(config, LINK, spark, mirrors=[topic])
 
     assert result.mirrors[topic].records == 600
     assert result.lag_after == 0
