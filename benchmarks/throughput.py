@@ -2,24 +2,34 @@
 """Throughput benchmark: the mirror engine against the broker and MirrorMaker 2.
 
     .venv/bin/python benchmarks/throughput.py [--records N] [--record-bytes B]
-        [--partitions P] [--keep-clusters] [--json] [--skip-mm2] ...
+        [--partitions P] [--keep-clusters] [--json] [--skip-mm2] [--wait-quiet S] ...
 
 Starts its own pair of local single-node clusters (`.local-kafka/bench`, ports
 19892/29892, away from the demo's 19092 and the tests' 19592), then measures,
 all in one invocation on the same pair:
 
-1. load      -- a tuned confluent-kafka producer fills the source topic;
-2. broker    -- the same records written to a fresh destination topic by a plain
-                producer configured like the mirror writer (acks=all,
-                idempotent): the write ceiling a copy could hope for;
-3. read      -- a plain read_committed consumer reads the source topic back;
-4. mirror    -- `engine.create_mirror` + `engine.run_cycle` until lag is 0,
-                with a per-phase breakdown of each cycle and a per-partition
-                offset check (mirror log end == source log end);
-5. fixed     -- 5 cycles with nothing to copy (median and min seconds);
-6. mm2       -- MirrorMaker 2 in dedicated mode copying a fresh topic of the
-                same size, timed from JVM start until `a.<topic>` on the
-                destination holds every record.
+1. load        -- a tuned confluent-kafka producer fills the source topic;
+2. broker      -- the same records written to a fresh destination topic by a
+                  plain producer configured like the mirror writer (acks=all,
+                  idempotent): the write ceiling a copy could hope for;
+3. read        -- a plain read_committed consumer reads the source topic back;
+4. mirror cold -- `engine.create_mirror` + `engine.run_cycle` until lag is 0 in
+                  a new Spark session (the first job starts Spark's Python
+                  workers), with a per-step breakdown of each cycle and a
+                  per-partition check that the mirror's log ends equal the
+                  source's;
+5. fixed       -- 5 cycles with nothing to copy (median and min seconds);
+6. mirror warm -- the same source copied again into a second mirror topic with
+                  the Spark session already warm;
+7. mm2         -- MirrorMaker 2 in dedicated mode copying a fresh topic of the
+                  same size, timed from JVM start until `a.<topic>` on the
+                  destination holds every record.
+
+For each measurement it also records the CPU seconds used by each process
+group (brokers, this driver, Spark's JVM and Python workers, MM2) and by
+everything else on the machine, read from /proc: on a small shared machine the
+wall-clock figures depend on who else is busy, the CPU cost per record much
+less.
 
 It stops the clusters and deletes their storage at the end unless
 `--keep-clusters`. Progress goes to stderr; the table (or, with `--json`, a
@@ -59,6 +69,8 @@ from mirror_pipeline.local.clusters import LocalKafka  # noqa: E402
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench"
+#: MM2's properties and log of the latest run; outside BENCH_ROOT so they outlive the wiped storage.
+MM2_DIR = REPO / ".local-kafka" / "bench-mm2"
 BASE_PORT = 19892
 LINK = "a-to-b"
 MM2_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -246,7 +258,8 @@ def wait_until_quiet(max_wait_s: float, cores: float = 0.3, window_s: float = 5.
         share = busy.get("not-ours", 0.0) / window_s
         waited += window_s
         if share < cores or waited >= max_wait_s:
-            say(f"machine: other processes use {share:.2f} cores" + ("" if share < cores else " (proceeding anyway)"))
+            if waited > window_s or share >= cores:
+                say(f"machine: other processes use {share:.2f} cores" + ("" if share < cores else " (proceeding anyway)"))
             return share
         say(f"machine busy with other work ({share:.2f} cores); waiting")
 
@@ -375,7 +388,10 @@ class PhaseTimer:
 
     def install(self) -> None:
         for step, name in self.STEPS.items():
-            original = getattr(cycle_module, name)
+            original = getattr(cycle_module, name, None)
+            if original is None:  # the engine moved on; that step just goes untimed
+                say(f"note: mirror_pipeline.cycle.{name} not found; the '{step}' step is not timed")
+                continue
             self._originals[name] = original
             setattr(cycle_module, name, self._wrap(step, original))
 
@@ -475,7 +491,8 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
     """Run MM2 until b holds all n records of `a.<topic>`; `before_stop` runs while MM2 still lives."""
     if not mm2_class_present():
         return {"skipped": f"{MM2_CLASS} not found in the Kafka jars ({ensure_kafka_jars()})"}
-    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
     props = workdir / "mm2.properties"
     props.write_text(mm2_properties(a, b, topic))
     log_path = workdir / "mm2.log"
@@ -587,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="link setting mirror.unit.max.bytes (default 4 GiB: one cycle copies everything)")
     ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's local[*])")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
-                    help="first wait up to this long for other processes to leave the CPUs (mostly) idle")
+                    help="before each measurement, wait up to this long for other processes to leave the "
+                         "CPUs (mostly) idle: for shared machines")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
@@ -616,9 +634,14 @@ def main(argv: list[str] | None = None) -> int:
         cpu: dict[str, dict] = {}
         report["cpu_s"] = cpu
 
+        def settle() -> None:
+            if args.wait_quiet > 0:
+                wait_until_quiet(args.wait_quiet, window_s=3.0)
+
         def measured(name: str):
             @contextmanager
             def scope():
+                settle()
                 before = meter.snapshot()
                 yield
                 cpu[name] = CpuMeter.delta(before, meter.snapshot())
@@ -688,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cycles": cycles,
                 "total": rate(copied, copied_bytes, total_wall),
                 "copy": rate(copied, copied_bytes, total_duration),
-                "spark_job": rate(copied, copied_bytes, job_s),
+                "spark_job": rate(copied, copied_bytes, job_s) if job_s else None,
                 "lag_after": cycles[-1]["lag_after"],
                 "sanity": sanity,
                 "source_end_offsets": src_ends,
@@ -725,13 +748,14 @@ def main(argv: list[str] | None = None) -> int:
                 with measured("mirror_warm_copy"):
                     warm_cycles = run_cycles_until_caught_up(cfg, spark, timer, args.max_cycles, mirrors=[warm_name])
                 w_records = sum(c["records"] for c in warm_cycles)
+                w_job_s = sum(c["steps_s"].get("spark_job", 0.0) for c in warm_cycles)
                 w_bytes = sum(c["bytes"] for c in warm_cycles)
                 w_ends = end_offsets(b_admin, warm_name, parts)
                 w_ok = w_ends == src_ends and w_records == n and not any("error" in c for c in warm_cycles)
                 report["mirror_warm"] = {
                     "cycles": warm_cycles,
                     "total": rate(w_records, w_bytes, sum(c["wall_s"] for c in warm_cycles)),
-                    "spark_job": rate(w_records, w_bytes, sum(c["steps_s"].get("spark_job", 0.0) for c in warm_cycles)),
+                    "spark_job": rate(w_records, w_bytes, w_job_s) if w_job_s else None,
                     "sanity": "OK" if w_ok else "MISMATCH",
                     "mirror_end_offsets": w_ends,
                 }
@@ -748,8 +772,9 @@ def main(argv: list[str] | None = None) -> int:
             create_topic(a_admin, mm2_src, parts)
             say(f"MM2: loading a:{mm2_src}")
             produce(a_boot, mm2_src, n, parts, payloads, LOAD_PRODUCER, "bench-loader")
+            settle()
             before = meter.snapshot()
-            mm2 = run_mm2(lk.root / f"mm2-{run_id}", a_boot, b_boot, mm2_src, parts, n, args.mm2_timeout, b_admin,
+            mm2 = run_mm2(MM2_DIR, a_boot, b_boot, mm2_src, parts, n, args.mm2_timeout, b_admin,
                           before_stop=lambda: cpu.__setitem__("mm2", CpuMeter.delta(before, meter.snapshot())))
             if "total_s" in mm2:
                 mm2["total"] = rate(n, nbytes, mm2["total_s"])
@@ -776,45 +801,54 @@ def render_table(r: dict) -> str:
     W = 57  # label column
     p = r["params"]
     ref = r["broker_limit"]["records_per_s"]
+    cpu = r.get("cpu_s") or {}
+    rule = "-" * (W + 64)
     lines = [
         f"mirror-pipeline throughput: {p['records']:,} records x {p['record_bytes']} B, {p['partitions']} partitions "
         f"({p['payload_bytes'] / MB:,.0f} MB key+value), {p['cpus']} CPUs shared by both brokers, Spark and the clients",
         "",
-        f"{'measurement':<{W}} {'seconds':>9} {'records/s':>11} {'MB/s':>8} {'vs broker':>9}",
-        "-" * (W + 41),
+        f"{'measurement':<{W}} {'seconds':>9} {'records/s':>11} {'MB/s':>8} {'vs broker':>9} "
+        f"{'CPU us/rec':>10} {'other load':>11}",
+        rule,
     ]
 
-    def row(label: str, fig: dict | None, note: str = "") -> None:
+    def row(label: str, fig: dict | None, phase: str = "") -> None:
         if not fig:
-            lines.append(f"{label:<{W}} {note}")
             return
-        lines.append(f"{label:<{W}} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
-                     f"{fig['records_per_s'] / ref:>8.0%}{'  ' + note if note else ''}")
+        line = (f"{label:<{W}} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
+                f"{fig['records_per_s'] / ref:>9.0%}")
+        roles = cpu.get(phase)
+        if roles and fig["records"]:
+            ours = sum(v for k, v in roles.items() if k not in ("not-ours", "wall"))
+            line += f" {ours / fig['records'] * 1e6:>10.1f} {roles['not-ours'] / max(roles['wall'], 1e-9):>6.2f} cores"
+        lines.append(line)
 
-    row("load source (producer, acks=1)", r["load"])
-    row("broker limit (producer -> dest, acks=all, idemp.)", r["broker_limit"])
-    row("source read (consumer, read_committed)", r["source_read"])
+    row("load source (producer, acks=1)", r["load"], "load")
+    row("broker limit (producer -> dest, acks=all, idemp.)", r["broker_limit"], "broker_limit")
+    row("source read (consumer, read_committed)", r["source_read"], "source_read")
     m = r.get("mirror")
     if m:
         n_cycles = len(m["cycles"])
-        row(f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)", m["total"])
+        row(f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)",
+            m["total"], "mirror_copy")
         row("mirror cold: copy time (sum of result.duration_s)", m["copy"])
         row("mirror cold: Spark job only (run_units)", m["spark_job"])
     w = r.get("mirror_warm")
     if w:
         n_cycles = len(w["cycles"])
-        row(f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)", w["total"])
+        row(f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)",
+            w["total"], "mirror_warm_copy")
         row("mirror warm: Spark job only (run_units)", w["spark_job"])
     mm2 = r.get("mm2", {})
     if "total" in mm2:
-        row("MM2: JVM start -> all records on b", mm2["total"])
+        row("MM2: JVM start -> all records on b", mm2["total"], "mm2")
         if "after_first_record" in mm2:
             row("MM2: first record -> all records", mm2["after_first_record"])
-    lines.append("-" * (W + 41))
+    lines.append(rule)
     if m:
         lines.append(f"{'mirror: Spark session start (once, not in cycles)':<{W}} {m['spark_session_s']:>9.2f}")
         first = m["cycles"][0]["steps_s"]
-        lines.append(f"{'mirror: cycle 1 steps (s)':<{W}} " + ", ".join(f"{k} {v:.2f}" for k, v in first.items()))
+        lines.append(f"{'mirror: cold cycle 1 steps (s)':<{W}} " + ", ".join(f"{k} {v:.2f}" for k, v in first.items()))
         lines.append(f"{'mirror: warm no-op Spark job, ' + str(p['partitions']) + ' tasks':<{W}} {m['warm_noop_job_s']:>9.2f}")
     e = r.get("empty_cycle")
     if e:
@@ -835,13 +869,12 @@ def render_table(r: dict) -> str:
         extra = mm2["records_on_remote"] - p["records"]
         lines.append(f"{'MM2 sanity: records on the remote topic':<{W}} {mm2['records_on_remote']:>9,}"
                      + (f"   ({extra:,} duplicates)" if extra else ""))
-    cpu = r.get("cpu_s") or {}
     if cpu:
         lines.append("")
-        lines.append(f"CPU seconds used during each measurement ({p['cpus']} cores => at most {p['cpus']} x wall; "
-                     "not-ours = other processes on the machine):")
+        lines.append(f"CPU seconds per process group during each measurement ({p['cpus']} cores => at most "
+                     f"{p['cpus']} x wall; not-ours = everything else on the machine):")
         for phase, roles in cpu.items():
-            lines.append(f"  {phase:<14} " + ", ".join(f"{k} {v}" for k, v in roles.items()))
+            lines.append(f"  {phase:<17} " + ", ".join(f"{k} {v}" for k, v in roles.items()))
     return "\n".join(lines)
 
 

@@ -220,8 +220,14 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
         pending.append((info, after))
     deadline = time.monotonic() + timeout_s
     waiting = {after.mirror_topic: (before, after) for before, after in pending}
+    last_failure = ""
     while waiting:
-        copy_cycle(sorted(waiting))
+        try:
+            copy_cycle(sorted(waiting))
+        except MirrorError as exc:
+            # A failover fencing the mirrors, a concurrent cycle, a passing
+            # broker error: the state check below and the deadline decide.
+            last_failure = f" (last cycle: {exc})"
         registry = ctx.registry()
         from mirror_pipeline.config_sync import sync_topic_configs  # (both import lifecycle names)
         from mirror_pipeline.mirrors import describe_mirror
@@ -244,6 +250,7 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
             raise MirrorError(
                 f"promote of {names} did not reach zero lag within {timeout_s:.0f}s (producers still writing to "
                 f"the source?); the mirrors stay PENDING_STOPPED: run promote again, or failover to stop now"
+                f"{last_failure}"
             )
         if waiting:
             time.sleep(poll_s)
