@@ -42,8 +42,9 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.config import PipelineConfig
-from mirror_pipeline.errors import MirrorError, MirrorRefused, TopicNotFound
+from mirror_pipeline.errors import MirrorError, MirrorRefused
 from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.mirrors import grow_partitions
 from mirror_pipeline.redaction import scrub
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import read_topic
@@ -448,12 +449,9 @@ def _select(ctx: LinkContext, mirror_topics: list[str] | None) -> tuple[list[Mir
 
 
 def _check(ctx: LinkContext, info: MirrorInfo, record: dict) -> _Checked:
-    src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
-    if src_parts is None:
-        raise TopicNotFound(f"source topic '{info.source_topic}' does not exist on cluster '{ctx.source.alias}'")
+    # Partition count is always synced (R-CS-1); growing is the only change Kafka allows.
+    src_parts, _added = grow_partitions(ctx, info)
     dst_parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
-    if dst_parts is None:
-        raise TopicNotFound(f"mirror topic '{info.mirror_topic}' does not exist on cluster '{ctx.dest.alias}'")
     source = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
     mirror = describe_topic_configs(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     plan = plan_config_changes(source, mirror, _str_map(record.get("applied")), _str_map(record.get("pending")))

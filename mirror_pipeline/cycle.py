@@ -16,7 +16,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import CopyContext, UnitResult
 from mirror_pipeline.errors import MirrorError, MirrorRefused
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.lifecycle import COPYING, FOREIGN_WRITE, track_source_failures, track_source_reachability
+from mirror_pipeline.lifecycle import FOREIGN_WRITE, WATCHED, track_source_failures, track_source_reachability
 from mirror_pipeline.offset_map import consolidate, resolve
 from mirror_pipeline.planner import Plan, plan_cycle
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
@@ -54,7 +54,7 @@ def run_cycle(
             raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
     selected = [
         m for m in registry.values()
-        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in COPYING and FOREIGN_WRITE not in m.flags
+        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in WATCHED and FOREIGN_WRITE not in m.flags
     ]
     selected = track_source_reachability(ctx, selected)
 

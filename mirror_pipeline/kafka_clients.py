@@ -115,6 +115,14 @@ def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: flo
         ) from None
 
 
+def cluster_id(admin: AdminClient, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> str:
+    """The cluster's id: tells the cluster a mirror was created from from another one at the same address."""
+    try:
+        return admin.describe_cluster(request_timeout=timeout).result().cluster_id or ""
+    except KafkaException as exc:
+        raise ClusterUnreachable(f"cluster '{alias}' did not describe itself: {_code_name(exc)}") from None
+
+
 def topic_partitions(admin: AdminClient, topic: str, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> int | None:
     """Partition count of `topic`, or None when it does not exist."""
     try:

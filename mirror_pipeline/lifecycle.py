@@ -35,12 +35,14 @@ STATES = (ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAI
 
 # States a replication cycle copies in (a SOURCE_UNAVAILABLE mirror is retried).
 COPYING = frozenset({ACTIVE, PENDING_STOPPED, SOURCE_UNAVAILABLE})
+# States whose source cycles and the health sensor watch, to move them on.
+WATCHED = COPYING | {LINK_FAILED}
 
 ALLOWED: dict[str, frozenset[str]] = {
     ACTIVE: frozenset({PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAILED, FAILED}),
     PAUSED: frozenset({ACTIVE, PENDING_STOPPED, STOPPED}),
     PENDING_STOPPED: frozenset({STOPPED, SOURCE_UNAVAILABLE}),
-    SOURCE_UNAVAILABLE: frozenset({ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, FAILED}),
+    SOURCE_UNAVAILABLE: frozenset({ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, FAILED, LINK_FAILED}),
     LINK_FAILED: frozenset({ACTIVE, STOPPED}),
     FAILED: frozenset({STOPPED}),
     STOPPED: frozenset(),  # promote and failover are irreversible
@@ -259,21 +261,38 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
 
 
 def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> list[MirrorInfo]:
-    """SOURCE_UNAVAILABLE while the source does not answer, ACTIVE again once it does (R-LC-5)."""
+    """Move watched mirrors by what the source cluster answers; return those that may copy (R-LC-5).
+
+    - no answer: ACTIVE -> SOURCE_UNAVAILABLE (and ClusterUnreachable is raised);
+    - an answer from a different cluster than the mirror was created from
+      (a wiped and recreated source, a wrong address): -> LINK_FAILED, since
+      copying from it would corrupt the mirror;
+    - the right cluster again: SOURCE_UNAVAILABLE / LINK_FAILED -> ACTIVE.
+    """
     try:
         ctx.check_source()
+        source_id = kc.cluster_id(ctx.source_admin, ctx.source.alias)
     except ClusterUnreachable as exc:
         for m in mirrors:
             if m.state == ACTIVE:
                 ctx.store.put_mirror(transition(m, SOURCE_UNAVAILABLE, str(exc)))
         raise
-    back = []
+    may_copy = []
     for m in mirrors:
-        if m.state == SOURCE_UNAVAILABLE:
+        wrong_cluster = bool(m.source_cluster_id) and m.source_cluster_id != source_id
+        if wrong_cluster:
+            if m.state in (ACTIVE, SOURCE_UNAVAILABLE):
+                ctx.store.put_mirror(transition(
+                    m, LINK_FAILED,
+                    f"cluster '{ctx.source.alias}' answers with cluster id {source_id}, not {m.source_cluster_id} "
+                    f"that the mirror was created from",
+                ))
+            continue
+        if m.state in (SOURCE_UNAVAILABLE, LINK_FAILED):
             m = transition(m, ACTIVE, f"source cluster '{ctx.source.alias}' answers again")
             ctx.store.put_mirror(m)
-        back.append(m)
-    return back
+        may_copy.append(m)
+    return may_copy
 
 
 def track_source_failures(ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict, diverged: dict) -> None:
@@ -304,7 +323,7 @@ def check_health(ctx: LinkContext) -> dict[str, str]:
     cycle would, and returns every mirror's state afterwards.
     """
     ctx.check_destination()
-    watched = [m for m in ctx.registry().values() if m.state in COPYING]
+    watched = [m for m in ctx.registry().values() if m.state in WATCHED]
     try:
         watched = track_source_reachability(ctx, watched)
     except ClusterUnreachable:

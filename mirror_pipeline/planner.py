@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewPartitions
 from confluent_kafka import TopicPartition
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import WorkUnit
-from mirror_pipeline.errors import ClusterUnreachable, MirrorDiverged, MirrorError
+from mirror_pipeline.errors import MirrorDiverged, MirrorError
 from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.mirrors import SourceTopicUnusable, grow_partitions
 from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import SegmentWriter, segment_key
@@ -33,10 +33,6 @@ from mirror_pipeline.topic_configs import describe_topic_configs
 log = logging.getLogger(__name__)
 
 PADDING_KEY = b"\x00mirror-pipeline-log-start-alignment"
-
-
-class SourceTopicUnusable(MirrorError):
-    """The source topic is gone or cannot be read: the mirror heads for FAILED (R-LC-5)."""
 
 
 @dataclass
@@ -70,7 +66,10 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
     live: list[tuple[MirrorInfo, int]] = []
     for info in mirrors:
         try:
-            live.append((info, _align_partition_count(ctx, info, plan)))
+            count, added = grow_partitions(ctx, info)
+            if added:
+                plan.partitions_added[info.mirror_topic] = added
+            live.append((info, count))
         except SourceTopicUnusable as exc:
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:
@@ -161,36 +160,6 @@ def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int, max_message_by
 
 def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
     return int(describe_topic_configs(ctx.dest_admin, mirror_topic, ctx.dest.alias).get("max.message.bytes", 1048588))
-
-
-def _align_partition_count(ctx: LinkContext, info: MirrorInfo, plan: Plan) -> int:
-    try:
-        src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
-    except ClusterUnreachable:
-        raise
-    except MirrorError as exc:  # e.g. the link's principal lost read permission
-        raise SourceTopicUnusable(str(exc)) from None
-    if src is None:
-        raise SourceTopicUnusable(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
-    dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
-    if dst is None:
-        raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
-    if src > dst:
-        fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)
-        try:
-            fut[info.mirror_topic].result()
-        except KafkaException as exc:
-            raise MirrorError(f"mirror '{info.mirror_topic}': adding partitions failed: {exc.args[0].str()}") from None
-        # Asking for the topic's metadata also refreshes the client's cache,
-        # which later offset requests for the new partitions rely on.
-        deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
-        while kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) != src:
-            if time.monotonic() > deadline:
-                raise MirrorError(f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s")
-            time.sleep(0.2)
-        plan.partitions_added[info.mirror_topic] = src - dst
-        log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
-    return src
 
 
 def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:

@@ -117,8 +117,9 @@ class MirrorInfo:
     last_source_offsets: dict = field(default_factory=dict)
     # The last transitions: [time, from, to, reason], newest last.
     history: tuple = ()
-    # The source cluster's alias in the config that created the mirror.
+    # The source cluster's alias in the config that created the mirror, and its cluster id.
     source_cluster: str = ""
+    source_cluster_id: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -204,3 +204,25 @@ def test_a_link_with_mirrors_cannot_leave_the_config(write_config, config, mirro
 
     with pytest.raises(ConfigError, match=f"link '{LINK}' still has mirrors .*{mirror}"):
         engine.list_mirrors(load_config(path), "other")
+
+
+def test_a_different_cluster_behind_the_source_address_fails_the_link_until_it_is_back(write_config, config, spark, mirror, third_bootstrap, destination_bootstrap):
+    elsewhere = with_source(write_config(), third_bootstrap)  # answers, but is not the cluster the mirror came from
+
+    result = engine.run_cycle(elsewhere, LINK, spark, mirrors=[mirror])
+    assert result.mirrors.get(mirror) is None  # nothing copied from the wrong cluster
+    assert state(config, mirror).state == "LINK_FAILED"
+    assert "cluster id" in state(config, mirror).reason
+
+    assert engine.check_health(config, LINK)[mirror] == "ACTIVE"
+
+
+def test_config_sync_grows_the_mirror_with_the_source(config, mirror, source_bootstrap, destination_bootstrap, admin):
+    from confluent_kafka.admin import NewPartitions
+
+    admin(source_bootstrap).create_partitions([NewPartitions(mirror, 3)])[mirror].result()
+    time.sleep(1)
+
+    engine.sync_configs(config, LINK, [mirror])
+
+    assert len(admin(destination_bootstrap).list_topics(topic=mirror, timeout=10).topics[mirror].partitions) == 3
