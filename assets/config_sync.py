@@ -41,7 +41,6 @@ from dagster import (
     MetadataValue,
     ScheduleDefinition,
     ScheduleEvaluationContext,
-    SkipReason,
     asset,
     asset_check,
     define_asset_job,
@@ -50,7 +49,7 @@ from dagster import (
 
 from assets.mirror_data import mirror_partitions
 from assets.naming import CONFIG_IN_SYNC_CHECK, LinkNames
-from assets.runs import request_for_mirrors, run_in_progress
+from assets.runs import one_run_over_mirrors
 from mirror_pipeline.config_sync import (
     SYNCED_STATES,
     ConfigSyncFailed,
@@ -60,7 +59,7 @@ from mirror_pipeline.config_sync import (
     sync_configs,
 )
 from mirror_pipeline.engine import list_mirrors
-from mirror_pipeline.errors import ClusterUnreachable, MirrorError
+from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.link_settings import LinkSettings
 from resources.mirror_config import MirrorConfigResource
 
@@ -270,27 +269,10 @@ def build_config_sync_schedule(names: LinkNames, job, config_sync_ms: Optional[i
         ),
     )
     def _config_sync_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
-        running = run_in_progress(context.instance, names.config_sync_job)
-        if running:
-            yield SkipReason(f"run {running} of {names.config_sync_job} is still in progress")
-            return
-        config = mirror_config.load()
-        try:
-            mirrors = list_mirrors(config, names.link)
-        except ClusterUnreachable as exc:
-            yield SkipReason(f"link {names.link}: {exc}")
-            return
-        registered = list(context.instance.get_dynamic_partitions(names.mirrors_partitions))
-        wanted = [m.mirror_topic for m in mirrors if m.state in SYNCED_STATES and m.mirror_topic in set(registered)]
-        if not wanted:
-            yield SkipReason(f"link {names.link} has no registered ACTIVE or PAUSED mirror")
-            return
-        scheduled = context.scheduled_execution_time
-        yield request_for_mirrors(
-            wanted,
-            registered,
-            run_key=f"{names.link}:config-sync:{scheduled.isoformat() if scheduled else 'manual'}",
-            tags=names.config_sync_tags,
+        return one_run_over_mirrors(
+            context, mirror_config, names, names.config_sync_job,
+            keep=lambda m: m.state in SYNCED_STATES, what="sync",
+            run_key_prefix=f"{names.link}:config-sync", tags=names.config_sync_tags,
         )
 
     return _config_sync_schedule

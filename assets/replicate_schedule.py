@@ -7,18 +7,10 @@ a Spark session every minute.
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from dagster import (
-    DefaultScheduleStatus,
-    ScheduleDefinition,
-    ScheduleEvaluationContext,
-    SkipReason,
-    schedule,
-)
+from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext, schedule
 
 from assets.naming import LinkNames
-from assets.runs import request_for_mirrors, run_in_progress
-from mirror_pipeline.engine import list_mirrors
-from mirror_pipeline.errors import ClusterUnreachable
+from assets.runs import one_run_over_mirrors
 from resources.mirror_config import MirrorConfigResource
 
 REPLICATE_CRON = "* * * * *"
@@ -41,34 +33,10 @@ def build_replicate_schedule(names: LinkNames, job) -> ScheduleDefinition:
         ),
     )
     def _replicate_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
-        running = run_in_progress(context.instance, names.replicate_job)
-        if running:
-            yield SkipReason(f"run {running} of {names.replicate_job} is still in progress")
-            return
-        config = mirror_config.load()
-        try:
-            mirrors = list_mirrors(config, names.link)
-        except ClusterUnreachable as exc:
-            yield SkipReason(f"link {names.link}: {exc}")
-            return
-        registered = list(context.instance.get_dynamic_partitions(names.mirrors_partitions))
-        wanted = [m.mirror_topic for m in mirrors if m.state not in IDLE_STATES]
-        unregistered = sorted(set(wanted) - set(registered))
-        if unregistered:
-            context.log.info(
-                f"{len(unregistered)} mirror(s) not yet registered as partitions "
-                f"(the lag sensor adds them): {', '.join(unregistered)}"
-            )
-        wanted = [m for m in wanted if m in set(registered)]
-        if not wanted:
-            yield SkipReason(f"link {names.link} has no registered mirror to copy")
-            return
-        scheduled = context.scheduled_execution_time
-        yield request_for_mirrors(
-            wanted,
-            registered,
-            run_key=f"{names.link}:{scheduled.isoformat() if scheduled else 'manual'}",
-            tags=names.run_tags,
+        return one_run_over_mirrors(
+            context, mirror_config, names, names.replicate_job,
+            keep=lambda m: m.state not in IDLE_STATES, what="copy",
+            run_key_prefix=names.link, tags=names.run_tags,
         )
 
     return _replicate_schedule

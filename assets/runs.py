@@ -9,9 +9,13 @@ in between that have nothing to copy cost one cheap planning step.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter, ScheduleEvaluationContext, SkipReason
+
+from mirror_pipeline.engine import list_mirrors
+from mirror_pipeline.errors import ClusterUnreachable
+from mirror_pipeline.results import MirrorInfo
 
 # Dagster's own run tags for a single run over a partition range: the form the
 # backfill daemon uses for single-run backfill policies.
@@ -57,4 +61,46 @@ def request_for_mirrors(
     return RunRequest(
         run_key=run_key,
         tags={**tags, RANGE_START_TAG: start, RANGE_END_TAG: end},
+    )
+
+
+def one_run_over_mirrors(
+    context: ScheduleEvaluationContext,
+    mirror_config,
+    names,
+    job_name: str,
+    keep: Callable[[MirrorInfo], bool],
+    what: str,
+    run_key_prefix: str,
+    tags: Mapping[str, str],
+) -> RunRequest | SkipReason:
+    """What a link's schedules do: one run over the registered mirrors that `keep` selects.
+
+    Skips while a run of the job is still in progress, or when Kafka does not
+    answer (naming the cluster, never failing the daemon).
+    """
+    running = run_in_progress(context.instance, job_name)
+    if running:
+        return SkipReason(f"run {running} of {job_name} is still in progress")
+    try:
+        mirrors = list_mirrors(mirror_config.load(), names.link)
+    except ClusterUnreachable as exc:
+        return SkipReason(f"link {names.link}: {exc}")
+    registered = list(context.instance.get_dynamic_partitions(names.mirrors_partitions))
+    wanted = [m.mirror_topic for m in mirrors if keep(m)]
+    unregistered = sorted(set(wanted) - set(registered))
+    if unregistered:
+        context.log.info(
+            f"{len(unregistered)} mirror(s) not yet registered as partitions "
+            f"(the lag sensor adds them): {', '.join(unregistered)}"
+        )
+    wanted = [m for m in wanted if m in set(registered)]
+    if not wanted:
+        return SkipReason(f"link {names.link} has no registered mirror to {what}")
+    scheduled = context.scheduled_execution_time
+    return request_for_mirrors(
+        wanted,
+        registered,
+        run_key=f"{run_key_prefix}:{scheduled.isoformat() if scheduled else 'manual'}",
+        tags=tags,
     )

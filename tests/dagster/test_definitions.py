@@ -239,12 +239,12 @@ def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
 def test_schedule_requests_one_run_keyed_by_scheduled_time(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.replicate_schedule
+    import assets.runs
 
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
     mirrors = [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")]
     monkeypatch.setattr(
-        assets.replicate_schedule,
+        assets.runs,
         "list_mirrors",
         lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
     )
@@ -515,12 +515,12 @@ def test_config_sync_records_the_mirrors_that_synced_when_one_fails(defs, config
 def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.config_sync
+    import assets.runs
 
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
     mirrors = [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]
     monkeypatch.setattr(
-        assets.config_sync,
+        assets.runs,
         "list_mirrors",
         lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
     )
