@@ -155,8 +155,8 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 if result.first_timestamp < 0:
                     result.first_timestamp = ts
                 result.last_timestamp = ts
-                # Serving delivery reports per record costs more than the copy
-                # itself (measured: 18 -> 8 us per record); every 1,000 is enough.
+                # Delivery reports need serving only now and then: polling after
+                # every record cost 18 us against 8 in an isolated copy loop.
                 if i % 1000 == 999:
                     out.poll(0)
             out.poll(0)
