@@ -30,6 +30,9 @@ def demo(records: int, config_path: Path) -> None:
         if sys.stderr.isatty():
             click.echo(f"\r    copied {done:,} of {total:,} records", err=True, nl=False)
 
+    from mirror_pipeline.cli.lifecycle import ensure_dagster_home
+
+    ensure_dagster_home(Path(".dagster-home"))  # ready for the `dagster dev` line below
     result = run_demo(config_path, records, click.echo, progress)
     if sys.stderr.isatty():
         click.echo("", err=True)

@@ -130,11 +130,19 @@ def dagster_instance():
     from dagster import DagsterInstance
 
     if not os.environ.get("DAGSTER_HOME"):
-        home = Path(".dagster-home").resolve()
-        home.mkdir(exist_ok=True)
-        (home / "dagster.yaml").touch()  # default storage under this folder, said explicitly
-        os.environ["DAGSTER_HOME"] = str(home)
+        os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))
     return DagsterInstance.get()
+
+
+def ensure_dagster_home(home: Path) -> Path:
+    """A Dagster home holding the project's instance settings (one run per link at a time)."""
+    home = home.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        shipped = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
+        settings.write_text(shipped.read_text() if shipped.exists() else "")
+    return home
 
 
 def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float):
