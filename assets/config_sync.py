@@ -21,7 +21,6 @@
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-import warnings
 from typing import Optional
 
 from dagster import (
@@ -34,7 +33,6 @@ from dagster import (
     AssetsDefinition,
     AssetSelection,
     BackfillPolicy,
-    BetaWarning,
     DefaultScheduleStatus,
     Failure,
     MaterializeResult,
@@ -47,7 +45,7 @@ from dagster import (
     schedule,
 )
 
-from assets.mirror_data import mirror_partitions
+from assets.mirror_data import built_quietly, mirror_partitions
 from assets.naming import CONFIG_IN_SYNC_CHECK, LinkNames
 from assets.runs import one_run_over_mirrors
 from mirror_pipeline.config_sync import (
@@ -86,10 +84,7 @@ def config_sync_cron(config_sync_ms: int) -> str:
 
 
 def build_mirror_config_asset(names: LinkNames) -> AssetsDefinition:
-    # `backfill_policy` is beta; see build_mirror_data_asset.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BetaWarning)
-        return _mirror_config_asset(names)
+    return built_quietly(_mirror_config_asset, names)
 
 
 def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:

@@ -12,6 +12,7 @@ fails with the engine's message.
 # functions' annotations (context type, resource parameters) as real types.
 import time
 import warnings
+from typing import Callable
 
 from dagster import (
     AssetExecutionContext,
@@ -42,12 +43,19 @@ def mirror_partitions(names: LinkNames) -> DynamicPartitionsDefinition:
     return DynamicPartitionsDefinition(name=names.mirrors_partitions)
 
 
-def build_mirror_data_asset(names: LinkNames) -> AssetsDefinition:
-    # `backfill_policy` is marked beta; it is the documented way to get one run
-    # over many partitions, so its warning is noise at every load.
+def built_quietly(build: Callable[[LinkNames], AssetsDefinition], names: LinkNames) -> AssetsDefinition:
+    """`build(names)` without the beta warning of `backfill_policy`.
+
+    A single-run backfill policy is the documented way to get one run over
+    many partitions, so the warning is noise at every load.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)
-        return _mirror_data_asset(names)
+        return build(names)
+
+
+def build_mirror_data_asset(names: LinkNames) -> AssetsDefinition:
+    return built_quietly(_mirror_data_asset, names)
 
 
 def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
