@@ -87,32 +87,30 @@ def select(ctx: LinkContext, topics: list[str] | None) -> list[MirrorInfo]:
 
 
 def pause(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
-    ctx.check_destination()
-    result = LifecycleResult("pause", ctx.link.name)
-    for info in select(ctx, topics):
-        if info.state == PAUSED:
-            result.add(info, info, "already paused")
-            continue
-        if info.state not in (ACTIVE, SOURCE_UNAVAILABLE):
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; only an ACTIVE mirror can be paused")
-        after = transition(info, PAUSED, "paused by operator")
-        ctx.store.put_mirror(after)
-        result.add(info, after, "paused: copies nothing until resumed")
-    return result
+    return _move(ctx, topics, "pause", PAUSED, "paused by operator", "paused: copies nothing until resumed",
+                 movable=(ACTIVE, SOURCE_UNAVAILABLE), already=(PAUSED,), refusal="only an ACTIVE mirror can be paused")
 
 
 def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    return _move(ctx, topics, "resume", ACTIVE, "resumed by operator", "resumed: the next cycle copies what accumulated",
+                 movable=(PAUSED,), already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED),
+                 refusal="only a PAUSED mirror can be resumed")
+
+
+def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason: str, said: str, *,
+          movable: tuple[str, ...], already: tuple[str, ...], refusal: str) -> LifecycleResult:
+    """Move mirrors in `movable` states to `to`; those in `already` are reported, others refused."""
     ctx.check_destination()
-    result = LifecycleResult("resume", ctx.link.name)
+    result = LifecycleResult(verb, ctx.link.name)
     for info in select(ctx, topics):
-        if info.state in (ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED):
-            result.add(info, info, f"not paused ({info.state})")
+        if info.state in already:
+            result.add(info, info, "already paused" if info.state == PAUSED else f"not paused ({info.state})")
             continue
-        if info.state != PAUSED:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; only a PAUSED mirror can be resumed")
-        after = transition(info, ACTIVE, "resumed by operator")
+        if info.state not in movable:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; {refusal}")
+        after = transition(info, to, reason)
         ctx.store.put_mirror(after)
-        result.add(info, after, "resumed: the next cycle copies what accumulated")
+        result.add(info, after, said)
     return result
 
 

@@ -20,24 +20,10 @@ import pytest
 
 from mirror_pipeline.errors import ClusterUnreachable, ConfigError
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
+from tests.dagster.offline_config import VALID_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
 
-VALID_CONFIG = """\
-clusters:
-  us-west:
-    bootstrap.servers: 127.0.0.1:19999
-  us-east:
-    bootstrap.servers: 127.0.0.1:29999
-links:
-  west-to-east:
-    source: us-west
-    destination: us-east
-  east.to.west:
-    source: us-east
-    destination: us-west
-    mirror.lag.alert.records: 100
-"""
 
 # link name -> Dagster name
 LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}

@@ -9,20 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.dagster.offline_config import VALID_CONFIG
+
 REPO = Path(__file__).resolve().parents[2]
 WORKSPACE = REPO / "workspace.yaml"
 
-CONFIG = """\
-clusters:
-  us-west:
-    bootstrap.servers: 127.0.0.1:19999
-  us-east:
-    bootstrap.servers: 127.0.0.1:29999
-links:
-  west-to-east:
-    source: us-west
-    destination: us-east
-"""
 
 
 def validate(cwd: Path, config: Path | None, dagster_home: Path) -> subprocess.CompletedProcess:
@@ -50,7 +41,7 @@ def dagster_home(tmp_path: Path) -> Path:
 
 def test_validate_passes_with_a_config(tmp_path: Path, dagster_home: Path) -> None:
     config = tmp_path / "mirror.yaml"
-    config.write_text(CONFIG)
+    config.write_text(VALID_CONFIG)
     result = validate(REPO, config, dagster_home)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -65,7 +56,7 @@ def test_validate_fails_on_an_invalid_config_naming_the_problem(
     tmp_path: Path, dagster_home: Path
 ) -> None:
     config = tmp_path / "mirror.yaml"
-    config.write_text(CONFIG.replace("destination: us-east", "destination: us-west"))
+    config.write_text(VALID_CONFIG.replace("destination: us-east", "destination: us-west"))
     result = validate(REPO, config, dagster_home)
     assert result.returncode != 0
     assert "links.west-to-east.destination" in result.stdout + result.stderr
