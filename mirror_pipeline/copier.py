@@ -92,8 +92,13 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     except MirrorError as exc:
         result.error_kind, result.error = type(exc).__name__, str(exc)
     except KafkaException as exc:
-        result.error_kind = "KafkaException"
-        result.error = kc.describe_error(exc, {**ctx.source_properties, **ctx.dest_properties})
+        if exc.args and exc.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+            result.error_kind = "ConcurrentWriter"
+            result.error = (f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle took over "
+                            f"this partition; this writer stopped")
+        else:
+            result.error_kind = "KafkaException"
+            result.error = kc.describe_error(exc, {**ctx.source_properties, **ctx.dest_properties})
     return result
 
 

@@ -104,17 +104,40 @@ def copy_until_caught_up(config, spark, topic: str) -> None:
 def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(loaded_mirror, spark, source_bootstrap, destination_bootstrap):
     config_path, config, topic = loaded_mirror
 
-    kills = []
+    kills, outputs = [], []
     for fraction, whole_group in ((0.15, True), (0.45, False), (0.75, True)):
         proc = start_cycle(config_path, topic)  # restarted at once after the previous kill
         try:
             kills.append(kill_when_mirrored(proc, destination_bootstrap, topic, int(RECORDS * fraction), whole_group))
         finally:
             cleanup_group(proc)
+            outputs.append(proc.stdout.read().decode(errors="replace")[-3000:])
     assert kills[0] < kills[-1] < RECORDS, f"kills must land mid-copy: {kills}"
 
     copy_until_caught_up(config, spark, topic)
-    assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
+    source, mirror = read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    try:
+        assert_identical(source, mirror)
+    except AssertionError:
+        print(crash_evidence(config, topic, source, mirror, kills, outputs))
+        raise
+
+
+def crash_evidence(config, topic, source, mirror, kills, outputs) -> str:
+    """What a failure needs explained: where the mirror first differs, the partition's segments, the killed cycles' output."""
+    lines = [f"kills at mirrored totals {kills}"]
+    segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
+    for p in sorted(source):
+        first = next((i for i, (s, m) in enumerate(zip(source[p], mirror[p])) if s != m), None)
+        if first is None and len(source[p]) == len(mirror[p]):
+            continue
+        lines.append(f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}, first difference at mirror offset {first}")
+        if first is not None:
+            lines.append(f"  source seq {source[p][first].headers}, mirror seq {mirror[p][first].headers}")
+        for key, seg in sorted(segments.get((topic, p), []), key=lambda kv: kv[1].dest_start):
+            lines.append(f"  segment {key}: dest {seg.dest_start}..{seg.dest_end} runs {seg.runs[:4]} source_end {seg.source_end}")
+    lines += [f"--- killed cycle {i} output ---\n{out}" for i, out in enumerate(outputs)]
+    return "\n".join(lines)
 
 
 def test_overlapping_cycles_never_both_write_a_partition(loaded_mirror, spark, source_bootstrap, destination_bootstrap):
