@@ -31,6 +31,10 @@ class LinkNaming:
                 f"mirror topic '{mirror_topic}' must start with the link prefix '{self.prefix}'"
             )
 
+    def would_loop(self, source_topic: str) -> bool:
+        """True when copying `source_topic` would send it back to a cluster it came from (R-TP-2)."""
+        return False
+
     def internal_topic(self, kind: str) -> str:
         if kind not in INTERNAL_KINDS:
             raise ValueError(f"unknown internal topic kind {kind!r}")
@@ -59,3 +63,11 @@ def state_topic(link) -> str:
 
 def offset_map_topic(link) -> str:
     return link.offset_map_topic or naming_for(link).internal_topic("offset-map")
+
+
+def checkpoints_topic(link) -> str:
+    return naming_for(link).internal_topic("checkpoints")
+
+
+def heartbeats_topic(link) -> str:
+    return naming_for(link).internal_topic("heartbeats")
