@@ -8,6 +8,7 @@ property's value: the file is where secrets come in (R-CFG-5).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ from mirror_pipeline.link_settings import (  # noqa: F401 - LinkSettings re-expo
     LinkConfig, LinkSettings, build_link, check_defaults, validation_problems,
 )
 from mirror_pipeline.redaction import is_secret_key, redact
+from mirror_pipeline.replication_policy import loop_warnings
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_FILE = "mirror.yaml"
 CONFIG_ENV_VAR = "MIRROR_PIPELINE_CONFIG"
@@ -219,6 +223,8 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
 
     if problems:
         raise ConfigError("\n".join(f"{source_name}: {p}" for p in problems))
+    for warning in loop_warnings(links.values()):
+        log.warning("%s: %s", source_name, warning)
     return PipelineConfig(path=path, clusters=clusters, links=links, spark=spark,
                           secret_fragments=tuple(fragments))
 

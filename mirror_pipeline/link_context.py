@@ -11,7 +11,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.config import ClusterConfig, LinkConfig, PipelineConfig
 from mirror_pipeline.errors import ConfigError
 from mirror_pipeline.results import MirrorInfo
-from mirror_pipeline.replication_policy import LinkNaming, naming_for, offset_map_topic, state_topic
+from mirror_pipeline.replication_policy import ReplicationPolicy, naming_record, policy_for, reserved_names
 from mirror_pipeline.state_store import StateStore
 
 
@@ -21,15 +21,17 @@ class LinkContext:
     link: LinkConfig
     source: ClusterConfig
     dest: ClusterConfig
-    naming: LinkNaming
+    naming: ReplicationPolicy
     store: StateStore = field(repr=False)
 
     @classmethod
     def open(cls, config: PipelineConfig, link_name: str) -> "LinkContext":
         link = config.link(link_name)
         source, dest = config.cluster(link.source), config.cluster(link.destination)
-        store = StateStore(link.name, dest.alias, dict(dest.properties), state_topic(link), offset_map_topic(link))
-        return cls(config, link, source, dest, naming_for(link), store)
+        naming = policy_for(link, reserved=reserved_names(config))
+        store = StateStore(link.name, dest.alias, dict(dest.properties),
+                           naming.internal_topic("state"), naming.internal_topic("offset-map"))
+        return cls(config, link, source, dest, naming, store)
 
     def source_conf(self, role: str, **overrides) -> dict:
         return kc.client_config(self.source.properties, self.link.name, role, **overrides)
@@ -52,12 +54,14 @@ class LinkContext:
         kc.check_reachable(self.dest_admin, self.dest.alias, self.dest.bootstrap_servers)
 
     def registry(self) -> dict[str, MirrorInfo]:
-        """This link's mirrors; refuses when the config dropped a link that still has mirrors (R-LC-6).
+        """This link's mirrors; refuses when the config dropped a link that still has
+        mirrors (R-LC-6) or renamed what names its mirrors (R-CFG-4).
 
         A link counts as this config's when its mirrors' source cluster is one
         of the config's clusters: other configs may share the destination.
         """
-        everything = self.store.read_all_mirrors()
+        state = self.store.read_registry()
+        everything = state.mirrors
         orphaned = {
             link: sorted(
                 m for m, info in mirrors.items()
@@ -74,4 +78,30 @@ class LinkContext:
                 f"{where}: {details} on cluster '{self.dest.alias}'. A link with mirrors attached cannot be removed: "
                 f"put it back, then delete, promote or fail over its mirrors first"
             )
-        return everything.get(self.link.name, {})
+        mine = everything.get(self.link.name, {})
+        self._recorded_naming = state.links.get(self.link.name)
+        self._check_naming(self._recorded_naming, mine)
+        return mine
+
+    def record_naming(self) -> None:
+        """Remember the naming this link's mirrors are created under; call after `registry()`."""
+        if getattr(self, "_recorded_naming", None) != naming_record(self.link):
+            self.store.put_link_record(naming_record(self.link))
+            self._recorded_naming = naming_record(self.link)
+
+    def _check_naming(self, recorded: dict | None, mirrors: dict[str, MirrorInfo]) -> None:
+        """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""
+        live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
+        if recorded is None or not live:
+            return
+        current = naming_record(self.link)
+        changed = [key for key in current if recorded.get(key) != current[key]]
+        if changed:
+            where = self.config.path or "the config"
+            key = changed[0]
+            raise ConfigError(
+                f"{where}: links.{self.link.name}.{key}: cannot change from '{recorded.get(key)}' to "
+                f"'{current[key]}': the link has state on cluster '{self.dest.alias}' "
+                f"(mirrors {', '.join(live)}). Put the old value back, or delete, promote or fail over "
+                f"those mirrors first"
+            )

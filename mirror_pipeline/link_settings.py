@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from mirror_pipeline.errors import ConfigError
 from mirror_pipeline.filters import NameFilters, kind_of, unknown_key_hint
+from mirror_pipeline.replication_policy import names_mirrors_itself, policy_class as load_policy_class
 
 # Kafka's legal topic characters; a prefix or an internal topic name is part of one.
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -142,6 +143,8 @@ class LinkSettings(BaseModel):
     fence_wait_ms: Count = Field(16000, alias="mirror.writer.fence.wait.ms")
     state_topic: TopicName = Field(None, alias="mirror.state.topic")
     offset_map_topic: TopicName = Field(None, alias="mirror.offset.map.topic")
+    checkpoints_topic: TopicName = Field(None, alias="mirror.checkpoints.topic")
+    heartbeats_topic: TopicName = Field(None, alias="mirror.heartbeats.topic")
     lag_alert_records: Count = Field(0, alias="mirror.lag.alert.records")
 
     def to_dict(self) -> dict:
@@ -183,6 +186,17 @@ class LinkConfig(LinkSettings):
         if self.auto_create_enable and self.auto_create_filters.is_empty:
             raise _rule("auto.create.mirror.topics.filters", "at least one filter is required "
                         "when auto.create.mirror.topics.enable is true")
+        try:
+            load_policy_class(self.policy_class)
+        except ConfigError as exc:
+            raise _rule("replication.policy.class", str(exc)) from None
+        if self.prefix and names_mirrors_itself(self.policy_class):
+            raise _rule("cluster.link.prefix", f"cannot be combined with replication.policy.class "
+                        f"'{self.policy_class}', which names mirrors itself")
+        if not self.auto_create_enable and not self.auto_create_filters.is_empty:
+            # R-AC-4: turning auto-create off clears the filters, so nothing the
+            # link no longer creates keeps blocking a mirror's deletion.
+            object.__setattr__(self, "auto_create_filters", NameFilters())
         return self
 
 

@@ -44,6 +44,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
 
     ctx.store.ensure_topics()
     registry = ctx.registry()
+    ctx.record_naming()
     existing = registry.get(mirror_topic)
     if existing is not None:
         if existing.source_topic != source_topic:

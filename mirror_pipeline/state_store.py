@@ -2,7 +2,8 @@
 
 Two topics, named by the replication policy (R-TP-4):
 - the *state* topic: one record per mirror (`mirror/<link>/<mirror topic>`),
-  the registry of mirrors and their lifecycle state (R-LC-1);
+  the registry of mirrors and their lifecycle state (R-LC-1), and one per link
+  (`link/<link>`) with the naming its mirrors were created under (R-CFG-4);
 - the *offset-map* topic: the segments of every mirrored partition
   (`<link>/<mirror topic>/<partition>/<mirror offset>`), see `offset_map`.
 
@@ -45,6 +46,18 @@ def segment_key(link: str, mirror: str, partition: int, dest_start: int) -> str:
 
 def mirror_key(link: str, mirror: str) -> str:
     return f"mirror/{link}/{mirror}"
+
+
+def link_key(link: str) -> str:
+    return f"link/{link}"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Everything in a destination's state topic: link -> mirror -> info, and link -> naming record."""
+
+    mirrors: dict[str, dict[str, MirrorInfo]]
+    links: dict[str, dict]
 
 
 def transactional_id(link: str, mirror: str, partition: int) -> str:
@@ -112,19 +125,27 @@ class StateStore:
 
     def read_all_mirrors(self) -> dict[str, dict[str, MirrorInfo]]:
         """Every link's mirrors registered in this destination's state topic: link -> mirror -> info."""
+        return self.read_registry().mirrors
+
+    def read_registry(self) -> Registry:
         latest: dict[tuple[str, str], MirrorInfo | None] = {}
+        links: dict[str, dict | None] = {}
         if not self._exists(self.state_topic):
-            return {}
+            return Registry({}, {})
         for key, value, _ in read_topic(self.conf("state-reader"), self.admin, self.state_topic, self.dest_alias):
-            if not key.startswith("mirror/"):
-                continue
-            link, mirror = key[len("mirror/"):].split("/", 1)
-            latest[(link, mirror)] = None if value is None else MirrorInfo.from_dict(json.loads(value))
+            if key.startswith("mirror/"):
+                link, mirror = key[len("mirror/"):].split("/", 1)
+                latest[(link, mirror)] = None if value is None else MirrorInfo.from_dict(json.loads(value))
+            elif key.startswith("link/"):
+                links[key[len("link/"):]] = None if value is None else json.loads(value)
         out: dict[str, dict[str, MirrorInfo]] = {}
         for (link, mirror), info in latest.items():
             if info is not None:
                 out.setdefault(link, {})[mirror] = info
-        return out
+        return Registry(out, {link: record for link, record in links.items() if record is not None})
+
+    def put_link_record(self, record: dict) -> None:
+        self._write_plain(self.state_topic, link_key(self.link), json.dumps(record, sort_keys=True).encode())
 
     def put_mirror(self, info: MirrorInfo) -> None:
         self._write_plain(self.state_topic, mirror_key(self.link, info.mirror_topic), json.dumps(info.to_dict()).encode())

@@ -399,21 +399,24 @@ def test_every_property_key_maps_to_its_attribute():
         "consumer.offset.group.filters": {"groupFilters": [{"name": "g", "patternType": "LITERAL"}]},
         "consumer.offset.sync.ms": 1, "consumer.group.prefix.enable": True,
         "acl.filters": '{"aclFilters": []}', "topic.config.sync.ms": 2,
-        "cluster.link.retry.timeout.ms": 3, "replication.policy.class": "DefaultReplicationPolicy",
+        "cluster.link.retry.timeout.ms": 3,
+        "replication.policy.class": "mirror_pipeline.replication_policy.LinkNaming",
         "replication.policy.separator": "_", "offset.translation.mode": "TIMESTAMP",
         "mirror.unit.max.bytes": 4, "mirror.chunk.max.records": 5,
         "mirror.log.start.alignment.max.records": 6, "mirror.writer.fence.wait.ms": 7,
         "mirror.state.topic": "_state", "mirror.offset.map.topic": "_omap", "mirror.lag.alert.records": 8,
+        "mirror.checkpoints.topic": "_cp", "mirror.heartbeats.topic": "_hb",
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
     assert link.offset_group_filters.filters == (NameFilter("g", PatternType.LITERAL, FilterType.INCLUDE),)
     assert link.acl_filters == {"aclFilters": []}
     assert (link.config_sync_ms, link.retry_timeout_ms, link.policy_class, link.policy_separator) == (
-        2, 3, "DefaultReplicationPolicy", "_")
+        2, 3, "mirror_pipeline.replication_policy.LinkNaming", "_")
     assert link.offset_translation_mode == "timestamp"
     assert (link.unit_max_bytes, link.chunk_max_records, link.alignment_max_records, link.fence_wait_ms) == (4, 5, 6, 7)
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
+    assert (link.checkpoints_topic, link.heartbeats_topic) == ("_cp", "_hb")
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
@@ -425,9 +428,36 @@ def test_every_property_key_maps_to_its_attribute():
 
 @pytest.mark.parametrize("value", ["", "IdentityReplicationPolicy",
                                    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-                                   "my_pkg.policies.Custom"])
+                                   "tests.unit.custom_policy.UpperCaseAliasPolicy"])
 def test_policy_class_values(value):
     assert parse_config(base(**{"replication.policy.class": value}), SRC, {}).link("l").policy_class == value
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("my_pkg.policies.Custom", "cannot import module 'my_pkg.policies' for policy 'my_pkg.policies.Custom'"),
+    ("tests.unit.custom_policy.NotAPolicy", "is not a subclass of mirror_pipeline.replication_policy.ReplicationPolicy"),
+    ("tests.unit.custom_policy.Missing", "is not a subclass"),
+    ("MyPolicy", "unknown policy 'MyPolicy'"),
+])
+def test_policy_class_must_load(value, reason):
+    msg = problem(base(**{"replication.policy.class": value}))
+    assert msg.startswith(f"{SRC}: links.l.replication.policy.class: ") and reason in msg
+
+
+@pytest.mark.parametrize("policy", ["DefaultReplicationPolicy", "IdentityReplicationPolicy",
+                                    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"])
+def test_prefix_refused_with_a_policy_that_names_mirrors_itself(policy):
+    msg = problem(base(**{"replication.policy.class": policy, "cluster.link.prefix": "west."}))
+    assert msg.startswith(f"{SRC}: links.l.cluster.link.prefix: cannot be combined with replication.policy.class")
+
+
+def test_turning_auto_create_off_clears_the_filters():
+    filters = {"topicFilters": [{"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"}]}
+    on = parse_config(base(**{"auto.create.mirror.topics.enable": True,
+                              "auto.create.mirror.topics.filters": filters}), SRC, {}).link("l")
+    off = parse_config(base(**{"auto.create.mirror.topics.enable": False,
+                               "auto.create.mirror.topics.filters": filters}), SRC, {}).link("l")
+    assert on.auto_create_filters.selects("orders") and off.auto_create_filters.is_empty
 
 
 @pytest.mark.parametrize("key, value, reason", [
