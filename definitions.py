@@ -43,7 +43,10 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
     }
     return Definitions.merge(
         Definitions(resources=resources, jobs=lifecycle_jobs()),
-        *(link_definitions(name, config.link(name).config_sync_ms) for name in sorted(config.links)),
+        *(
+            link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms)
+            for name in sorted(config.links)
+        ),
     )
 
 

@@ -3,8 +3,10 @@
 Each link gets an asset group named after it (`[A-Za-z0-9_]` only) holding the
 mirror-copy asset (partitioned by mirror topic), its replicate job, the
 replicate schedule, the lag and health sensors and the copy asset's checks
-(lag under the threshold, no foreign writes); and the config-sync asset
-(same partitions) with its `config_in_sync` check, job and schedule.
+(lag under the threshold, no foreign writes); the config-sync asset
+(same partitions) with its `config_in_sync` check, job and schedule; and the
+consumer-offsets asset (same partitions) with its `offsets_in_sync` check,
+job and schedule.
 """
 
 from __future__ import annotations
@@ -24,24 +26,33 @@ from assets.lag_sensor import build_lag_sensor
 from assets.mirror_checks import build_mirror_checks
 from assets.mirror_data import build_mirror_data_asset, build_replicate_job
 from assets.naming import LINK_TAG, LinkNames, dagster_name
+from assets.offset_sync import build_consumer_offsets_asset, build_offset_sync_job, build_offset_sync_schedule
 from assets.replicate_schedule import build_replicate_schedule
 
 __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
 
-def link_definitions(link: str, config_sync_ms: Optional[int] = None) -> Definitions:
+def link_definitions(
+    link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None
+) -> Definitions:
     """Everything Dagster shows for one link. Builds objects only: no I/O.
 
     `config_sync_ms` is the link's `topic.config.sync.ms` (the config-sync
-    schedule's interval); None: the setting's default.
+    schedule's interval), `offset_sync_ms` its `consumer.offset.sync.ms` (the
+    offset-sync schedule's); None: the setting's default.
     """
     names = LinkNames(link)
     job = build_replicate_job(names)
     config_job = build_config_sync_job(names)
+    offsets_job = build_offset_sync_job(names)
     return Definitions(
-        assets=[build_mirror_data_asset(names), build_mirror_config_asset(names)],
+        assets=[build_mirror_data_asset(names), build_mirror_config_asset(names), build_consumer_offsets_asset(names)],
         asset_checks=[build_config_in_sync_check(names), *build_mirror_checks(names)],
-        jobs=[job, config_job],
-        schedules=[build_replicate_schedule(names, job), build_config_sync_schedule(names, config_job, config_sync_ms)],
+        jobs=[job, config_job, offsets_job],
+        schedules=[
+            build_replicate_schedule(names, job),
+            build_config_sync_schedule(names, config_job, config_sync_ms),
+            build_offset_sync_schedule(names, offsets_job, offset_sync_ms),
+        ],
         sensors=[build_lag_sensor(names, job), build_health_sensor(names)],
     )

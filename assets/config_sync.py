@@ -21,7 +21,7 @@
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from typing import Optional
+from typing import Callable, Optional
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -39,6 +39,7 @@ from dagster import (
     MetadataValue,
     ScheduleDefinition,
     ScheduleEvaluationContext,
+    SkipReason,
     asset,
     asset_check,
     define_asset_job,
@@ -56,6 +57,7 @@ from mirror_pipeline.config_sync import (
     link_config_drift,
     sync_configs,
 )
+from mirror_pipeline.config import PipelineConfig
 from mirror_pipeline.engine import list_mirrors
 from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.link_settings import LinkSettings
@@ -68,9 +70,11 @@ _MINUTE_STEPS = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
 _HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12, 24)
 
 
-def config_sync_cron(config_sync_ms: int) -> str:
-    """The cron schedule for a `topic.config.sync.ms` interval (see the module docstring)."""
-    minutes = max(1, -(-int(config_sync_ms) // 60_000))  # whole minutes, rounded up
+def interval_cron(interval_ms: int) -> str:
+    """The cron schedule for a sync interval in ms (`topic.config.sync.ms`,
+    `consumer.offset.sync.ms`): rounded up to whole minutes, then down to a step
+    cron repeats evenly (see the module docstring)."""
+    minutes = max(1, -(-int(interval_ms) // 60_000))  # whole minutes, rounded up: cron's floor is one minute
     if minutes < 60:
         step = max(s for s in _MINUTE_STEPS if s <= minutes)
         return "* * * * *" if step == 1 else f"*/{step} * * * *"
@@ -78,6 +82,9 @@ def config_sync_cron(config_sync_ms: int) -> str:
     if step == 24:
         return "0 0 * * *"
     return "0 * * * *" if step == 1 else f"0 */{step} * * *"
+
+
+config_sync_cron = interval_cron  # the config-sync schedule's name for it
 
 
 # --- the asset ----------------------------------------------------------------------------
@@ -250,24 +257,46 @@ def build_config_sync_job(names: LinkNames):
 
 def build_config_sync_schedule(names: LinkNames, job, config_sync_ms: Optional[int] = None) -> ScheduleDefinition:
     """`job` is the link's config-sync job; the interval is `topic.config.sync.ms` (default 5000 ms)."""
-    interval_ms = config_sync_ms or DEFAULT_CONFIG_SYNC_MS
-    cron = config_sync_cron(interval_ms)
+    return build_sync_schedule(
+        names, job, name=names.config_sync_schedule, setting="topic.config.sync.ms",
+        interval_ms=config_sync_ms or DEFAULT_CONFIG_SYNC_MS,
+        what=f"One config-sync run of link '{names.link}' over its ACTIVE and PAUSED mirrors",
+        run_key_prefix=f"{names.link}:config-sync", tags=names.config_sync_tags,
+    )
+
+
+def build_sync_schedule(
+    names: LinkNames,
+    job,
+    *,
+    name: str,
+    setting: str,
+    interval_ms: int,
+    what: str,
+    run_key_prefix: str,
+    tags: dict,
+    skip_reason: Optional[Callable[[PipelineConfig], Optional[str]]] = None,
+) -> ScheduleDefinition:
+    """A link's sync schedule (config sync, offset sync): one run of `job` over the link's
+    ACTIVE and PAUSED mirrors every `interval_ms` (the link's `setting`), as `interval_cron`
+    rounds it. `skip_reason(config)`, when given and not None, skips the tick."""
+    cron = interval_cron(interval_ms)
 
     @schedule(
-        name=names.config_sync_schedule,
+        name=name,
         cron_schedule=cron,
         job=job,
         default_status=DefaultScheduleStatus.STOPPED,
-        description=(
-            f"One config-sync run of link '{names.link}' over its ACTIVE and PAUSED mirrors, on "
-            f"'{cron}' (topic.config.sync.ms={interval_ms}, rounded up to whole minutes)."
-        ),
+        description=f"{what}, on '{cron}' ({setting}={interval_ms}, rounded up to whole minutes).",
     )
-    def _config_sync_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
+    def _sync_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
+        why = skip_reason(mirror_config.load()) if skip_reason else None
+        if why:
+            return SkipReason(why)
         return one_run_over_mirrors(
-            context, mirror_config, names, names.config_sync_job,
+            context, mirror_config, names, job.name,
             keep=lambda m: m.state in SYNCED_STATES, what="sync",
-            run_key_prefix=f"{names.link}:config-sync", tags=names.config_sync_tags,
+            run_key_prefix=run_key_prefix, tags=tags,
         )
 
-    return _config_sync_schedule
+    return _sync_schedule

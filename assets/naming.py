@@ -20,6 +20,12 @@ CONFIG_SYNC_TAG = "mirror-pipeline/config-sync"
 # The asset check on a link's `mirror_config` asset.
 CONFIG_IN_SYNC_CHECK = "config_in_sync"
 
+# Runs of a link's offset-sync job carry this tag (value: the link).
+OFFSET_SYNC_TAG = "mirror-pipeline/offset-sync"
+
+# The asset check on a link's `consumer_offsets` asset.
+OFFSETS_IN_SYNC_CHECK = "offsets_in_sync"
+
 _NOT_DAGSTER = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -77,6 +83,25 @@ class LinkNames:
         """Tags of config-sync runs; not `LINK_TAG`: they never write mirror records, so
         they need not queue behind a long copy run."""
         return {CONFIG_SYNC_TAG: self.link}
+
+    @property
+    def consumer_offsets_key(self) -> AssetKey:
+        """The offset-sync asset: source groups' committed offsets, translated onto the mirrors (R-OFS)."""
+        return AssetKey([self.group, "consumer_offsets"])
+
+    @property
+    def offset_sync_job(self) -> str:
+        return f"{self.group}_offset_sync"
+
+    @property
+    def offset_sync_schedule(self) -> str:
+        return f"{self.group}_offset_sync_schedule"
+
+    @property
+    def offset_sync_tags(self) -> dict[str, str]:
+        """Tags of offset-sync runs; not `LINK_TAG`: they commit group offsets, never mirror
+        records, so they need not queue behind a long copy run."""
+        return {OFFSET_SYNC_TAG: self.link}
 
     @property
     def pool(self) -> str:
