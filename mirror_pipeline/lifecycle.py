@@ -385,6 +385,27 @@ def _timestamps(ctx: LinkContext, topic: str, partition: int, first: int, last: 
     return found[0], found[1]
 
 
+def _refuse_auto_created(ctx: LinkContext, mirrors: list[MirrorInfo]) -> None:
+    """Auto-create would make a deleted mirror again while its filters select the source (R-AC-4).
+
+    A FAILED mirror (its source topic gone or unreadable) and a STOPPED one (a
+    normal topic now, which auto-create never takes over) may go.
+    """
+    link = ctx.link
+    if not link.auto_create_enable:
+        return
+    kept = [m for m in mirrors if m.state not in (FAILED, STOPPED) and link.auto_create_filters.selects(m.source_topic)]
+    if not kept:
+        return
+    names = ", ".join(f"'{m.mirror_topic}' (source '{m.source_topic}')" for m in kept)
+    raise MirrorRefused(
+        f"link '{link.name}': cannot delete {names}: the link's auto.create.mirror.topics.filters still "
+        f"select the source topic, so auto-create would create the mirror again. Either delete the source "
+        f"topic first (and wait for the mirror to be FAILED), exclude it with an EXCLUDE filter, or turn "
+        f"auto.create.mirror.topics.enable off"
+    )
+
+
 def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     """Stop mirroring for good (R-LC-6).
 
@@ -395,7 +416,9 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     """
     ctx.check_destination()
     result = LifecycleResult("delete", ctx.link.name)
-    for info in select(ctx, topics):
+    selected = select(ctx, topics)
+    _refuse_auto_created(ctx, selected)
+    for info in selected:
         segments = ctx.store.read_segments([info.mirror_topic]).segments
         parts = sorted({p for (_, p) in segments} | set(range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0)))
         for p in parts:

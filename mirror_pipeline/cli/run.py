@@ -18,6 +18,9 @@ from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors,
 def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: bool) -> None:
     """Run one replication cycle of a link: plan, copy in one Spark job, record.
 
+    With auto.create.mirror.topics.enable on, the source topics the filters
+    select get their mirrors first, and the cycle copies them too.
+
     On a terminal, a long copy shows records copied of records to copy.
 
     Example: mirror-pipeline run --link west-to-east
@@ -27,17 +30,43 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
 
     config = load(config_path)
     config.link(link)  # fail on an unknown link before starting Spark
+    # New source topics become mirrors first, so a cycle run without the daemon picks them up (R-AC-1).
+    created = engine.auto_create(config, link) if config.link(link).auto_create_enable else None
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
     spark = spark_session(config.spark)
     try:
         result = engine.run_cycle(config, link, spark, mirrors=list(mirrors) or None, progress=progress)
     except engine.CycleFailed as exc:
-        emit(exc.result.to_dict(), as_json, _render_cycle)
+        emit(_with_auto_create(exc.result.to_dict(), created), as_json, _render_run)
         fail(str(exc), as_json)
     finally:
         if progress:
             click.echo("", err=True)
-    emit(result.to_dict(), as_json, _render_cycle)
+    emit(_with_auto_create(result.to_dict(), created), as_json, _render_run)
+    if created is not None and created.errors:
+        fail("auto-create failed for " + "; ".join(f"'{t}': {e}" for t, e in created.errors.items()), as_json)
+
+
+def _with_auto_create(cycle: dict, created) -> dict:
+    return {**cycle, "auto_create": created.to_dict()} if created is not None else cycle
+
+
+def _render_run(d: dict) -> str:
+    cycle = _render_cycle(d)
+    if "auto_create" not in d:
+        return cycle
+    return _render_auto_create(d["auto_create"]) + "\n\n" + cycle
+
+
+def _render_auto_create(a: dict) -> str:
+    lines = [
+        f"auto-create: {len(a['created'])} mirror(s) created, {len(a['existing'])} existing, "
+        f"{len(a['skipped'])} skipped, {len(a['failed'])} failed"
+    ]
+    lines += [f"  created {o['mirror_topic']} (from {o['source_topic']})" for o in a["created"]]
+    lines += [f"  skipped {o['source_topic']}: {o['reason']}" for o in a["skipped"]]
+    lines += [f"  failed {o['source_topic']}: {o['reason']}" for o in a["failed"]]
+    return "\n".join(lines)
 
 
 def _terminal_progress():

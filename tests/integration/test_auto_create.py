@@ -1,0 +1,226 @@
+"""The auto-create scan on the real local pair (R-AC-1..4, R-MT-2).
+
+Every test keeps its link's state in state topics of its own
+(`mirror.state.topic`, R-TP-4): the clusters are shared, and the scan, the
+health check and `run` act on every mirror of the link they see.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Producer
+
+from mirror_pipeline import engine
+from mirror_pipeline.cli import cli
+from mirror_pipeline.config import load_config
+from mirror_pipeline.errors import MirrorRefused
+from tests.integration.conftest import LINK
+from tests.kafka_records import assert_identical, read_topic
+
+
+def include(prefix: str) -> dict:
+    return {"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}
+
+
+def exclude(name: str) -> dict:
+    return {"name": name, "patternType": "LITERAL", "filterType": "EXCLUDE"}
+
+
+def own_state(unique: str) -> dict:
+    """Link settings that keep the link's registry and offset maps in topics only this test reads."""
+    return {
+        "mirror.state.topic": f"_mirror-pipeline.{unique}.state",
+        "mirror.offset.map.topic": f"_mirror-pipeline.{unique}.offset-map",
+    }
+
+
+def auto_create(unique: str, *filters: dict, enable: bool = True, **settings) -> dict:
+    return {
+        "auto.create.mirror.topics.enable": enable,
+        "auto.create.mirror.topics.filters": {"topicFilters": list(filters)},
+        **own_state(unique),
+        **settings,
+    }
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def topic_exists(admin, bootstrap: str, topic: str) -> bool:
+    return topic in admin(bootstrap).list_topics(timeout=10).topics
+
+
+def test_scan_creates_mirrors_for_matching_topics_and_not_for_excluded_or_internal_ones(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    u = unique_name()
+    keep = create_topic(source_bootstrap, f"{u}-keep", partitions=2)
+    skip = create_topic(source_bootstrap, f"{u}-skip")
+    internal = create_topic(source_bootstrap, f"{u}.checkpoints.internal")  # MirrorMaker 2's naming
+    config = load_config(write_config(auto_create(u, include(u), exclude(skip))))
+
+    first = engine.auto_create(config, LINK)
+
+    assert first.created == [keep]
+    assert first.skipped == {internal: "internal topic: never mirrored"}
+    assert skip not in first.outcomes  # excluded: not even a candidate
+    assert first.errors == {}
+    assert topic_exists(admin, destination_bootstrap, keep)
+    assert not topic_exists(admin, destination_bootstrap, skip)
+    assert not topic_exists(admin, destination_bootstrap, internal)
+    assert {m.mirror_topic: m.source_topic for m in engine.list_mirrors(config, LINK)} == {keep: keep}
+    assert first.mirrors == {keep: "ACTIVE"}
+
+    # Idempotent: nothing new, the mirror reported as existing.
+    again = engine.auto_create(config, LINK)
+    assert again.created == [] and again.existing == [keep]
+
+    # A topic that appears after a scan is picked up by the next one.
+    later = create_topic(source_bootstrap, f"{u}-later")
+    third = engine.auto_create(config, LINK)
+    assert third.created == [later]
+    assert third.existing == [keep]
+    assert sorted(m.mirror_topic for m in engine.list_mirrors(config, LINK)) == sorted([keep, later])
+    assert third.to_dict()["created"] == [
+        {"source_topic": later, "mirror_topic": later, "outcome": "created", "reason": ""}
+    ]
+
+
+def test_scan_does_nothing_when_auto_create_is_off(write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+    u = unique_name()
+    topic = create_topic(source_bootstrap, f"{u}-t")
+    config = load_config(write_config(auto_create(u, include(u), enable=False)))
+
+    result = engine.auto_create(config, LINK)
+
+    assert not result.enabled and result.outcomes == {} and result.created == []
+    assert not topic_exists(admin, destination_bootstrap, topic)
+
+
+def test_an_existing_destination_topic_is_not_taken_over(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    u = unique_name()
+    taken = create_topic(source_bootstrap, f"{u}-taken")
+    free = create_topic(source_bootstrap, f"{u}-free")
+    create_topic(destination_bootstrap, taken)  # a normal topic of the mirror's name
+    produce(destination_bootstrap, taken, 3)
+    config = load_config(write_config(auto_create(u, include(u))))
+
+    result = engine.auto_create(config, LINK)
+
+    assert result.created == [free]
+    assert "already exists on cluster 'us-east'" in result.skipped[taken]
+    assert taken not in {m.mirror_topic for m in engine.list_mirrors(config, LINK)}
+    # The normal topic keeps its own records.
+    assert len(read_topic(destination_bootstrap, taken, 1)[0]) == 3
+    assert engine.auto_create(config, LINK).skipped.keys() == {taken}
+
+
+def test_prefixed_link_names_mirrors_with_the_prefix_and_never_chains_a_mirror(
+    tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    """`cluster.link.prefix=west.`: `orders` -> `west.orders` (R-MT-2); a source topic that is
+    itself a mirror on the source cluster (here of link east-to-west) is skipped (R-AC-3)."""
+    import yaml
+
+    u = unique_name()
+    orders = create_topic(source_bootstrap, f"{u}-orders", partitions=2)
+    produce(source_bootstrap, orders, 20, partitions=2)
+    upstream = create_topic(destination_bootstrap, f"{u}-upstream")
+    path = tmp_path / "mirror.yaml"
+    path.write_text(yaml.safe_dump({
+        "clusters": {"us-west": {"bootstrap.servers": source_bootstrap},
+                     "us-east": {"bootstrap.servers": destination_bootstrap}},
+        "defaults": own_state(u),
+        "links": {
+            LINK: {"source": "us-west", "destination": "us-east", "cluster.link.prefix": "west.",
+                   **auto_create(u, include(u))},
+            "east-to-west": {"source": "us-east", "destination": "us-west"},
+        },
+    }))
+    config = load_config(path)
+    # `<u>-upstream` on us-west is a mirror of us-east's topic.
+    engine.create_mirror(config, "east-to-west", upstream)
+
+    result = engine.auto_create(config, LINK)
+
+    assert result.created == [f"west.{orders}"]
+    assert "itself a mirror on cluster 'us-west'" in result.skipped[upstream]
+    assert not topic_exists(admin, destination_bootstrap, f"west.{upstream}")
+    engine.run_cycle(config, LINK, spark, mirrors=[f"west.{orders}"])
+    assert_identical(read_topic(source_bootstrap, orders, 2), read_topic(destination_bootstrap, f"west.{orders}", 2))
+
+    # Failed over, the upstream mirror is a normal topic: now it may be mirrored.
+    engine.failover(config, "east-to-west", [upstream])
+    assert engine.auto_create(config, LINK).created == [f"west.{upstream}"]
+
+
+def test_deleting_a_mirror_the_filters_still_select_is_refused_with_the_ways_out(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    u = unique_name()
+    first = create_topic(source_bootstrap, f"{u}-first")
+    second = create_topic(source_bootstrap, f"{u}-second")
+    gone = create_topic(source_bootstrap, f"{u}-gone")
+    config = load_config(write_config(auto_create(u, include(u), **{"cluster.link.retry.timeout.ms": 1})))
+    assert sorted(engine.auto_create(config, LINK).created) == sorted([first, second, gone])
+
+    with pytest.raises(MirrorRefused) as refused:
+        engine.delete_mirrors(config, LINK, [first, second])
+    message = str(refused.value)
+    assert f"'{first}'" in message and f"'{second}'" in message
+    assert "delete the source topic first" in message and "FAILED" in message
+    assert "EXCLUDE" in message and "auto.create.mirror.topics.enable off" in message
+    # Refused means nothing changed.
+    assert {m.mirror_topic for m in engine.list_mirrors(config, LINK)} == {first, second, gone}
+    assert topic_exists(admin, destination_bootstrap, first)
+
+    excluded = load_config(write_config(auto_create(u, include(u), exclude(first))))
+    assert engine.delete_mirrors(excluded, LINK, [first]).mirrors[first]["after"] == "DELETED"
+
+    off = load_config(write_config(auto_create(u, include(u), enable=False)))
+    assert engine.delete_mirrors(off, LINK, [second]).mirrors[second]["after"] == "DELETED"
+    assert not topic_exists(admin, destination_bootstrap, second)
+
+    # Source deleted and the mirror FAILED: it may go although the filters select its name.
+    admin(source_bootstrap).delete_topics([gone])[gone].result(timeout=30)
+    deadline = time.monotonic() + 60
+    while engine.check_health(config, LINK)[gone] != "FAILED":
+        assert time.monotonic() < deadline, "mirror never became FAILED"
+        time.sleep(0.5)
+    assert engine.delete_mirrors(config, LINK, [gone]).mirrors[gone]["after"] == "DELETED"
+    assert engine.list_mirrors(config, LINK) == []
+
+
+def test_run_creates_mirrors_for_new_topics_before_its_cycle(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    u = unique_name()
+    old = create_topic(source_bootstrap, f"{u}-old")
+    produce(source_bootstrap, old, 5)
+    path = write_config(auto_create(u, include(u)))
+    runner = CliRunner()
+
+    first = runner.invoke(cli, ["run", "--link", LINK, "--config", str(path), "--json"])
+    assert first.exit_code == 0, first.output
+    out = json.loads(first.output)
+    assert [c["mirror_topic"] for c in out["auto_create"]["created"]] == [old]
+    assert out["mirrors"][old]["records"] == 5
+
+    new = create_topic(source_bootstrap, f"{u}-new", partitions=3)
+    produce(source_bootstrap, new, 30, partitions=3)
+    second = runner.invoke(cli, ["run", "--link", LINK, "--config", str(path)])
+
+    assert second.exit_code == 0, second.output
+    assert "auto-create: 1 mirror(s) created, 1 existing" in second.output
+    assert f"created {new} (from {new})" in second.output
+    assert_identical(read_topic(source_bootstrap, new, 3), read_topic(destination_bootstrap, new, 3))
