@@ -43,45 +43,50 @@ import gc
 import json
 import logging
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from any directory
     sys.path.insert(0, str(REPO))
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from mirror_pipeline import cycle as cycle_module  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline import kafka_clients as kc  # noqa: E402
 from mirror_pipeline.config import parse_config  # noqa: E402
-from mirror_pipeline.local.clusters import LocalKafka  # noqa: E402
-from mirror_pipeline.local.jars import ensure_kafka_jars, java_command  # noqa: E402
+from mirror_pipeline.local.jars import ensure_kafka_jars  # noqa: E402
+
+from benchmarks.common import (  # noqa: E402
+    MM2_CLASS,
+    QUIET as _QUIET,
+    admin_for,
+    create_topic,
+    end_offsets,
+    local_clusters,
+    log_tail,
+    mm2_class_present,
+    mm2_properties_text,
+    say,
+    start_mm2,
+    stop_mm2,
+    topic_partition_count,
+    warm_up,
+)
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench"
 #: MM2's properties and log of the latest run; outside BENCH_ROOT so they outlive the wiped storage.
 MM2_DIR = REPO / ".local-kafka" / "bench-mm2"
 BASE_PORT = 19892
 LINK = "a-to-b"
-MM2_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 MB = 1_000_000  # MB/s figures are decimal megabytes of key + value bytes
-
-_T0 = time.monotonic()
-
-
-def say(message: str) -> None:
-    print(f"[{time.monotonic() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
-
 
 # --- CPU accounting -----------------------------------------------------------
 # On a 2-core machine everything competes for the same cores; the CPU seconds
@@ -182,70 +187,6 @@ class CpuMeter:
 
 
 # --- Kafka helpers -------------------------------------------------------------
-
-_QUIET = logging.getLogger("bench.librdkafka")  # librdkafka chatter, WARNING and up
-
-
-def admin_for(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
-
-
-def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict | None = None) -> None:
-    fut = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})])
-    fut[topic].result(30)
-    # Wait until every partition has a leader that answers ListOffsets.
-    kc.list_offsets(admin, [(topic, p) for p in range(partitions)], "latest", "bench", read_committed=False)
-
-
-def end_offsets(admin: AdminClient, topic: str, partitions: int, earliest: bool = False) -> list[int]:
-    spec = "earliest" if earliest else "latest"
-    offs = kc.list_offsets(admin, [(topic, p) for p in range(partitions)], spec, "bench", read_committed=False)
-    return [offs[(topic, p)] for p in range(partitions)]
-
-
-def topic_partition_count(admin: AdminClient, topic: str) -> int | None:
-    md = admin.list_topics(topic=topic, timeout=10)
-    meta = md.topics.get(topic)
-    if meta is None or meta.error is not None:
-        return None
-    return len(meta.partitions)
-
-
-def warm_up(bootstrap: str, timeout: float = 120.0) -> None:
-    """Make a fresh cluster create its group and transaction coordinators' topics now.
-
-    A fresh KRaft cluster creates `__consumer_offsets` and `__transaction_state`
-    (50 partitions each) on first use; that one-time cost would otherwise land
-    in whichever measurement first uses a group or a transaction.
-
-    The group coordinator is woken by committing an offset with a consumer, not
-    by AdminClient.list_consumer_group_offsets: librdkafka 2.16.0 crashes
-    (SIGSEGV in rd_kafka_cgrp_op) when that admin call meets a coordinator
-    that is still loading.
-    """
-    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4().hex[:8]}",
-                   "logger": _QUIET})
-    tx.init_transactions(timeout)
-    tx.flush(5)
-    topic = "bench-warm-up"
-    admin = admin_for(bootstrap)
-    if topic_partition_count(admin, topic) is None:
-        create_topic(admin, topic, 1)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up", "enable.auto.commit": False,
-                  "logger": _QUIET})
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
-                return
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        c.close()
-
 
 def wait_until_quiet(max_wait_s: float, cores: float = 0.3, window_s: float = 5.0) -> float:
     """Wait (up to max_wait_s) until other processes use less than `cores` CPUs; return that share."""
@@ -471,19 +412,7 @@ def mm2_properties(a: str, b: str, topic: str) -> str:
         "refresh.topics.interval.seconds": "1",
         "refresh.groups.interval.seconds": "600",
     }
-    return "# Written by benchmarks/throughput.py\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
-
-
-def mm2_class_present() -> bool:
-    import zipfile
-
-    lib = ensure_kafka_jars()
-    entry = MM2_CLASS.replace(".", "/") + ".class"
-    for jar in lib.glob("connect-mirror-*.jar"):
-        with zipfile.ZipFile(jar) as z:
-            if entry in z.namelist():
-                return True
-    return False
+    return mm2_properties_text(settings, "benchmarks/throughput.py")
 
 
 def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, timeout_s: float,
@@ -491,18 +420,9 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
     """Run MM2 until b holds all n records of `a.<topic>`; `before_stop` runs while MM2 still lives."""
     if not mm2_class_present():
         return {"skipped": f"{MM2_CLASS} not found in the Kafka jars ({ensure_kafka_jars()})"}
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    props = workdir / "mm2.properties"
-    props.write_text(mm2_properties(a, b, topic))
-    log_path = workdir / "mm2.log"
     remote = f"a.{topic}"
-    cmd = java_command(MM2_CLASS, str(props), "--clusters", "b", heap="-Xmx1g -Xms256m",
-                       jvm_opts=["-XX:+UseG1GC", "-Djava.awt.headless=true"])
-    say(f"MM2: starting {MM2_CLASS} (log: {log_path})")
-    with open(log_path, "wb") as log:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    start = time.perf_counter()
+    proc, log_path = start_mm2(workdir, mm2_properties(a, b, topic))
     created_at = first_at = done_at = None
     last_total, last_report = 0, time.perf_counter()
     why = ""
@@ -534,22 +454,15 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
             time.sleep(0.1)
     finally:
         before_stop()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_mm2(proc)
     out: dict[str, Any] = {"log": str(log_path), "remote_topic": remote}
     if created_at is not None:
         out["topic_created_s"] = round(created_at - start, 2)
     if first_at is not None:
         out["first_record_s"] = round(first_at - start, 2)
     if done_at is None:
-        tail = "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-15:])
         out["error"] = why
-        out["log_tail"] = tail
+        out["log_tail"] = log_tail(log_path)
         return out
     out["total_s"] = round(done_at - start, 2)
     out["records_on_remote"] = last_total
@@ -558,30 +471,8 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
 
 # --- the run ----------------------------------------------------------------------
 
-@contextmanager
-def clusters(keep: bool, base_port: int) -> Iterator[LocalKafka]:
-    lk = LocalKafka(BENCH_ROOT, count=2, base_port=base_port)
-    previous = LocalKafka.from_root(BENCH_ROOT)
-    if (previous.count, previous.base_port) != (2, base_port):
-        previous.down()  # the bench root's own clusters, from a run with other ports
-    if not any(info.running for info in previous.status()):
-        shutil.rmtree(BENCH_ROOT, ignore_errors=True)  # fresh storage: no topics from earlier runs
-    say(f"starting local clusters in {BENCH_ROOT} (ports {base_port}, {base_port + 10000})")
-    try:
-        lk.up()
-    except Exception:
-        lk.down()
-        raise
-    try:
-        yield lk
-    finally:
-        if keep:
-            say(f"leaving clusters running: {', '.join(lk.bootstraps)} "
-                f"(stop: LocalKafka(Path({str(BENCH_ROOT)!r}), 2, {base_port}).down())")
-        else:
-            say("stopping local clusters and deleting their storage")
-            lk.down()
-            shutil.rmtree(BENCH_ROOT, ignore_errors=True)
+def clusters(keep: bool, base_port: int):
+    return local_clusters(BENCH_ROOT, keep, base_port)
 
 
 def main(argv: list[str] | None = None) -> int:
