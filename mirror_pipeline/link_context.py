@@ -95,13 +95,18 @@ class LinkContext:
         if recorded is None or not live:
             return
         current = naming_record(self.link)
-        changed = [key for key in current if recorded.get(key) != current[key]]
+        # Keys a record predates are not compared: the record is refreshed at the next create.
+        changed = [key for key in current if key in recorded and recorded[key] != current[key]]
         if changed:
             where = self.config.path or "the config"
             key = changed[0]
             raise ConfigError(
-                f"{where}: links.{self.link.name}.{key}: cannot change from '{recorded.get(key)}' to "
-                f"'{current[key]}': the link has state on cluster '{self.dest.alias}' "
+                f"{where}: links.{self.link.name}.{key}: cannot change from {_shown(recorded[key])} to "
+                f"{_shown(current[key])}: the link has state on cluster '{self.dest.alias}' "
                 f"(mirrors {', '.join(live)}). Put the old value back, or delete, promote or fail over "
                 f"those mirrors first"
             )
+
+
+def _shown(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"'{value}'"

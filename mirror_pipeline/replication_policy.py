@@ -212,9 +212,11 @@ def reserved_names(config) -> set[str]:
 
 
 def naming_record(link) -> dict:
-    """What fixes the names of a link's mirrors; cannot change once the link has state (R-CFG-4)."""
+    """What fixes the names of a link's mirrors and synced groups (R-OFS-4); cannot change
+    once the link has state (R-CFG-4)."""
     return {
         "cluster.link.prefix": link.prefix or "",
+        "consumer.group.prefix.enable": link.group_prefix_enable,
         "replication.policy.class": _POLICY_ALIASES.get(link.policy_class, link.policy_class),
         "replication.policy.separator": link.policy_separator,
     }
