@@ -2,7 +2,7 @@
 
 Each link gets an asset group named after it (`[A-Za-z0-9_]` only) holding the
 mirror-copy asset (partitioned by mirror topic), its replicate job, the
-replicate schedule, the lag and health sensors and the copy asset's checks
+replicate schedule, the lag, health and auto-create sensors and the copy asset's checks
 (lag under the threshold, no foreign writes); the config-sync asset
 (same partitions) with its `config_in_sync` check, job and schedule; and the
 consumer-offsets asset (same partitions) with its `offsets_in_sync` check,
@@ -15,6 +15,7 @@ from typing import Optional
 
 from dagster import Definitions
 
+from assets.auto_create_sensor import build_auto_create_sensor
 from assets.config_sync import (
     build_config_in_sync_check,
     build_config_sync_job,
@@ -54,5 +55,5 @@ def link_definitions(
             build_config_sync_schedule(names, config_job, config_sync_ms),
             build_offset_sync_schedule(names, offsets_job, offset_sync_ms),
         ],
-        sensors=[build_lag_sensor(names, job), build_health_sensor(names)],
+        sensors=[build_lag_sensor(names, job), build_health_sensor(names), build_auto_create_sensor(names, job)],
     )

@@ -66,6 +66,10 @@ class LinkNames:
         return f"{self.group}_lag_sensor"
 
     @property
+    def auto_create_sensor(self) -> str:
+        return f"{self.group}_auto_create_sensor"
+
+    @property
     def mirror_config_key(self) -> AssetKey:
         """The config-sync asset: each mirror's topic configs, synced from its source (R-CS)."""
         return AssetKey([self.group, "mirror_config"])
