@@ -15,6 +15,8 @@ from mirror_pipeline.config_sync import ConfigSyncFailed, link_config_drift, syn
 from mirror_pipeline.config import PipelineConfig
 from mirror_pipeline.cycle import CycleFailed, ProgressCallback
 from mirror_pipeline.lifecycle import LifecycleResult
+from mirror_pipeline import offset_sync
+from mirror_pipeline.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.results import CycleResult, MirrorDescription, MirrorInfo
 
@@ -35,6 +37,11 @@ __all__ = [
     "sync_configs",
     "link_config_drift",
     "ConfigSyncFailed",
+    "sync_offsets",
+    "export_offsets",
+    "translate_offset",
+    "OffsetSyncResult",
+    "OffsetCheckpoint",
     "auto_create",
     "AutoCreateResult",
 ]
@@ -134,3 +141,30 @@ def auto_create(config: PipelineConfig, link: str) -> AutoCreateResult:
     the others: `result.errors` names them.
     """
     return auto_create_scan.scan(LinkContext.open(config, link))
+
+
+# --- consumer offsets (R-OFS) -------------------------------------------------------
+
+
+def sync_offsets(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> OffsetSyncResult:
+    """Translate the selected source groups' offsets and commit them on the destination (R-OFS-1..4, 6).
+
+    Only groups with no members on the destination are written, never
+    backwards; every translation is also recorded in the checkpoints topic.
+    """
+    return offset_sync.sync_offsets(LinkContext.open(config, link), _names(mirrors))
+
+
+def export_offsets(config: PipelineConfig, link: str, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
+    """The latest checkpoints of the named groups (source or destination names), or of all (R-OFS-5)."""
+    return offset_sync.export_checkpoints(LinkContext.open(config, link), list(groups) if groups else None)
+
+
+def translate_offset(
+    config: PipelineConfig, link: str, topic: str, partition: int, offset: int, mode: str | None = None
+) -> dict:
+    """Where source position `offset` lands on the mirror; `topic` names the source or the mirror topic.
+
+    `mode` None is the link's `offset.translation.mode`.
+    """
+    return offset_sync.translate_offset(LinkContext.open(config, link), topic, partition, offset, mode)

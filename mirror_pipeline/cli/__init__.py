@@ -9,6 +9,7 @@ from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.lifecycle import register as register_lifecycle
 from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
+from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
 
 
@@ -18,7 +19,7 @@ def cli() -> None:
     """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster."""
 
 
-for command in (local, link, mirror, run, demo):
+for command in (local, link, mirror, run, demo, offsets):
     cli.add_command(command)
 register_lifecycle(mirror)
 

@@ -1,0 +1,75 @@
+"""The checkpoints topic on the destination: every translated group position (R-OFS-5).
+
+A compacted single-partition topic named by the replication policy, keyed
+`<link>/<source group>/<mirror topic>/<partition>`, so the latest translation
+of each group partition survives compaction. `offsets export` reads it: the
+translation stays available even for groups the sync could not commit
+(active on the destination) and after the link's source is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
+
+from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.errors import MirrorError
+from mirror_pipeline.link_context import LinkContext
+from mirror_pipeline.offset_results import OffsetCheckpoint
+from mirror_pipeline.replication_policy import checkpoints_topic
+from mirror_pipeline.state_store import STATE_TOPIC_CONFIG, read_topic
+
+
+def ensure_topic(ctx: LinkContext) -> str:
+    """The checkpoints topic's name, creating it when missing (like the state topics)."""
+    topic = checkpoints_topic(ctx.link)
+    if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is not None:
+        return topic
+    fut = ctx.dest_admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=-1, config=STATE_TOPIC_CONFIG)],
+        request_timeout=kc.REQUEST_TIMEOUT_S,
+    )[topic]
+    try:
+        fut.result()
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise MirrorError(
+                f"cluster '{ctx.dest.alias}': cannot create the checkpoints topic '{topic}': {exc.args[0].str()} "
+                f"(create it yourself as a compacted topic with one partition)"
+            ) from None
+    return topic
+
+
+def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
+    """Append checkpoints; returns how many were written."""
+    checkpoints = list(checkpoints)
+    if not checkpoints:
+        return 0
+    topic = ensure_topic(ctx)
+    errors: list[KafkaError] = []
+    prod = kc.producer(ctx.dest_conf("state-writer"))
+    for cp in checkpoints:
+        prod.produce(topic, key=cp.key.encode(), value=cp.to_json(),
+                     on_delivery=lambda err, _m: err and errors.append(err))
+        prod.poll(0)
+    remaining = prod.flush(kc.REQUEST_TIMEOUT_S)
+    if remaining or errors:
+        reason = errors[0].str() if errors else "timed out"
+        raise MirrorError(f"cluster '{ctx.dest.alias}': writing checkpoints to '{topic}' failed: {reason}")
+    return len(checkpoints)
+
+
+def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
+    """The newest checkpoint of every group partition of this link (none when the topic is missing)."""
+    topic = checkpoints_topic(ctx.link)
+    if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is None:
+        return []
+    prefix = f"{ctx.link.name}/"
+    latest: dict[str, bytes | None] = {}
+    for key, value, _ in read_topic(ctx.dest_conf("state-reader"), ctx.dest_admin, topic, ctx.dest.alias):
+        if key.startswith(prefix):
+            latest[key] = value
+    found = [OffsetCheckpoint.from_json(ctx.link.name, v) for v in latest.values() if v is not None]
+    return sorted(found, key=lambda c: (c.source_group, c.mirror_topic, c.partition))

@@ -1,0 +1,363 @@
+"""Consumer offset sync on the real local pair (R-OFS-1..7, R-LC-3).
+
+Every test names its own groups with a unique prefix and gives the link a
+group filter for that prefix only: the clusters are shared by every test.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror_pipeline import engine
+from mirror_pipeline.config import load_config
+from mirror_pipeline.local.jars import java_command
+from tests.integration.conftest import LINK
+from tests.kafka_records import read_partition
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def offset_config(write_config, group_prefix: str, **settings):
+    """A config whose link syncs the groups named `<group_prefix>...`."""
+    filters = {"groupFilters": [{"name": group_prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]}
+    return load_config(write_config({
+        "consumer.offset.sync.enable": True,
+        "consumer.offset.group.filters": filters,
+        **settings,
+    }))
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start_ts: int | None = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        extra = {"timestamp": start_ts + i} if start_ts is not None else {}
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions, **extra)
+    assert p.flush(30) == 0
+
+
+def produce_transactions(bootstrap: str, topic: str, txn_id: str, batches: int = 6, per_batch: int = 10, start_ts: int | None = None) -> None:
+    """Committed and aborted transactions (every third aborted): gaps of aborted data and markers."""
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    tx.init_transactions(30)
+    n = 0
+    for batch in range(batches):
+        tx.begin_transaction()
+        for i in range(per_batch):
+            extra = {"timestamp": start_ts + n} if start_ts is not None else {}
+            tx.produce(topic, key=b"k", value=f"b{batch}-{i}".encode(), partition=0, **extra)
+            n += 1
+        if batch % 3 == 1:
+            tx.flush(10)
+            tx.abort_transaction(30)
+        else:
+            tx.commit_transaction(30)
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit offsets for `group` without joining it (the group stays Empty)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> dict[int, int | None]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
+    finally:
+        c.close()
+
+
+def expected_landing(source: list, mirror: list, position: int, mirror_end: int) -> int:
+    """The mirror offset of the first source record at or after `position` (records compared in order)."""
+    for s, m in zip(source, mirror):
+        if s.offset >= position:
+            return m.offset
+    return mirror_end
+
+
+def mirrored(config, spark, source_bootstrap, create_topic, topic_name: str, count: int = 0, partitions: int = 1, **topic_config) -> str:
+    topic = create_topic(source_bootstrap, topic_name, partitions=partitions, config=topic_config or None)
+    if count:
+        produce(source_bootstrap, topic, count, partitions)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    return topic
+
+
+def group_result(result, group: str):
+    return next(g for g in result.groups if g.source_group == group)
+
+
+# --- exact translation ------------------------------------------------------------------
+
+
+def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=200, partitions=2)
+    lags = {f"{prefix}-a": {0: 0, 1: 7}, f"{prefix}-b": {0: 60, 1: 99}, f"{prefix}-c": {0: 100, 1: 100}}
+    for group, positions in lags.items():
+        commit(source_bootstrap, group, topic, positions)
+
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    for group, positions in lags.items():
+        assert committed(destination_bootstrap, group, topic, 2) == positions
+        assert group_result(result, group).status == "synced"
+    assert result.committed == 6  # position 0 too: the destination groups had no offsets yet
+    assert result.offset_sync_lag == 0
+    assert result.checkpoint_latency_ms is not None and result.checkpoint_latency_ms > 0
+    assert result.to_dict()["groups"][0]["partitions"][0]["action"] in ("committed", "clamped to mirror log end")
+
+    again = engine.sync_offsets(config, LINK, [topic])
+    assert again.committed == 0
+    assert {p.action for g in again.groups for p in g.partitions} == {"unchanged"}
+
+
+def test_transactional_partition_lands_after_aborted_data_and_markers(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = create_topic(source_bootstrap, unique_name())
+    produce_transactions(source_bootstrap, topic, unique_name("tx"))
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    source = read_partition(source_bootstrap, topic, 0)
+    mirror = read_partition(destination_bootstrap, topic, 0, committed_only=False)
+    source_end = source[-1].offset + 2  # last record, then the commit marker
+    # Positions inside committed runs, on aborted records, on markers, at the end, past the end.
+    positions = [0, 5, 10, 11, 15, 21, 22, 30, 33, 40, 50, 55, 60, source_end]
+    for i, pos in enumerate(positions):
+        commit(source_bootstrap, f"{prefix}-{i}", topic, {0: pos})
+
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    assert result.offset_sync_lag == 0
+    for i, pos in enumerate(positions):
+        want = expected_landing(source, mirror, pos, mirror[-1].offset + 1)
+        assert committed(destination_bootstrap, f"{prefix}-{i}", topic) == {0: want}, f"source position {pos}"
+        assert engine.translate_offset(config, LINK, topic, 0, pos)["translated_offset"] == want
+    # The mirror is shorter than the source: the translation is not the identity.
+    assert mirror[-1].offset < source[-1].offset
+
+
+def test_compacted_partition_with_holes_lands_on_the_next_kept_record(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = create_topic(source_bootstrap, unique_name(), config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
+    })
+    p = Producer({"bootstrap.servers": source_bootstrap, "linger.ms": 5})
+    for round_ in range(6):
+        for i in range(20):
+            p.produce(topic, key=b"k%d" % (i % 5), value=b"r%d-%d" % (round_, i))
+        p.flush(10)
+        time.sleep(0.3)
+    source = _wait_for_holes(source_bootstrap, topic)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    mirror = read_partition(destination_bootstrap, topic, 0)
+    holes = [a.offset + 1 for a, b in zip(source, source[1:]) if b.offset != a.offset + 1]
+    positions = sorted({0, holes[0], holes[-1], source[len(source) // 2].offset, source[-1].offset, source[-1].offset + 1})
+    for i, pos in enumerate(positions):
+        commit(source_bootstrap, f"{prefix}-{i}", topic, {0: pos})
+
+    engine.sync_offsets(config, LINK, [topic])
+
+    for i, pos in enumerate(positions):
+        want = expected_landing(source, mirror, pos, mirror[-1].offset + 1)
+        assert committed(destination_bootstrap, f"{prefix}-{i}", topic) == {0: want}, f"source position {pos}"
+
+
+def _wait_for_holes(bootstrap: str, topic: str, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    p = Producer({"bootstrap.servers": bootstrap})
+    while time.monotonic() < deadline:
+        records = read_partition(bootstrap, topic, 0)
+        if records and any(b.offset != a.offset + 1 for a, b in zip(records, records[1:])):
+            time.sleep(2)  # the cleaner may still be at work: wait until the log holds still
+            if read_partition(bootstrap, topic, 0) == records:
+                return records
+            continue
+        p.produce(topic, key=b"roll", value=b"x")  # rolls the active segment so the cleaner sees it
+        p.flush(10)
+        time.sleep(1)
+    pytest.fail("the log cleaner did not compact the source within the timeout")
+
+
+# --- the guards: active groups, no backward moves, prefixes, the log-end clamp -----------
+
+
+class DestinationConsumer:
+    """A real consumer in `group` on the destination: subscribed and polling until stopped."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000})
+        self.consumer.subscribe([topic])
+        self.assigned = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        assert self.assigned.wait(60), "the destination consumer never got its partitions"
+
+    def _poll(self):
+        while not self._stop.is_set():
+            self.consumer.poll(0.2)
+            if self.consumer.assignment():
+                self.assigned.set()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def test_a_group_active_on_the_destination_is_left_alone(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
+    group = f"{prefix}-busy"
+    commit(source_bootstrap, group, topic, {0: 30})
+    consumer = DestinationConsumer(destination_bootstrap, group, topic)
+    try:
+        result = engine.sync_offsets(config, LINK, [topic])
+        assert committed(destination_bootstrap, group, topic) == {0: None}
+        assert group_result(result, group).status == "skipped: 1 active member"
+        assert result.offset_sync_lag == 1 and result.committed == 0
+    finally:
+        consumer.close()
+    # Once the consumer left, the next sync lands the group.
+    deadline = time.monotonic() + 30
+    while (result := engine.sync_offsets(config, LINK, [topic])).offset_sync_lag and time.monotonic() < deadline:
+        time.sleep(1)
+    assert committed(destination_bootstrap, group, topic) == {0: 30}
+
+
+def test_a_destination_group_is_never_moved_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
+    group = f"{prefix}-ahead"
+    commit(source_bootstrap, group, topic, {0: 20})
+    commit(destination_bootstrap, group, topic, {0: 35})  # consumed further on the destination already
+
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    assert committed(destination_bootstrap, group, topic) == {0: 35}
+    (row,) = group_result(result, group).partitions
+    assert (row.translated_offset, row.previous_offset, row.action) == (20, 35, "kept (destination ahead)")
+    assert result.offset_sync_lag == 0
+    commit(source_bootstrap, group, topic, {0: 45})
+    engine.sync_offsets(config, LINK, [topic])
+    assert committed(destination_bootstrap, group, topic) == {0: 45}
+
+
+def test_prefixed_link_syncs_into_prefixed_groups(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    # Its own state topics: the shared link's state records it unprefixed, and a prefix cannot change.
+    own_state = {"mirror.state.topic": f"{prefix}.state", "mirror.offset.map.topic": f"{prefix}.omap"}
+    config = offset_config(write_config, prefix, **own_state, **{"cluster.link.prefix": "west.", "consumer.group.prefix.enable": True})
+    source_topic = create_topic(source_bootstrap, unique_name())
+    produce(source_bootstrap, source_topic, 40)
+    mirror = engine.create_mirror(config, LINK, source_topic).mirror_topic
+    engine.run_cycle(config, LINK, spark, mirrors=[mirror])
+    group = f"{prefix}-app"
+    commit(source_bootstrap, group, source_topic, {0: 17})
+
+    result = engine.sync_offsets(config, LINK, [mirror])
+
+    assert mirror == f"west.{source_topic}"
+    assert group_result(result, group).destination_group == f"west.{group}"
+    assert committed(destination_bootstrap, f"west.{group}", mirror) == {0: 17}
+    assert committed(destination_bootstrap, group, mirror) == {0: None}
+
+
+def test_a_group_ahead_of_the_mirror_lands_on_its_log_end(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
+    produce(source_bootstrap, topic, 30)  # on the source only: the mirror holds 50
+    group = f"{prefix}-fast"
+    commit(source_bootstrap, group, topic, {0: 75})
+
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    assert committed(destination_bootstrap, group, topic) == {0: 50}
+    (row,) = group_result(result, group).partitions
+    assert (row.source_offset, row.translated_offset, row.action) == (75, 50, "clamped to mirror log end")
+    assert engine.translate_offset(config, LINK, topic, 0, 75)["beyond_mirror"] is True
+
+
+# --- checkpoints, export, the real kafka-consumer-groups tool ----------------------------
+
+
+def reset_from_file(bootstrap: str, plan, *group_args: str) -> str:
+    cmd = java_command("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bootstrap,
+                       "--reset-offsets", "--from-file", str(plan), *group_args, "--execute")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_translated(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, tmp_path
+):
+    from click.testing import CliRunner
+
+    from mirror_pipeline.cli import cli
+
+    prefix = unique_name("g")
+    config_path = write_config({
+        "consumer.offset.sync.enable": True,
+        "consumer.offset.group.filters": {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
+    })
+    config = load_config(config_path)
+    topic = create_topic(source_bootstrap, unique_name())
+    produce_transactions(source_bootstrap, topic, unique_name("tx"))  # gaps: the plan is not the identity
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    first, second = f"{prefix}-one", f"{prefix}-two"
+    commit(source_bootstrap, first, topic, {0: 44})
+    commit(source_bootstrap, second, topic, {0: 22})
+    # Both are busy on the destination: the sync only records checkpoints.
+    busy = [DestinationConsumer(destination_bootstrap, g, topic) for g in (first, second)]
+    try:
+        result = engine.sync_offsets(config, LINK, [topic])
+    finally:
+        for c in busy:
+            c.close()
+    landing = {g.source_group: g.partitions[0].translated_offset for g in result.groups}
+    assert result.committed == 0 and landing[first] < 44 and landing[second] < 22
+
+    runner = CliRunner()
+    one = tmp_path / "one.csv"
+    out = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", first, "--output", str(one), "--config", str(config_path)])
+    assert out.exit_code == 0, out.output
+    assert one.read_text() == f"{topic},0,{landing[first]}\n"
+    both = tmp_path / "both.csv"
+    out = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", first, "--group", second,
+                              "--output", str(both), "--config", str(config_path)])
+    assert out.exit_code == 0, out.output
+    assert sorted(csv.reader(both.read_text().splitlines())) == sorted(
+        [[first, topic, "0", str(landing[first])], [second, topic, "0", str(landing[second])]]
+    )
+
+    reset_from_file(destination_bootstrap, one, "--group", first)
+    assert committed(destination_bootstrap, first, topic) == {0: landing[first]}
+    reset_from_file(destination_bootstrap, both, "--group", first, "--group", second)
+    assert committed(destination_bootstrap, second, topic) == {0: landing[second]}
+
+    unknown = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", f"{prefix}-nobody", "--config", str(config_path)])
+    assert unknown.exit_code != 0 and f"{prefix}-nobody" in unknown.output
