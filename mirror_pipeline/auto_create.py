@@ -24,14 +24,7 @@ from mirror_pipeline.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.lifecycle import ACTIVE, STOPPED
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.mirrors import create_mirror
-from mirror_pipeline.replication_policy import (
-    checkpoints_topic,
-    heartbeats_topic,
-    INTERNAL_PREFIX,
-    is_internal_topic,
-    offset_map_topic,
-    state_topic,
-)
+from mirror_pipeline.replication_policy import INTERNAL_PREFIX, state_topic
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import StateStore
 
@@ -127,7 +120,6 @@ def scan(ctx: LinkContext) -> AutoCreateResult:
     dest_topics = set(_list_topics(ctx.dest_admin, ctx.dest.alias))
     registry = ctx.registry()
     by_source = {info.source_topic: info for info in registry.values()}
-    internal = _configured_internal_topics(ctx)
     source_mirrors: set[str] | None = None  # read on first need, prefixed links only
     source_registry_error = ""
 
@@ -139,7 +131,7 @@ def scan(ctx: LinkContext) -> AutoCreateResult:
             result.not_selected += 1
             continue
         mirror = ctx.naming.mirror_topic(topic)
-        if is_internal_topic(topic) or topic in internal:
+        if ctx.naming.is_internal(topic):
             outcome(topic, mirror, SKIPPED, "internal topic: never mirrored")
             continue
         known = by_source.get(topic)
@@ -213,15 +205,6 @@ def _unreadable(ctx: LinkContext, topic: str) -> str:
     except MirrorError as exc:
         return str(exc)
     return ""
-
-
-def _configured_internal_topics(ctx: LinkContext) -> set[str]:
-    """Internal topic names of every link in the config, custom names included (R-TP-4)."""
-    names: set[str] = set()
-    for other in ctx.config.links.values():
-        for name_of in (state_topic, offset_map_topic, checkpoints_topic, heartbeats_topic):
-            names.add(name_of(other))
-    return names
 
 
 def _source_state_topics(ctx: LinkContext) -> list[str]:
