@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
+
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.lifecycle import ACTIVE, STOPPED
@@ -186,12 +188,12 @@ def scan(ctx: LinkContext) -> AutoCreateResult:
 
 def _list_topics(admin, alias: str) -> dict[str, str]:
     """Topic name -> its metadata error ("" when none) of one cluster, in one request."""
-    from confluent_kafka import KafkaException
-
     try:
         metadata = admin.list_topics(timeout=kc.REQUEST_TIMEOUT_S)
     except KafkaException as exc:
-        raise ClusterUnreachable(f"cluster '{alias}' did not list its topics: {exc.args[0]}") from None
+        # The error's name only: librdkafka's text may quote client settings.
+        reason = exc.args[0].name() if exc.args and isinstance(exc.args[0], KafkaError) else type(exc).__name__
+        raise ClusterUnreachable(f"cluster '{alias}' did not list its topics: {reason}") from None
     return {name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()}
 
 
