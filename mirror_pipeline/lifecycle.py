@@ -183,14 +183,57 @@ def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
     """Stop at once, whatever the lag and whether the source answers (R-LC-3)."""
     ctx.check_destination()
     result = LifecycleResult("failover", ctx.link.name)
-    for info in select(ctx, topics):
+    selected = select(ctx, topics)
+    landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED]))
+    for info in selected:
         if info.state == STOPPED:
             result.add(info, info, "already stopped")
             continue
         reason = "failover" + (" (cancelled a pending promote)" if info.state == PENDING_STOPPED else "")
         after = stop(ctx, info, reason)
-        result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets)
+        result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets,
+                   **landings.get(info.mirror_topic, {}))
     return result
+
+
+def _final_offset_sync(ctx: LinkContext, infos: list[MirrorInfo], dry_run: bool = False):
+    """The last offset sync of mirrors about to stop (R-OFS-7), when the link syncs offsets.
+
+    Also clamps destination offsets above the mirror's log end. It never
+    stands in the way of a failover: a failure is reported, not raised.
+    """
+    from mirror_pipeline.offset_results import OffsetSyncResult
+    from mirror_pipeline.offset_sync import SYNCED_STATES, sync_mirrors
+
+    infos = [m for m in infos if m.state in SYNCED_STATES]
+    if not ctx.link.offset_sync_enable or not infos:
+        return None
+    try:
+        return sync_mirrors(ctx, infos, final=True, dry_run=dry_run)
+    except MirrorError as exc:
+        failed = OffsetSyncResult(ctx.link.name, ctx.link.offset_translation_mode, dry_run=dry_run, final=True)
+        failed.notes.append(f"offset sync failed: {exc}")
+        failed.complete = False
+        return failed
+
+
+def _landings_by_mirror(sync) -> dict[str, dict]:
+    """Per mirror topic: where each synced group lands (for the lifecycle result and the dry run)."""
+    if sync is None:
+        return {}
+    out: dict[str, dict] = {}
+    for g in sync.groups:
+        for p in g.partitions:
+            out.setdefault(p.mirror_topic, {"consumer_groups": []})["consumer_groups"].append({
+                "source_group": g.source_group, "destination_group": g.destination_group, "status": g.status,
+                "partition": p.partition, "source_offset": p.source_offset, "lands_at": p.translated_offset,
+                "destination_offset_before": p.previous_offset, "destination_offset": p.destination_offset,
+                "action": p.action,
+            })
+    if sync.notes:
+        for entry in out.values():
+            entry["offset_sync_notes"] = list(sync.notes)
+    return out
 
 
 def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: float = 300.0, poll_s: float = 1.0) -> LifecycleResult:
@@ -241,9 +284,15 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
                 continue
             lag = describe_mirror(ctx, name).lag
             if lag == 0 and sync_topic_configs(ctx, [name]).mirrors[name].in_sync:
+                offsets = _final_offset_sync(ctx, [current])
+                if offsets is not None and (offsets.offset_sync_lag or not offsets.complete):
+                    # R-LC-3: consumer-offset lag must be zero too (e.g. a group still active on the destination).
+                    last_failure = f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
+                    continue
                 after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current))
-                result.add(before, after, "promoted: data and config lag 0, now a normal writable topic",
-                           last_source_offsets=after.last_source_offsets)
+                said = "data, config and offset-sync lag 0" if offsets is not None else "data and config lag 0"
+                result.add(before, after, f"promoted: {said}, now a normal writable topic",
+                           last_source_offsets=after.last_source_offsets, **_landings_by_mirror(offsets).get(name, {}))
                 del waiting[name]
         if waiting and time.monotonic() > deadline:
             names = ", ".join(sorted(waiting))
@@ -350,7 +399,9 @@ def preview_stop(ctx: LinkContext, topics: list[str] | None) -> dict:
     except ClusterUnreachable:
         reachable = False
     out: dict[str, dict] = {}
-    for info in select(ctx, topics):
+    selected = select(ctx, topics)
+    landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED], dry_run=True))
+    for info in selected:
         if info.state == STOPPED:
             out[info.mirror_topic] = {"state": STOPPED, "partitions": [], "note": "already stopped"}
             continue
@@ -365,7 +416,7 @@ def preview_stop(ctx: LinkContext, topics: list[str] | None) -> dict:
                     first, last = _timestamps(ctx, info.source_topic, p, next_source, source_end - 1)
                     row.update(first_unmirrored_timestamp=first, last_source_timestamp=last)
             rows.append(row)
-        out[info.mirror_topic] = {"state": info.state, "partitions": rows}
+        out[info.mirror_topic] = {"state": info.state, "partitions": rows, **landings.get(info.mirror_topic, {})}
     return out
 
 

@@ -64,10 +64,12 @@ class OffsetSyncResult:
     dry_run: bool = False
     final: bool = False
     notes: list[str] = field(default_factory=list)
+    complete: bool = True  # False: the source's groups could not be read (the sync only clamped) or it failed
 
     def to_dict(self) -> dict:
         return {
             "link": self.link,
+            "complete": self.complete,
             "mode": self.mode,
             "committed": self.committed,
             "offset_sync_lag": self.offset_sync_lag,

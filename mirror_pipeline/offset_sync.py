@@ -81,6 +81,7 @@ def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = Fal
         if not final:
             raise
         result.notes.append(f"source unreachable, only destination offsets above the mirror log end were clamped: {exc}")
+        result.complete = False
         groups = _groups_on_destination(ctx)
         _sync_groups(ctx, result, partitions, groups, final=True, dry_run=dry_run, source=False)
     else:

@@ -7,11 +7,13 @@ group filter for that prefix only: the clusters are shared by every test.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import threading
 import time
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
@@ -361,3 +363,142 @@ def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_tran
 
     unknown = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", f"{prefix}-nobody", "--config", str(config_path)])
     assert unknown.exit_code != 0 and f"{prefix}-nobody" in unknown.output
+
+
+# --- timestamp mode ---------------------------------------------------------------------
+
+
+def test_timestamp_mode_lands_by_record_timestamp_and_never_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix, **{"offset.translation.mode": "timestamp"})
+    topic = create_topic(source_bootstrap, unique_name())
+    # Distinct, increasing timestamps: here the timestamp way agrees with the offset map.
+    produce_transactions(source_bootstrap, topic, unique_name("tx"), start_ts=int(time.time() * 1000) - 600_000)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    source = read_partition(source_bootstrap, topic, 0)
+    mirror = read_partition(destination_bootstrap, topic, 0, committed_only=False)
+    positions = [0, 7, 12, 21, 35, 58, source[-1].offset + 2]
+    for i, pos in enumerate(positions):
+        commit(source_bootstrap, f"{prefix}-{i}", topic, {0: pos})
+    commit(destination_bootstrap, f"{prefix}-{len(positions)}", topic, {0: 30})  # ahead of its translation
+    commit(source_bootstrap, f"{prefix}-{len(positions)}", topic, {0: 5})
+
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    assert result.mode == "timestamp"
+    for i, pos in enumerate(positions):
+        want = expected_landing(source, mirror, pos, mirror[-1].offset + 1)
+        assert committed(destination_bootstrap, f"{prefix}-{i}", topic) == {0: want}, f"source position {pos}"
+        assert engine.translate_offset(config, LINK, topic, 0, pos, mode="exact")["translated_offset"] == want
+    assert committed(destination_bootstrap, f"{prefix}-{len(positions)}", topic) == {0: 30}
+    assert group_result(result, f"{prefix}-{len(positions)}").partitions[0].action == "kept (destination ahead)"
+
+
+# --- promote and failover (R-OFS-7, R-LC-3) ----------------------------------------------
+
+
+def test_promote_with_offset_sync_leaves_groups_exactly_translated(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = create_topic(source_bootstrap, unique_name())
+    produce_transactions(source_bootstrap, topic, unique_name("tx"))
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    produce_transactions(source_bootstrap, topic, unique_name("tx2"), batches=3)  # promote copies these
+    source = read_partition(source_bootstrap, topic, 0)
+    positions = {f"{prefix}-early": 12, f"{prefix}-late": source[-1].offset - 3}
+    for group, pos in positions.items():
+        commit(source_bootstrap, group, topic, {0: pos})
+
+    result = engine.promote(config, LINK, spark, [topic], timeout_s=120)
+
+    outcome = result.mirrors[topic]
+    assert outcome["after"] == "STOPPED" and "offset-sync lag 0" in outcome["said"]
+    mirror = read_partition(destination_bootstrap, topic, 0, committed_only=False)
+    for group, pos in positions.items():
+        want = expected_landing(source, mirror, pos, mirror[-1].offset + 1)
+        assert committed(destination_bootstrap, group, topic) == {0: want}
+        row = next(r for r in outcome["consumer_groups"] if r["source_group"] == group)
+        assert (row["source_offset"], row["lands_at"]) == (pos, want)
+
+
+def test_failover_dry_run_lists_landings_and_failover_clamps_offsets_past_the_mirror_end(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
+    produce(source_bootstrap, topic, 25)  # not mirrored: the failover leaves them behind
+    behind_group, ahead_group = f"{prefix}-behind", f"{prefix}-ahead"
+    commit(source_bootstrap, behind_group, topic, {0: 20})
+    commit(source_bootstrap, ahead_group, topic, {0: 70})
+    commit(destination_bootstrap, ahead_group, topic, {0: 500})  # somehow past the mirror's end
+
+    preview = engine.preview_stop(config, LINK, [topic])[topic]["consumer_groups"]
+    rows = {r["source_group"]: r for r in preview}
+    assert (rows[behind_group]["lands_at"], rows[behind_group]["action"]) == (20, "would commit")
+    assert (rows[ahead_group]["lands_at"], rows[ahead_group]["action"]) == (50, "clamped to mirror log end")
+    assert committed(destination_bootstrap, behind_group, topic) == {0: None}  # the dry run changed nothing
+    assert committed(destination_bootstrap, ahead_group, topic) == {0: 500}
+
+    result = engine.failover(config, LINK, [topic])
+
+    assert result.mirrors[topic]["after"] == "STOPPED"
+    assert committed(destination_bootstrap, behind_group, topic) == {0: 20}
+    assert committed(destination_bootstrap, ahead_group, topic) == {0: 50}
+
+
+def test_failover_without_the_source_still_clamps_destination_offsets(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, tmp_path
+):
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=40)
+    group = f"{prefix}-app"
+    commit(destination_bootstrap, group, topic, {0: 300})
+    data = yaml.safe_load((tmp_path / "mirror.yaml").read_text())
+    data["clusters"]["us-west"]["bootstrap.servers"] = "127.0.0.1:1"  # nothing listens there
+    (tmp_path / "dead.yaml").write_text(yaml.safe_dump(data))
+
+    result = engine.failover(load_config(tmp_path / "dead.yaml"), LINK, [topic])
+
+    outcome = result.mirrors[topic]
+    assert outcome["after"] == "STOPPED"
+    assert committed(destination_bootstrap, group, topic) == {0: 40}
+    assert any("source unreachable" in n for n in outcome["offset_sync_notes"])
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def test_cli_sync_and_translate_speak_plainly_and_fail_clearly(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    from click.testing import CliRunner
+
+    from mirror_pipeline.cli import cli
+
+    prefix = unique_name("g")
+    path = write_config({
+        "consumer.offset.sync.enable": True,
+        "consumer.offset.group.filters": {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
+    })
+    config = load_config(path)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=30)
+    commit(source_bootstrap, f"{prefix}-cli", topic, {0: 12})
+    runner = CliRunner()
+
+    synced = runner.invoke(cli, ["offsets", "sync", "--link", LINK, "--mirror", topic, "--config", str(path), "--json"])
+    assert synced.exit_code == 0, synced.output
+    body = json.loads(synced.output)
+    assert body["offset_sync_lag"] == 0 and body["groups"][0]["partitions"][0]["translated_offset"] == 12
+    text = runner.invoke(cli, ["offsets", "translate", "--link", LINK, "--topic", topic, "--partition", "0", "--offset", "12", "--config", str(path)])
+    assert text.exit_code == 0 and f"{topic}[0] offset 12 -> {topic}[0] offset 12" in text.output
+
+    for args, says in (
+        (["--topic", "no-such-topic", "--partition", "0", "--offset", "1"], "'no-such-topic' is neither a mirror topic"),
+        (["--topic", topic, "--partition", "9", "--offset", "1"], "has no partition 9"),
+    ):
+        bad = runner.invoke(cli, ["offsets", "translate", "--link", LINK, *args, "--config", str(path)])
+        assert bad.exit_code == 1 and says in bad.output
+    unknown_link = runner.invoke(cli, ["offsets", "sync", "--link", "nowhere", "--config", str(path)])
+    assert unknown_link.exit_code == 1 and "nowhere" in unknown_link.output
