@@ -12,6 +12,7 @@ destination offsets above the mirror's log end (R-OFS-7).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Sequence
 
 from mirror_pipeline import kafka_clients as kc
@@ -55,7 +56,10 @@ def sync_offsets(ctx: LinkContext, mirrors: Sequence[str] | None = None) -> Offs
                 f"mirror '{m.mirror_topic}' is {m.state}; offsets are synced only for mirrors that are "
                 f"{', '.join(sorted(SYNCED_STATES))}"
             )
-    return sync_mirrors(ctx, infos)
+    result = sync_mirrors(ctx, infos)
+    if not ctx.link.offset_sync_enable:
+        result.notes.append("consumer.offset.sync.enable is false on this link: synced on request only")
+    return result
 
 
 def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False) -> OffsetSyncResult:
@@ -120,65 +124,82 @@ def _groups_on_destination(ctx: LinkContext) -> list[str]:
     return out
 
 
-def _sync_groups(ctx, result: OffsetSyncResult, partitions: dict, groups: list[str], *, final: bool, dry_run: bool, source: bool) -> None:
+def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Position, MirrorPartition], groups: list[str],
+                 *, final: bool, dry_run: bool, source: bool) -> None:
+    """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
     for group in groups:
-        dest_group = dest_names[group]
-        outcome = GroupOffsetSync(group, dest_group, "synced")
-        pairs = 0
+        outcome = GroupOffsetSync(group, dest_names[group], "synced")
         try:
-            read_at = time.monotonic()
-            landings = _landings(ctx, group, partitions, result.mode) if source else {}
-            if source and not landings:
-                continue  # the group never consumed a mirrored topic
-            with offset_groups.GroupClient(ctx.dest_conf("reader"), dest_group, ctx.dest.alias) as dest:
-                previous = dest.committed(list(partitions))
-                if not source:  # clamp only: where the destination group is, kept within the log
-                    landings = {k: (None, min(previous[k], mp.log_end)) for k, mp in partitions.items() if k in previous}
-                    if not any(previous[k] > partitions[k].log_end for k in landings):
-                        continue
-                pairs = len(landings)
-                skip = activity.get(dest_group)
-                to_commit: dict[Position, int] = {}
-                for key, (position, translated) in sorted(landings.items()):
-                    mp = partitions[key]
-                    before = previous.get(key)
-                    if skip is not None:
-                        offset, action = None, "skipped"
-                    else:
-                        offset, action = plan_commit(translated, before, mp.log_end, final=final,
-                                                     source_ahead=position is not None and mp.is_ahead(position))
-                    if offset is not None:
-                        if dry_run:
-                            action = WOULD_COMMIT if action != CLAMPED else action
-                        else:
-                            to_commit[key] = offset
-                    after = before if offset is None or dry_run else offset
-                    outcome.partitions.append(PartitionOffsetSync(key[0], key[1], position, translated, before, action, after))
-                    if position is not None and not dry_run:
-                        checkpoints.append(OffsetCheckpoint(ctx.link.name, group, dest_group, mp.source_topic, key[0],
-                                                            key[1], position, translated, result.mode, time.time()))
-                if skip is not None:
-                    outcome.status = skip if skip.startswith("error:") else f"skipped: {skip}"
-                elif to_commit:
-                    dest.commit(to_commit)
-                    latencies.append((time.monotonic() - read_at) * 1000)
-                    result.committed += len(to_commit)
-            result.offset_sync_lag += sum(
-                1 for p in outcome.partitions
-                if p.source_offset is not None and behind(p.translated_offset, p.destination_offset)
-                and p.action != WOULD_COMMIT
-            )
+            latency = _sync_group(ctx, result, outcome, partitions, activity.get(outcome.destination_group),
+                                  final=final, dry_run=dry_run, source=source)
         except MirrorError as exc:
+            # Nothing of this group was committed: its rows say where it stays.
             outcome.status = f"error: {exc}"
-            result.offset_sync_lag += max(pairs, 1)
+            outcome.partitions = [replace(p, action="error", destination_offset=p.previous_offset) for p in outcome.partitions]
+            result.offset_sync_lag += max(1, sum(1 for p in outcome.partitions if behind(p.translated_offset, p.destination_offset)))
+            result.groups.append(outcome)
+            continue
+        if latency is None and not outcome.partitions:
+            continue  # the group never consumed a mirrored topic, or nothing to clamp
+        if latency:
+            latencies.append(latency)
+        result.offset_sync_lag += sum(
+            1 for p in outcome.partitions
+            if p.source_offset is not None and p.action != WOULD_COMMIT and behind(p.translated_offset, p.destination_offset)
+        )
+        if not dry_run:
+            checkpoints += [
+                OffsetCheckpoint(ctx.link.name, group, outcome.destination_group, partitions[(p.mirror_topic, p.partition)].source_topic,
+                                 p.mirror_topic, p.partition, p.source_offset, p.translated_offset, result.mode, time.time())
+                for p in outcome.partitions if p.source_offset is not None
+            ]
         result.groups.append(outcome)
     if checkpoints:
         result.checkpoints_written = offset_checkpoints.write(ctx, checkpoints)
     result.checkpoint_latency_ms = round(max(latencies), 3) if latencies else None
+
+
+def _sync_group(ctx: LinkContext, result: OffsetSyncResult, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
+                busy: str | None, *, final: bool, dry_run: bool, source: bool) -> float | None:
+    """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
+
+    `busy` is why the destination group may not be written (None: it may).
+    """
+    read_at = time.monotonic()
+    landings = _landings(ctx, outcome.source_group, partitions, result.mode) if source else {}
+    if source and not landings:
+        return None
+    with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
+        previous = dest.committed(list(partitions))
+        if not source:  # where the destination group is, kept within the log
+            landings = {k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end}
+        to_commit: dict[Position, int] = {}
+        for key, (position, translated) in sorted(landings.items()):
+            mp, before = partitions[key], previous.get(key)
+            if busy is not None:
+                offset, action = None, "skipped"
+            else:
+                ahead = position is not None and mp.is_ahead(position)
+                offset, action = plan_commit(translated, before, mp.log_end, final=final, source_ahead=ahead)
+            if offset is not None and dry_run:
+                offset, action = None, action if action == CLAMPED else WOULD_COMMIT
+            elif offset is not None:
+                to_commit[key] = offset
+            outcome.partitions.append(PartitionOffsetSync(
+                key[0], key[1], position, translated, before, action, to_commit.get(key, before)
+            ))
+        if busy is not None:
+            outcome.status = busy if busy.startswith("error:") else f"skipped: {busy}"
+            return None
+        if not to_commit:
+            return None
+        dest.commit(to_commit)
+        result.committed += len(to_commit)
+        return (time.monotonic() - read_at) * 1000
 
 
 def _landings(ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str) -> dict[Position, tuple[int, int]]:
