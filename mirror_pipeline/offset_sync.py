@@ -12,6 +12,7 @@ destination offsets above the mirror's log end (R-OFS-7).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Sequence
 
@@ -23,7 +24,7 @@ from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import resolve
 from mirror_pipeline.offset_results import GroupOffsetSync, OffsetCheckpoint, OffsetSyncResult, PartitionOffsetSync
 from mirror_pipeline.offset_translation import (
-    CLAMPED, MODES, TIMESTAMP, WOULD_COMMIT, MirrorPartition, behind, plan_commit, translate,
+    CLAMPED, COMMITTED, MODES, TIMESTAMP, WOULD_COMMIT, MirrorPartition, behind, plan_commit, translate,
 )
 from mirror_pipeline.results import MirrorInfo
 
@@ -35,6 +36,7 @@ from mirror_pipeline.results import MirrorInfo
 SYNCED_STATES = frozenset({ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE})
 
 Position = tuple[str, int]  # (topic, partition)
+GROUP_WORKERS = 8
 
 
 def destination_group(link, source_group: str) -> str:
@@ -131,11 +133,20 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
+    outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
+
+    def one(group: str) -> float | None:
+        outcome = outcomes[group]
+        return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group),
+                           final=final, dry_run=dry_run, source=source)
+
+    # Each group costs a few round trips to both clusters' coordinators: run them side by side.
+    with ThreadPoolExecutor(max_workers=GROUP_WORKERS) as pool:
+        futures = {g: pool.submit(one, g) for g in groups}
     for group in groups:
-        outcome = GroupOffsetSync(group, dest_names[group], "synced")
+        outcome = outcomes[group]
         try:
-            latency = _sync_group(ctx, result, outcome, partitions, activity.get(outcome.destination_group),
-                                  final=final, dry_run=dry_run, source=source)
+            latency = futures[group].result()
         except MirrorError as exc:
             # Nothing of this group was committed: its rows say where it stays.
             outcome.status = f"error: {exc}"
@@ -147,6 +158,7 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
             continue  # the group never consumed a mirrored topic, or nothing to clamp
         if latency:
             latencies.append(latency)
+            result.committed += sum(1 for p in outcome.partitions if p.action in (COMMITTED, CLAMPED))
         result.offset_sync_lag += sum(
             1 for p in outcome.partitions
             if p.source_offset is not None and p.action != WOULD_COMMIT and behind(p.translated_offset, p.destination_offset)
@@ -163,14 +175,14 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     result.checkpoint_latency_ms = round(max(latencies), 3) if latencies else None
 
 
-def _sync_group(ctx: LinkContext, result: OffsetSyncResult, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
+def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
                 busy: str | None, *, final: bool, dry_run: bool, source: bool) -> float | None:
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
     """
     read_at = time.monotonic()
-    landings = _landings(ctx, outcome.source_group, partitions, result.mode) if source else {}
+    landings = _landings(ctx, outcome.source_group, partitions, mode) if source else {}
     if source and not landings:
         return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
@@ -198,7 +210,6 @@ def _sync_group(ctx: LinkContext, result: OffsetSyncResult, outcome: GroupOffset
         if not to_commit:
             return None
         dest.commit(to_commit)
-        result.committed += len(to_commit)
         return (time.monotonic() - read_at) * 1000
 
 
