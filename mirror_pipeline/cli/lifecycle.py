@@ -177,6 +177,16 @@ def _render_preview(d: dict) -> str:
             rows.append([name, m["state"], p["partition"], p["mirrored_up_to"], lost, span])
     if not rows:
         return "nothing to stop"
-    return "dry run: nothing changed\n\n" + table(
+    text = "dry run: nothing changed\n\n" + table(
         ["MIRROR", "STATE", "PARTITION", "MIRRORED UP TO", "NOT MIRRORED (records)", "TIME SPAN"], rows
     )
+    groups = [
+        [g["destination_group"], name, g["partition"], g["source_offset"], g["lands_at"],
+         "-" if g["destination_offset_before"] is None else g["destination_offset_before"], g["action"]]
+        for name, m in sorted(d.items()) for g in m.get("consumer_groups", [])
+    ]
+    if groups:
+        text += "\n\nconsumer groups on the destination after a final offset sync (R-OFS-7):\n\n" + table(
+            ["GROUP", "MIRROR", "PARTITION", "SOURCE OFFSET", "LANDS AT", "NOW AT", "ACTION"], groups)
+    notes = sorted({n for m in d.values() for n in m.get("offset_sync_notes", [])})
+    return text + "".join(f"\nnote: {n}" for n in notes)

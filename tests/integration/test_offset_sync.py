@@ -17,6 +17,7 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
+from mirror_pipeline.cli.lifecycle import _render_preview
 from mirror_pipeline.config import load_config
 from mirror_pipeline.local.jars import java_command
 from tests.integration.conftest import LINK
@@ -435,8 +436,11 @@ def test_failover_dry_run_lists_landings_and_failover_clamps_offsets_past_the_mi
     commit(source_bootstrap, ahead_group, topic, {0: 70})
     commit(destination_bootstrap, ahead_group, topic, {0: 500})  # somehow past the mirror's end
 
-    preview = engine.preview_stop(config, LINK, [topic])[topic]["consumer_groups"]
-    rows = {r["source_group"]: r for r in preview}
+    previewed = engine.preview_stop(config, LINK, [topic])
+    rows = {r["source_group"]: r for r in previewed[topic]["consumer_groups"]}
+    shown = _render_preview(previewed)  # what `mirror failover --dry-run` prints
+    assert "LANDS AT" in shown
+    assert any(ahead_group in line and " 50 " in line and "clamped to mirror log end" in line for line in shown.splitlines())
     assert (rows[behind_group]["lands_at"], rows[behind_group]["action"]) == (20, "would commit")
     assert (rows[ahead_group]["lands_at"], rows[ahead_group]["action"]) == (50, "clamped to mirror log end")
     assert committed(destination_bootstrap, behind_group, topic) == {0: None}  # the dry run changed nothing
