@@ -26,7 +26,7 @@ from mirror_pipeline.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.lifecycle import ACTIVE, STOPPED
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.mirrors import create_mirror
-from mirror_pipeline.replication_policy import INTERNAL_PREFIX, state_topic
+from mirror_pipeline.replication_policy import default_state_topic, state_topic
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import StateStore
 
@@ -37,9 +37,6 @@ EXISTING = "existing"
 SKIPPED = "skipped"
 FAILED = "failed"
 
-# The state topic of a link with default settings: where a link from some
-# other config keeps the registry of the mirrors it writes into a cluster.
-DEFAULT_STATE_TOPIC = f"{INTERNAL_PREFIX}.state"
 
 
 @dataclass(frozen=True)
@@ -216,7 +213,7 @@ def _source_state_topics(ctx: LinkContext) -> list[str]:
     destination of a link in some other config.
     """
     topics = {state_topic(other) for other in ctx.config.links.values() if other.destination == ctx.source.alias}
-    topics.add(DEFAULT_STATE_TOPIC)
+    topics.add(default_state_topic())
     return sorted(topics)
 
 

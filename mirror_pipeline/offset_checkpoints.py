@@ -11,34 +11,19 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaError
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_results import OffsetCheckpoint
-from mirror_pipeline.replication_policy import checkpoints_topic
-from mirror_pipeline.state_store import STATE_TOPIC_CONFIG, read_topic
+from mirror_pipeline.state_store import ensure_internal_topics, read_topic
 
 
 def ensure_topic(ctx: LinkContext) -> str:
     """The checkpoints topic's name, creating it when missing (like the state topics)."""
-    topic = checkpoints_topic(ctx.link)
-    if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is not None:
-        return topic
-    fut = ctx.dest_admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=-1, config=STATE_TOPIC_CONFIG)],
-        request_timeout=kc.REQUEST_TIMEOUT_S,
-    )[topic]
-    try:
-        fut.result()
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise MirrorError(
-                f"cluster '{ctx.dest.alias}': cannot create the checkpoints topic '{topic}': {exc.args[0].str()} "
-                f"(create it yourself as a compacted topic with one partition)"
-            ) from None
+    topic = ctx.naming.internal_topic("checkpoints")
+    ensure_internal_topics(ctx.dest_admin, ctx.dest.alias, [topic], "or set mirror.checkpoints.topic")
     return topic
 
 
@@ -63,7 +48,7 @@ def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
 
 def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
     """The newest checkpoint of every group partition of this link (none when the topic is missing)."""
-    topic = checkpoints_topic(ctx.link)
+    topic = ctx.naming.internal_topic("checkpoints")
     if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is None:
         return []
     prefix = f"{ctx.link.name}/"

@@ -250,13 +250,6 @@ def state_topic(link) -> str:
     return naming_for(link).internal_topic("state")
 
 
-def offset_map_topic(link) -> str:
-    return naming_for(link).internal_topic("offset-map")
-
-
-def checkpoints_topic(link) -> str:
-    return naming_for(link).internal_topic("checkpoints")
-
-
-def heartbeats_topic(link) -> str:
-    return naming_for(link).internal_topic("heartbeats")
+def default_state_topic() -> str:
+    """Where a link with default settings (of any config) keeps its registry."""
+    return ReplicationPolicy("", "").internal_topic("state")

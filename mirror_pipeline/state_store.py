@@ -73,6 +73,26 @@ class SegmentSnapshot:
     end_offset: int  # offset-map topic's end when read: later writes are someone else's
 
 
+def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hint: str) -> None:
+    """Create missing internal topics as compacted, single-partition topics; `hint` ends the error."""
+    missing = [t for t in topics if kc.topic_partitions(admin, t, alias) is None]
+    if not missing:
+        return
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=1, replication_factor=-1, config=STATE_TOPIC_CONFIG) for t in missing],
+        request_timeout=kc.REQUEST_TIMEOUT_S,
+    )
+    for topic, fut in futures.items():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise MirrorError(
+                    f"cluster '{alias}': cannot create internal topic '{topic}': {exc.args[0].str()} "
+                    f"(create it yourself as a compacted topic with one partition, {hint})"
+                ) from None
+
+
 class StateStore:
     def __init__(self, link: str, dest_alias: str, dest_properties: dict, state_topic: str, offset_map_topic: str):
         self.link = link
@@ -101,22 +121,8 @@ class StateStore:
 
     def ensure_topics(self) -> None:
         """Create the internal topics when missing (a cluster that forbids it can pre-create them)."""
-        missing = [t for t in (self.state_topic, self.offset_map_topic) if kc.topic_partitions(self.admin, t, self.dest_alias) is None]
-        if not missing:
-            return
-        futures = self.admin.create_topics(
-            [NewTopic(t, num_partitions=1, replication_factor=-1, config=STATE_TOPIC_CONFIG) for t in missing],
-            request_timeout=kc.REQUEST_TIMEOUT_S,
-        )
-        for topic, fut in futures.items():
-            try:
-                fut.result()
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise MirrorError(
-                        f"cluster '{self.dest_alias}': cannot create internal topic '{topic}': {exc.args[0].str()} "
-                        f"(create it yourself as a compacted topic, or set mirror.state.topic / mirror.offset.map.topic)"
-                    ) from None
+        ensure_internal_topics(self.admin, self.dest_alias, [self.state_topic, self.offset_map_topic],
+                               "or set mirror.state.topic / mirror.offset.map.topic")
 
     # --- mirror registry ------------------------------------------------------------
     def read_mirrors(self) -> dict[str, MirrorInfo]:
