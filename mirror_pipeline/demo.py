@@ -23,6 +23,7 @@ from mirror_pipeline.local.clusters import LocalKafka
 
 LINK = "west-to-east"
 TOPIC = "orders"
+GROUP = "billing"
 PARTITIONS = 3
 MARKER = "# Written by `mirror-pipeline demo`"
 
@@ -35,6 +36,8 @@ class DemoResult:
     mirror_records: int
     identical: bool
     mismatch: str
+    # Per partition: (source committed offset, where the group landed on us-east).
+    group_offsets: dict[int, tuple[int, int | None]]
 
 
 def write_demo_config(path: Path, west: str, east: str) -> None:
@@ -43,7 +46,11 @@ def write_demo_config(path: Path, west: str, east: str) -> None:
         return
     data = {
         "clusters": {"us-west": {"bootstrap.servers": west}, "us-east": {"bootstrap.servers": east}},
-        "links": {LINK: {"source": "us-west", "destination": "us-east"}},
+        "links": {LINK: {
+            "source": "us-west", "destination": "us-east",
+            "consumer.offset.sync.enable": True,
+            "consumer.offset.group.filters": {"groupFilters": [{"name": GROUP, "patternType": "LITERAL"}]},
+        }},
         "spark": {"master": "local[*]"},
     }
     path.write_text(f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False))
@@ -111,24 +118,53 @@ def _read(conf: dict, topic: str, partition: int) -> list[tuple]:
         cons.close()
 
 
+def commit_group(bootstrap: str, topic: str, positions: dict[int, int]) -> None:
+    """A consumer group that read part of each partition (committed without joining the group)."""
+    cons = kc.consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        cons.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+    finally:
+        cons.close()
+
+
+def landed_offsets(config, topic: str) -> dict[int, int | None]:
+    """The demo group's committed offsets on the destination."""
+    dest = config.cluster(config.link(LINK).destination)
+    cons = kc.consumer(kc.client_config(dest.properties, LINK, "state-reader", **{"group.id": GROUP}))
+    try:
+        got = cons.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=kc.REQUEST_TIMEOUT_S)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
+    finally:
+        cons.close()
+
+
 def run_demo(config_path: Path, records: int, say: Callable[[str], None], progress=None) -> DemoResult:
     kafka = LocalKafka.from_root()
-    say(f"1/5 starting two local Apache Kafka clusters under {kafka.root} ...")
+    say(f"1/6 starting two local Apache Kafka clusters under {kafka.root} ...")
     west, east = [c.bootstrap for c in kafka.up()][:2]
     say(f"    us-west at {west}, us-east at {east}")
     write_demo_config(config_path, west, east)
     config = load_config(config_path)
-    say(f"2/5 link '{LINK}' (us-west -> us-east) declared in {config_path}")
+    say(f"2/6 link '{LINK}' (us-west -> us-east) declared in {config_path}")
     topic = demo_topic(config)
-    say(f"3/5 producing {records:,} orders into '{topic}' on us-west ...")
+    say(f"3/6 producing {records:,} orders into '{topic}' on us-west ...")
     produce_orders(west, records, topic)
     info = engine.create_mirror(config, LINK, topic)
-    say(f"4/5 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
+    say(f"4/6 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
     from mirror_pipeline.spark import spark_session
 
     spark = spark_session(config.spark)
     result = engine.run_cycle(config, LINK, spark, mirrors=[topic], progress=progress)
     say(f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}")
-    say("5/5 comparing source and mirror record by record ...")
+    say("5/6 comparing source and mirror record by record ...")
     n_src, n_dst, mismatch = compare(config, LINK, topic)
-    return DemoResult(config_path, topic, n_src, n_dst, not mismatch, mismatch)
+    # A group that read 60% of each partition on us-west resumes at the same place on us-east.
+    source_admin = kc.admin_client({"bootstrap.servers": west})
+    ends = kc.list_offsets(source_admin, [(topic, p) for p in range(PARTITIONS)], "latest", "us-west")
+    positions = {p: ends[(topic, p)] * 3 // 5 for p in range(PARTITIONS)}
+    say(f"6/6 consumer group '{GROUP}' committed on us-west at {positions}; syncing its offsets ...")
+    commit_group(west, topic, positions)
+    engine.sync_offsets(config, LINK, [topic])
+    landed = landed_offsets(config, topic)
+    return DemoResult(config_path, topic, n_src, n_dst, not mismatch, mismatch,
+                      {p: (positions[p], landed.get(p)) for p in range(PARTITIONS)})

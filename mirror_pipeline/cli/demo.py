@@ -21,7 +21,7 @@ def demo(records: int, config_path: Path) -> None:
 
     Example: mirror-pipeline demo --records 100000
     """
-    from mirror_pipeline.demo import run_demo
+    from mirror_pipeline.demo import GROUP, run_demo
     from mirror_pipeline.engine import describe_mirror
     from mirror_pipeline.cli.mirror import _render_description
     from mirror_pipeline.config import load_config
@@ -43,10 +43,16 @@ def demo(records: int, config_path: Path) -> None:
         f"headers and timestamps\n"
     )
     click.echo(_render_description(describe_mirror(load_config(config_path), "west-to-east", result.topic).to_dict()))
+    click.echo(f"\nconsumer group '{GROUP}' on us-east (offsets preserved, so each lands where it stopped):")
+    for partition, (source, landed) in sorted(result.group_offsets.items()):
+        click.echo(f"    partition {partition}: committed {source:,} on us-west -> {landed if landed is None else f'{landed:,}'} on us-east")
+    if any(source != landed for source, landed in result.group_offsets.values()):
+        fail(f"consumer group '{GROUP}' did not land where it stopped on the source")
     click.echo(
         "\nNext:\n"
         f"  .venv/bin/mirror-pipeline mirror describe {result.topic} --link west-to-east   # the mirror, per partition\n"
         f"  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
+        f"  .venv/bin/mirror-pipeline offsets export --link west-to-east          # group offsets as a reset plan\n"
         f"  DAGSTER_HOME=$PWD/.dagster-home .venv/bin/dagster dev -w workspace.yaml  # the Dagster UI\n"
         f"  .venv/bin/mirror-pipeline local down                                   # stop the clusters"
     )
