@@ -121,7 +121,7 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
 
 
 def _consolidate(ctx: LinkContext, plan: Plan) -> None:
-    """Merge partitions' many small segments into one, so reading state stays cheap."""
+    """Merge partitions' many small segments into few, so reading state stays cheap."""
     copied = sorted({u.mirror_topic for u in plan.units})
     if not copied:
         return
@@ -133,15 +133,15 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
                 continue
             res = resolve([s for _, s in keyed], kc.watermark(cons, mirror, p)[1])
             merged = consolidate(res.landed)
-            if merged is None or len(res.landed) < 2:
-                continue
+            if len(merged) >= len(res.landed):
+                continue  # already packed as far as the segment size allows
             landed_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in res.landed}
-            merged_key = segment_key(ctx.link.name, mirror, p, merged.dest_start)
-            stale = [k for k, _ in keyed if k in landed_keys and k != merged_key]
+            merged_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in merged}
+            stale = [k for k, _ in keyed if k in landed_keys and k not in merged_keys]
             writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
             try:
                 writer.fence()
-                writer.write(puts=[merged], deletes=stale)
+                writer.write(puts=merged, deletes=stale)
             finally:
                 writer.close()
     finally:

@@ -215,20 +215,40 @@ def resolve(segments: Iterable[Segment], mirror_log_end: int) -> Resolution:
     )
 
 
-def consolidate(landed: Sequence[Segment]) -> Segment | None:
-    """One segment equivalent to consecutive landed segments (keyed by the first's start)."""
-    if not landed:
-        return None
-    runs: list[tuple[int, int]] = []
+# Runs one stored segment may hold. A run costs at most ~25 bytes of JSON, so
+# this keeps every segment record near 500 KB, under Kafka's default 1 MB
+# message limit, however many holes a compacted partition has.
+MAX_RUNS_PER_SEGMENT = 20_000
+
+
+def consolidate(landed: Sequence[Segment], max_runs: int = MAX_RUNS_PER_SEGMENT) -> list[Segment]:
+    """Consecutive landed segments packed into as few segments as hold `max_runs` runs each.
+
+    Each packed segment is keyed by the start of its first part. A part that
+    alone exceeds `max_runs` stays a segment of its own.
+    """
+    packs: list[list[Segment]] = []
+    runs_in_pack = 0
     for seg in landed:
+        if not packs or runs_in_pack + len(seg.runs) > max_runs:
+            packs.append([])
+            runs_in_pack = 0
+        packs[-1].append(seg)
+        runs_in_pack += len(seg.runs)
+    return [_merge(pack) for pack in packs]
+
+
+def _merge(parts: Sequence[Segment]) -> Segment:
+    runs: list[tuple[int, int]] = []
+    for seg in parts:
         for start, count in seg.runs:
             if runs and runs[-1][0] + runs[-1][1] == start:
                 runs[-1] = (runs[-1][0], runs[-1][1] + count)
             else:
                 runs.append((start, count))
-    first, last = landed[0], landed[-1]
+    first, last = parts[0], parts[-1]
     # Padding only ever opens a partition's map, so it belongs to the first segment.
-    return Segment(first.dest_start, tuple(runs), last.source_end, sum(s.padding for s in landed), last.written_at)
+    return Segment(first.dest_start, tuple(runs), last.source_end, sum(s.padding for s in parts), last.written_at)
 
 
 def _without_overlaps(segments: Iterable[Segment]) -> list[Segment]:

@@ -84,7 +84,7 @@ def test_empty_segment_records_progress_through_a_trailing_gap():
 
 def test_consolidated_segment_supersedes_its_parts_even_before_they_are_deleted():
     parts = [seg(0, [(0, 10)], 10), seg(10, [(12, 10)], 22), seg(20, [], 25)]
-    merged = consolidate(parts)
+    [merged] = consolidate(parts)
     assert merged == Segment(0, ((0, 10), (12, 10)), 25)
     for present in (parts + [merged], [merged] + parts[1:], [merged, parts[2]]):
         res = resolve(present, mirror_log_end=20)
@@ -93,6 +93,19 @@ def test_consolidated_segment_supersedes_its_parts_even_before_they_are_deleted(
         assert res.in_doubt == ()
     later = seg(20, [(25, 5)], 30)
     assert resolve([merged, *parts, later], mirror_log_end=25).offset_map.next_source_offset == 30
+
+
+def test_consolidation_packs_a_partition_with_many_holes_into_segments_under_the_message_limit():
+    # A compacted partition with a hole after every record: 250 chunks of 2,000 one-record runs.
+    parts = [seg(2000 * c, [(4000 * c + 2 * i, 1) for i in range(2000)], 4000 * (c + 1)) for c in range(250)]
+    packed = consolidate(parts)
+    assert len(packed) == 25 and all(len(s.runs) <= 20_000 for s in packed)
+    assert max(len(s.to_json()) for s in packed) < 1_000_000  # Kafka's default max.message.bytes
+    assert [s.dest_start for s in packed] == [20_000 * i for i in range(25)]
+    res = resolve(packed + parts[:3], mirror_log_end=500_000)
+    assert res.offset_map == resolve(parts, mirror_log_end=500_000).offset_map
+    assert res.offset_map.next_source_offset == 1_000_000
+    assert consolidate(packed) == packed  # nothing more to pack: the cycle leaves them alone
 
 
 def test_map_is_compact_one_entry_per_run_not_per_record():
