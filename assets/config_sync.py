@@ -48,7 +48,7 @@ from dagster import (
 
 from assets.mirror_data import built_quietly, mirror_partitions
 from assets.naming import CONFIG_IN_SYNC_CHECK, LinkNames
-from assets.runs import one_run_over_mirrors
+from assets.runs import existing_mirrors, one_run_over_mirrors
 from mirror_pipeline.config_sync import (
     SYNCED_STATES,
     ConfigSyncFailed,
@@ -58,7 +58,6 @@ from mirror_pipeline.config_sync import (
     sync_configs,
 )
 from mirror_pipeline.config import PipelineConfig
-from mirror_pipeline.engine import list_mirrors
 from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.link_settings import LinkSettings
 from resources.mirror_config import MirrorConfigResource
@@ -112,7 +111,7 @@ def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:
         # A generator, so that the mirrors that did sync are recorded even when the step fails.
         config = mirror_config.load()
         config.link(names.link)  # fails clearly if the link left the file since load
-        mirrors = _existing_mirrors(context, config, names)
+        mirrors = existing_mirrors(context, config, names)
         try:
             result = sync_configs(config, names.link, mirrors=mirrors)
         except ConfigSyncFailed as exc:
@@ -138,21 +137,6 @@ def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:
         yield MaterializeResult(metadata=sync_metadata(result))
 
     return _mirror_config
-
-
-def _existing_mirrors(context: AssetExecutionContext, config, names: LinkNames) -> list[str]:
-    """The run's partition keys that are mirrors of the link (a deleted one is skipped, not an error)."""
-    keys = list(context.partition_keys)
-    try:
-        known = {m.mirror_topic for m in list_mirrors(config, names.link)}
-    except MirrorError as exc:
-        raise Failure(description=str(exc)) from exc
-    gone = [k for k in keys if k not in known]
-    if gone and len(gone) == len(keys):
-        raise Failure(description=f"no mirror {', '.join(gone)} on link '{names.link}'")
-    if gone:
-        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {', '.join(gone)}")
-    return [k for k in keys if k in known]
 
 
 def mirror_config_metadata(synced: Optional[MirrorConfigSync], skipped_state: Optional[str] = None) -> dict:

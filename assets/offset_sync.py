@@ -42,9 +42,9 @@ from dagster import (
     define_asset_job,
 )
 
-from assets.config_sync import _existing_mirrors as existing_mirrors
 from assets.config_sync import build_sync_schedule
 from assets.mirror_data import built_quietly, mirror_partitions
+from assets.runs import existing_mirrors
 from assets.naming import OFFSETS_IN_SYNC_CHECK, LinkNames
 from mirror_pipeline import engine
 from mirror_pipeline.config import PipelineConfig

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from dagster import DagsterInstance, DagsterRunStatus, RunRequest, RunsFilter, ScheduleEvaluationContext, SkipReason
+from dagster import DagsterInstance, DagsterRunStatus, Failure, RunRequest, RunsFilter, ScheduleEvaluationContext, SkipReason
 
 from mirror_pipeline.engine import list_mirrors
-from mirror_pipeline.errors import ClusterUnreachable
+from mirror_pipeline.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.results import MirrorInfo
 
 # Dagster's own run tags for a single run over a partition range: the form the
@@ -104,3 +104,18 @@ def one_run_over_mirrors(
         run_key=f"{run_key_prefix}:{scheduled.isoformat() if scheduled else 'manual'}",
         tags=tags,
     )
+
+
+def existing_mirrors(context, config, names) -> list[str]:
+    """The run's partition keys that are mirrors of the link (a deleted one is skipped, not an error)."""
+    keys = list(context.partition_keys)
+    try:
+        known = {m.mirror_topic for m in list_mirrors(config, names.link)}
+    except MirrorError as exc:
+        raise Failure(description=str(exc)) from exc
+    gone = [k for k in keys if k not in known]
+    if gone and len(gone) == len(keys):
+        raise Failure(description=f"no mirror {', '.join(gone)} on link '{names.link}'")
+    if gone:
+        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {', '.join(gone)}")
+    return [k for k in keys if k in known]

@@ -409,6 +409,7 @@ def test_config_sync_schedule_follows_the_links_interval() -> None:
 
 def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
     import assets.config_sync
+    import assets.runs
     from mirror_pipeline.config_sync import ConfigSyncFailed, ConfigSyncResult, MirrorConfigSync
 
     asked = {}
@@ -442,7 +443,7 @@ def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
     monkeypatch.setattr(assets.config_sync, "sync_configs", fake_sync)
     monkeypatch.setattr(assets.config_sync, "link_config_drift", fake_drift)
     monkeypatch.setattr(
-        assets.config_sync,
+        assets.runs,
         "list_mirrors",
         lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
     )
