@@ -30,7 +30,8 @@ from dagster import (
 from dagster_pyspark import PySparkResource
 
 from assets.naming import LinkNames
-from mirror_pipeline.engine import CycleFailed, list_mirrors, run_cycle
+from assets.runs import existing_mirrors
+from mirror_pipeline.engine import CycleFailed, run_cycle
 from mirror_pipeline.errors import MirrorError
 from mirror_pipeline.results import CycleResult, MirrorCopyResult
 from resources.mirror_config import MirrorConfigResource
@@ -119,17 +120,7 @@ def _mirrors_to_copy(context: AssetExecutionContext, config, names: LinkNames) -
     A run covers a range of partitions, which may hold a mirror deleted since
     it was registered; copying the others must not fail because of it.
     """
-    keys = list(context.partition_keys)
-    try:
-        known = {m.mirror_topic for m in list_mirrors(config, names.link)}
-    except MirrorError as exc:
-        raise Failure(description=str(exc)) from exc
-    gone = [k for k in keys if k not in known]
-    if gone and len(gone) == len(keys):
-        raise Failure(description=f"no mirror {', '.join(gone)} on link '{names.link}'")
-    if gone:
-        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {', '.join(gone)}")
-    mirrors = [k for k in keys if k in known]
+    mirrors = existing_mirrors(context, config, names)
     context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {', '.join(mirrors)}")
     return mirrors
 

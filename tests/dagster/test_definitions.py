@@ -287,10 +287,10 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
 
 
 def _stub_list_mirrors(monkeypatch, topics) -> None:
-    import assets.mirror_data
+    import assets.runs
 
     monkeypatch.setattr(
-        assets.mirror_data,
+        assets.runs,
         "list_mirrors",
         lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
     )
