@@ -98,6 +98,15 @@ def mirrored(config, spark, source_bootstrap, create_topic, topic_name: str, cou
     return topic
 
 
+def mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name) -> str:
+    """A one-partition topic of committed and aborted transactions (gaps: markers, aborted data), mirrored."""
+    topic = create_topic(source_bootstrap, unique_name())
+    produce_transactions(source_bootstrap, topic, unique_name("tx"))
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    return topic
+
+
 def group_result(result, group: str):
     return next(g for g in result.groups if g.source_group == group)
 
@@ -131,10 +140,7 @@ def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, s
 def test_transactional_partition_lands_after_aborted_data_and_markers(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
-    topic = create_topic(source_bootstrap, unique_name())
-    produce_transactions(source_bootstrap, topic, unique_name("tx"))
-    engine.create_mirror(config, LINK, topic)
-    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
     source = read_partition(source_bootstrap, topic, 0)
     mirror = read_partition(destination_bootstrap, topic, 0, committed_only=False)
     source_end = source[-1].offset + 2  # last record, then the commit marker
@@ -327,10 +333,8 @@ def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_tran
         "consumer.offset.group.filters": {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
     })
     config = load_config(config_path)
-    topic = create_topic(source_bootstrap, unique_name())
-    produce_transactions(source_bootstrap, topic, unique_name("tx"))  # gaps: the plan is not the identity
-    engine.create_mirror(config, LINK, topic)
-    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    # Gaps: the plan is not the identity.
+    topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
     first, second = f"{prefix}-one", f"{prefix}-two"
     commit(source_bootstrap, first, topic, {0: 44})
     commit(source_bootstrap, second, topic, {0: 22})
@@ -402,10 +406,7 @@ def test_timestamp_mode_lands_by_record_timestamp_and_never_backwards(write_conf
 def test_promote_with_offset_sync_leaves_groups_exactly_translated(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
-    topic = create_topic(source_bootstrap, unique_name())
-    produce_transactions(source_bootstrap, topic, unique_name("tx"))
-    engine.create_mirror(config, LINK, topic)
-    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
     produce_transactions(source_bootstrap, topic, unique_name("tx2"), batches=3)  # promote copies these
     source = read_partition(source_bootstrap, topic, 0)
     positions = {f"{prefix}-early": 12, f"{prefix}-late": source[-1].offset - 3}
