@@ -1,4 +1,16 @@
-"""A valid two-link config whose clusters need not be running: for tests that never reach Kafka."""
+"""A valid two-link config whose clusters need not be running, and helpers for tests that never reach Kafka."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+
+from mirror_pipeline.results import MirrorInfo
+from resources import MirrorConfigResource
+
+TICK = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 VALID_CONFIG = """\
 clusters:
@@ -15,3 +27,26 @@ links:
     destination: us-west
     mirror.lag.alert.records: 100
 """
+
+
+def stub_mirrors(monkeypatch, mirrors: list[tuple[str, str]]) -> None:
+    """The link's registry as the Dagster layer sees it: (mirror topic, state) pairs."""
+    import assets.runs
+
+    monkeypatch.setattr(
+        assets.runs,
+        "list_mirrors",
+        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
+    )
+
+
+def tick_schedule(defs: dg.Definitions, config_file: Path, instance, schedule_name: str):
+    """One evaluation of a schedule at `TICK`."""
+    schedule = defs.get_repository_def().get_schedule_def(schedule_name)
+    with dg.build_schedule_context(
+        instance=instance,
+        resources={"mirror_config": MirrorConfigResource(config_path=str(config_file))},
+        repository_def=defs.get_repository_def(),
+        scheduled_execution_time=TICK,
+    ) as context:
+        return schedule.evaluate_tick(context)

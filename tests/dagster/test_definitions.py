@@ -12,15 +12,14 @@ import importlib.util
 import json
 import time
 import types
-from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from mirror_pipeline.errors import ClusterUnreachable, ConfigError
-from mirror_pipeline.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
-from tests.dagster.offline_config import VALID_CONFIG
+from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
+from tests.dagster.offline_config import TICK, VALID_CONFIG, stub_mirrors, tick_schedule
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -225,26 +224,11 @@ def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
 def test_schedule_requests_one_run_keyed_by_scheduled_time(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.runs
-
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
-    mirrors = [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")]
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
-    )
-    schedule = defs.get_repository_def().get_schedule_def("west_to_east_replicate_schedule")
-    tick = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
-    with dg.build_schedule_context(
-        instance=instance,
-        resources=_resources(config_file),
-        repository_def=defs.get_repository_def(),
-        scheduled_execution_time=tick,
-    ) as context:
-        result = schedule.evaluate_tick(context)
+    stub_mirrors(monkeypatch, [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")])
+    result = tick_schedule(defs, config_file, instance, "west_to_east_replicate_schedule")
     (request,) = result.run_requests
-    assert request.run_key == f"west-to-east:{tick.isoformat()}"
+    assert request.run_key == f"west-to-east:{TICK.isoformat()}"
     assert request.tags["dagster/asset_partition_range_start"] == "a"
     assert request.tags["dagster/asset_partition_range_end"] == "b"
     assert request.tags["mirror-pipeline/link"] == "west-to-east"
@@ -287,13 +271,7 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
 
 
 def _stub_list_mirrors(monkeypatch, topics) -> None:
-    import assets.runs
-
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
-    )
+    stub_mirrors(monkeypatch, [(t, "ACTIVE") for t in topics])
 
 
 def _materialize_range(defs, config_file, keys, raise_on_error=True):
@@ -409,7 +387,6 @@ def test_config_sync_schedule_follows_the_links_interval() -> None:
 
 def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
     import assets.config_sync
-    import assets.runs
     from mirror_pipeline.config_sync import ConfigSyncFailed, ConfigSyncResult, MirrorConfigSync
 
     asked = {}
@@ -442,11 +419,7 @@ def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
 
     monkeypatch.setattr(assets.config_sync, "sync_configs", fake_sync)
     monkeypatch.setattr(assets.config_sync, "link_config_drift", fake_drift)
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, t, t, "ACTIVE", 0.0, "", 0.0) for t in topics],
-    )
+    _stub_list_mirrors(monkeypatch, topics)
     return asked
 
 
@@ -502,26 +475,11 @@ def test_config_sync_records_the_mirrors_that_synced_when_one_fails(defs, config
 def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.runs
-
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
-    mirrors = [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
-    )
-    schedule = defs.get_repository_def().get_schedule_def("west_to_east_config_sync_schedule")
-    tick = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
-    with dg.build_schedule_context(
-        instance=instance,
-        resources=_resources(config_file),
-        repository_def=defs.get_repository_def(),
-        scheduled_execution_time=tick,
-    ) as context:
-        result = schedule.evaluate_tick(context)
+    stub_mirrors(monkeypatch, [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")])
+    result = tick_schedule(defs, config_file, instance, "west_to_east_config_sync_schedule")
     (request,) = result.run_requests
-    assert request.run_key == f"west-to-east:config-sync:{tick.isoformat()}"
+    assert request.run_key == f"west-to-east:config-sync:{TICK.isoformat()}"
     assert request.tags["dagster/asset_partition_range_start"] == "b"
     assert request.tags["dagster/asset_partition_range_end"] == "c"
     assert request.tags["mirror-pipeline/config-sync"] == "west-to-east"

@@ -7,7 +7,6 @@ real against the local Kafka pair.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -17,9 +16,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_pipeline.config import load_config
 from mirror_pipeline.engine import create_mirror
-from mirror_pipeline.results import MirrorInfo
 from resources import MirrorConfigResource, pyspark_resource
-from tests.dagster.offline_config import VALID_CONFIG
+from tests.dagster.offline_config import VALID_CONFIG, stub_mirrors, tick_schedule
 from tests.dagster.test_copy_asset import PARTITIONS, load_definitions, produce_records
 
 LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
@@ -74,21 +72,10 @@ def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path, monkeyp
     assert repo.get_schedule_def("east_to_west_offset_sync_schedule").cron_schedule == "* * * * *"
 
 
-def _tick(defs: dg.Definitions, config_file: Path, instance, schedule_name: str):
-    schedule = defs.get_repository_def().get_schedule_def(schedule_name)
-    with dg.build_schedule_context(
-        instance=instance,
-        resources={"mirror_config": MirrorConfigResource(config_path=str(config_file))},
-        repository_def=defs.get_repository_def(),
-        scheduled_execution_time=datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc),
-    ) as context:
-        return schedule.evaluate_tick(context)
-
-
 def test_offset_sync_schedule_skips_while_sync_is_off(defs, offline_config) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a"])
-        result = _tick(defs, offline_config, instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(defs, offline_config, instance, "west_to_east_offset_sync_schedule")
     assert result.run_requests == []
     assert "consumer.offset.sync.enable: false" in result.skip_message
 
@@ -96,22 +83,15 @@ def test_offset_sync_schedule_skips_while_sync_is_off(defs, offline_config) -> N
 def test_offset_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import assets.runs
-
     path = tmp_path / "mirror.yaml"
     path.write_text(VALID_CONFIG.replace(
         "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.enable: true\n", 1
     ))
     defs = load_definitions(path, monkeypatch)
-    mirrors = [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")]
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
-    )
+    stub_mirrors(monkeypatch, [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")])
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
-        result = _tick(defs, path, instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(defs, path, instance, "west_to_east_offset_sync_schedule")
     (request,) = result.run_requests
     assert request.run_key == "west-to-east:offset-sync:2026-01-01T12:00:00+00:00"
     assert request.tags["dagster/asset_partition_range_start"] == "b"
