@@ -68,6 +68,21 @@ def load_definitions(config_path: Path, monkeypatch) -> dg.Definitions:
     return build_definitions(config_path)
 
 
+def materialize_mirror(defs: dg.Definitions, keys: list[dg.AssetKey], mirror: str, config_path: Path):
+    """Materialise `keys` for one mirror of link `src-to-dst`, in a fresh ephemeral instance."""
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("src_to_dst_mirrors", [mirror])
+    return dg.materialize(
+        [defs.get_assets_def(key) for key in keys],
+        partition_key=mirror,
+        resources={
+            "mirror_config": MirrorConfigResource(config_path=str(config_path)),
+            "pyspark": pyspark_resource(load_config(config_path).spark),
+        },
+        instance=instance,
+    )
+
+
 def test_materialising_the_copy_asset_mirrors_every_record(
     tmp_path: Path, source_bootstrap: str, destination_bootstrap: str, unique_name, create_topic, monkeypatch
 ) -> None:
@@ -77,18 +92,7 @@ def test_materialising_the_copy_asset_mirrors_every_record(
     produce_records(source_bootstrap, topic)
     mirror = create_mirror(config, LINK, topic).mirror_topic
 
-    defs = load_definitions(config_path, monkeypatch)
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("src_to_dst_mirrors", [mirror])
-    result = dg.materialize(
-        [defs.get_assets_def(ASSET_KEY)],
-        partition_key=mirror,
-        resources={
-            "mirror_config": MirrorConfigResource(config_path=str(config_path)),
-            "pyspark": pyspark_resource(config.spark),
-        },
-        instance=instance,
-    )
+    result = materialize_mirror(load_definitions(config_path, monkeypatch), [ASSET_KEY], mirror, config_path)
 
     assert result.success
     (event,) = result.get_asset_materialization_events()

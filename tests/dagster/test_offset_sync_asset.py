@@ -16,9 +16,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirror_pipeline.config import load_config
 from mirror_pipeline.engine import create_mirror
-from resources import MirrorConfigResource, pyspark_resource
+from resources import MirrorConfigResource
 from tests.dagster.offline_config import VALID_CONFIG, stub_mirrors, tick_schedule
-from tests.dagster.test_copy_asset import PARTITIONS, load_definitions, produce_records
+from tests.dagster.test_copy_asset import PARTITIONS, load_definitions, materialize_mirror, produce_records
 
 LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
 
@@ -150,19 +150,8 @@ def test_materialising_the_offsets_asset_lands_the_source_group_on_the_mirror(
     finally:
         consumer.close()
 
-    defs = load_definitions(config_path, monkeypatch)
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("src_to_dst_mirrors", [mirror])
-    result = dg.materialize(
-        [defs.get_assets_def(dg.AssetKey(["src_to_dst", "mirror_data"])),
-         defs.get_assets_def(dg.AssetKey(["src_to_dst", "consumer_offsets"]))],
-        partition_key=mirror,
-        resources={
-            "mirror_config": MirrorConfigResource(config_path=str(config_path)),
-            "pyspark": pyspark_resource(config.spark),
-        },
-        instance=instance,
-    )
+    keys = [dg.AssetKey(["src_to_dst", "mirror_data"]), dg.AssetKey(["src_to_dst", "consumer_offsets"])]
+    result = materialize_mirror(load_definitions(config_path, monkeypatch), keys, mirror, config_path)
     assert result.success
 
     # A gap-free partition keeps its offsets: the group lands where it stopped on the source.
