@@ -45,13 +45,6 @@ def definitions(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
 
 
 @pytest.fixture
-def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG)
-    return path
-
-
-@pytest.fixture
 def defs(definitions, config_file: Path) -> dg.Definitions:
     return definitions.build_definitions(config_file)
 

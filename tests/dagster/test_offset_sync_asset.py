@@ -24,15 +24,8 @@ LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
 
 
 @pytest.fixture
-def offline_config(tmp_path: Path) -> Path:
-    path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG)
-    return path
-
-
-@pytest.fixture
-def defs(offline_config: Path, monkeypatch) -> dg.Definitions:
-    return load_definitions(offline_config, monkeypatch)
+def defs(config_file: Path, monkeypatch) -> dg.Definitions:
+    return load_definitions(config_file, monkeypatch)
 
 
 def test_each_link_has_consumer_offsets_asset_check_job_and_schedule(defs: dg.Definitions) -> None:
@@ -72,10 +65,10 @@ def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path, monkeyp
     assert repo.get_schedule_def("east_to_west_offset_sync_schedule").cron_schedule == "* * * * *"
 
 
-def test_offset_sync_schedule_skips_while_sync_is_off(defs, offline_config) -> None:
+def test_offset_sync_schedule_skips_while_sync_is_off(defs, config_file) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a"])
-        result = tick_schedule(defs, offline_config, instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(defs, config_file, instance, "west_to_east_offset_sync_schedule")
     assert result.run_requests == []
     assert "consumer.offset.sync.enable: false" in result.skip_message
 
@@ -99,14 +92,14 @@ def test_offset_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     assert request.tags["mirror-pipeline/offset-sync"] == "west-to-east"
 
 
-def test_materialising_with_sync_off_records_that_and_does_nothing(defs, offline_config) -> None:
+def test_materialising_with_sync_off_records_that_and_does_nothing(defs, config_file) -> None:
     # The offline clusters do not answer: the asset must not even try to reach them.
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("west_to_east_mirrors", ["m1"])
     result = dg.materialize(
         [defs.get_assets_def(dg.AssetKey(["west_to_east", "consumer_offsets"]))],
         partition_key="m1",
-        resources={"mirror_config": MirrorConfigResource(config_path=str(offline_config))},
+        resources={"mirror_config": MirrorConfigResource(config_path=str(config_file))},
         instance=instance,
     )
     assert result.success
