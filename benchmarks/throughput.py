@@ -5,7 +5,7 @@
         [--partitions P] [--keep-clusters] [--json] [--skip-mm2] [--wait-quiet S] ...
 
 Starts its own pair of local single-node clusters (`.local-kafka/bench`, ports
-19892/29892, away from the demo's 19092 and the tests' 19592), then measures,
+19892/29892, away from the demo's 19092 and the tests' 11592), then measures,
 all in one invocation on the same pair:
 
 1. load        -- a tuned confluent-kafka producer fills the source topic;

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/translation.py [--records N] [--skip-mm2] [--json-file PATH] ...
 
 Starts its own pair of local single-node clusters (`.local-kafka/bench-translation`,
-ports 19992/29992, away from the demo's 19092, the tests' 19592 and the
+ports 19992/29992, away from the demo's 19092, the tests' 11592 and the
 throughput benchmark's 19892), then, for three one-partition source topics:
 
 - gap-free      -- N plain records;

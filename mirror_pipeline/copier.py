@@ -5,15 +5,19 @@ its own clients. The protocol, per unit:
 
 1. Fence: start the partition's transactional segment writer, which cuts off
    any older writer of this partition (a zombie of an earlier cycle).
-2. Check nobody wrote since the plan: no segment of this partition appeared in
-   the offset-map topic after the planner's snapshot, and the mirror's log end
-   is exactly where the plan expects it.
+2. Check, *after* fencing, that nothing changed since the plan: the mirror may
+   still be copied to (a pause, promote or failover marks it before fencing,
+   so a task that fences later always sees the mark: R-LC-8), no segment of
+   this partition appeared in the offset-map topic after the planner's
+   snapshot, and the mirror's log end is exactly where the plan expects it.
 3. For each chunk: read up to `chunk_records` committed source records, write
    the chunk's segment (transaction), then produce its records to the same
-   mirror partition with an idempotent producer. The segment lands before its
-   records, so after a crash the mirror's log end tells how much landed.
-4. Flush, then verify the mirror's log end is exactly where this unit's last
-   segment ends: anything else means another writer interleaved (R-MT-9).
+   mirror partition with an idempotent producer, and wait until every one is
+   acknowledged before announcing the next chunk. The segment lands before its
+   records, so after a crash the mirror's log end tells how much landed, and
+   only the last segment can be in doubt (see `repair`).
+4. Verify the mirror's log end is exactly where this unit's last segment
+   ends: anything else means another writer interleaved (R-MT-9).
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import KafkaError, KafkaException, TopicPartition, TIMESTAMP_NOT_AVAILABLE
 
 from mirror_pipeline import kafka_clients as kc
-from mirror_pipeline.errors import ConcurrentWriter, MirrorDiverged, MirrorError
+from mirror_pipeline.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.offset_map import Segment, runs_of
-from mirror_pipeline.state_store import SegmentWriter, read_topic
+from mirror_pipeline.state_store import SegmentWriter, StateStore, read_topic
+from mirror_pipeline.states import may_copy
 
 IDLE_TIMEOUT_S = 60.0
 POLL_S = 0.05
@@ -59,6 +64,7 @@ class CopyContext:
     dest_properties: dict
     offset_map_topic: str
     writer_delivery_timeout_ms: int
+    state_topic: str
 
 
 @dataclass
@@ -104,8 +110,13 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
 
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
     writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
-    writer.fence()
-    _check_no_writer_since_plan(unit, ctx)
+    try:
+        writer.fence()
+        _check_still_copying(unit, ctx)
+        _check_no_writer_since_plan(unit, ctx)
+    except BaseException:
+        writer.close()
+        raise
     reader = kc.consumer(kc.client_config(ctx.source_properties, unit.link, "reader"))
     # Asks the destination for the mirror's log end; never reads records.
     mirror_probe = kc.consumer(kc.client_config(ctx.dest_properties, unit.link, "state-reader"))
@@ -164,18 +175,18 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 # every record cost 18 us against 8 in an isolated copy loop.
                 if i % 1000 == 999:
                     out.poll(0)
-            out.poll(0)
-            if failures:
-                break
+            # Invariant: a chunk is announced only once every record of the one
+            # before is acknowledged, so that at most the last segment is in
+            # doubt after a crash and a lost batch cannot hide under a later one.
+            remaining = out.flush(ctx.writer_delivery_timeout_ms / 1000 + 5)
+            if failures or remaining:
+                reason = failures[0].str() if failures else f"{remaining} records not acknowledged"
+                raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
             dest_end = segment.dest_end
             result.records += len(chunk)
             result.bytes = copied_bytes
             result.source_until = position
             result.dest_until = dest_end
-        remaining = out.flush(ctx.writer_delivery_timeout_ms / 1000 + 5)
-        if failures or remaining:
-            reason = failures[0].str() if failures else f"{remaining} records not acknowledged"
-            raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
         landed = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
         if landed != result.dest_until:
             raise MirrorDiverged(
@@ -242,6 +253,16 @@ def _read_chunk(reader, unit: WorkUnit, position: int) -> tuple[list, int]:
 
 def _mirror_log_end(cons, topic: str, partition: int) -> int:
     return kc.watermark(cons, topic, partition)[1]
+
+
+def _check_still_copying(unit: WorkUnit, ctx: CopyContext) -> None:
+    """After fencing: the mirror's state must still allow copying (a stop marks it before it fences)."""
+    store = StateStore(unit.link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
+    info = store.read_mirrors().get(unit.mirror_topic)
+    if not may_copy(info):
+        what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
+        raise StateChanged(f"mirror '{unit.mirror_topic}' is {what} since this cycle planned; partition "
+                           f"{unit.partition} was not copied to")
 
 
 def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:

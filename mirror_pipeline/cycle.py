@@ -14,14 +14,15 @@ from typing import Callable, Sequence
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import CopyContext, UnitResult
-from mirror_pipeline.errors import MirrorError, MirrorRefused
+from mirror_pipeline.errors import MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.lifecycle import FOREIGN_WRITE, WATCHED, track_source_failures, track_source_reachability
+from mirror_pipeline.lifecycle import NO_COPY_FLAGS, WATCHED, track_source_failures, track_source_reachability
 from mirror_pipeline.offset_map import consolidate, resolve
 from mirror_pipeline.planner import Plan, plan_cycle
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.spark import run_units
 from mirror_pipeline.state_store import SegmentWriter, segment_key
+from mirror_pipeline.states import may_copy
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def run_cycle(
             raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
     selected = [
         m for m in registry.values()
-        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in WATCHED and FOREIGN_WRITE not in m.flags
+        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in WATCHED and not NO_COPY_FLAGS & set(m.flags)
     ]
     selected = track_source_reachability(ctx, selected)
 
@@ -70,6 +71,7 @@ def run_cycle(
         dest_properties=dict(ctx.dest.properties),
         offset_map_topic=ctx.store.offset_map_topic,
         writer_delivery_timeout_ms=max(2000, ctx.link.fence_wait_ms - 1000),
+        state_topic=ctx.store.state_topic,
     )
     t0 = time.monotonic()
     with _ProgressReporter(ctx, plan, progress):
@@ -80,7 +82,10 @@ def run_cycle(
     result = _cycle_result(ctx, plan, results, started)
     errors = dict(plan.errors)
     for r in results:
-        if r.error:
+        if r.error_kind == StateChanged.__name__:
+            # A pause, promote or failover won the race: not a failure of the cycle.
+            log.info("%s", r.error)
+        elif r.error:
             errors.setdefault(r.mirror_topic, f"partition {r.partition}: {r.error}")
     if errors:
         lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
@@ -141,7 +146,9 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
             writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
             try:
                 writer.fence()
-                writer.write(puts=merged, deletes=stale)
+                # After fencing, the state decides: a stopping mirror's map is the stop's to write.
+                if may_copy(ctx.store.read_mirrors().get(mirror)):
+                    writer.write(puts=merged, deletes=stale)
             finally:
                 writer.close()
     finally:

@@ -30,6 +30,10 @@ class ConcurrentWriter(MirrorError):
     """Another writer touched a mirror partition this cycle planned to write."""
 
 
+class StateChanged(MirrorError):
+    """The mirror was paused, stopped or deleted while a cycle ran: its units stopped without writing."""
+
+
 class MirrorDiverged(MirrorError):
     """A mirror partition holds records the link did not write (R-MT-9)."""
 

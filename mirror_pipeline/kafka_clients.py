@@ -41,6 +41,9 @@ ROLE_SETTINGS: dict[str, dict[str, object]] = {
     # and in order; `acks=all` so a landed record survives a broker failover.
     "writer": {
         "enable.idempotence": True,
+        # Any failure that could leave a hole between landed records stops the
+        # producer instead (timeouts excepted: `repair` verifies those).
+        "enable.gapless.guarantee": True,
         "acks": "all",
         "max.in.flight.requests.per.connection": 5,
         "linger.ms": 10,

@@ -15,48 +15,19 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirror_pipeline import kafka_clients as kc
-from mirror_pipeline.errors import ClusterUnreachable, MirrorError, MirrorRefused
+from mirror_pipeline.errors import ClusterUnreachable, ConcurrentWriter, MirrorError, MirrorRefused
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import resolve
+from mirror_pipeline.repair import InDoubt, settle_in_doubt
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import SegmentWriter
 from mirror_pipeline.topic_configs import MIRROR_TIMESTAMP_BOUNDS
 
-ACTIVE = "ACTIVE"
-PAUSED = "PAUSED"
-PENDING_STOPPED = "PENDING_STOPPED"
-STOPPED = "STOPPED"
-SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"
-LINK_FAILED = "LINK_FAILED"
-FAILED = "FAILED"
-# A flag, not a state: the mirror holds records the link did not write (R-MT-9).
-FOREIGN_WRITE = "FOREIGN_WRITE"
-STATES = (ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAILED, FAILED)
-
-# States a replication cycle copies in (a SOURCE_UNAVAILABLE mirror is retried).
-COPYING = frozenset({ACTIVE, PENDING_STOPPED, SOURCE_UNAVAILABLE})
-# States whose source cycles and the health sensor watch, to move them on.
-WATCHED = COPYING | {LINK_FAILED}
-
-ALLOWED: dict[str, frozenset[str]] = {
-    ACTIVE: frozenset({PAUSED, PENDING_STOPPED, STOPPED, SOURCE_UNAVAILABLE, LINK_FAILED, FAILED}),
-    PAUSED: frozenset({ACTIVE, PENDING_STOPPED, STOPPED}),
-    PENDING_STOPPED: frozenset({STOPPED, SOURCE_UNAVAILABLE}),
-    SOURCE_UNAVAILABLE: frozenset({ACTIVE, PAUSED, PENDING_STOPPED, STOPPED, FAILED, LINK_FAILED}),
-    LINK_FAILED: frozenset({ACTIVE, STOPPED}),
-    FAILED: frozenset({STOPPED}),
-    STOPPED: frozenset(),  # promote and failover are irreversible
-}
-HISTORY_KEPT = 20
-
-
-def transition(info: MirrorInfo, to: str, reason: str, **changes) -> MirrorInfo:
-    """The mirror in state `to`; refuses a move the lifecycle does not allow."""
-    if to not in ALLOWED[info.state]:
-        raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot become {to}")
-    now = time.time()
-    history = (info.history + ((now, info.state, to, reason),))[-HISTORY_KEPT:]
-    return replace(info, state=to, state_time=now, reason=reason, history=history, **changes)
+# The vocabulary lives in `states`; it is re-exported here for the verbs' callers.
+from mirror_pipeline.states import (  # noqa: E402,F401
+    ACTIVE, ALLOWED, COPYING, FAILED, FOREIGN_WRITE, LINK_FAILED, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE,
+    NO_COPY_FLAGS, STATES, STOPPED, STOPPING, WATCHED, may_copy, transition, with_flag,
+)
 
 
 @dataclass
@@ -103,45 +74,101 @@ def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason
     ctx.check_destination()
     result = LifecycleResult(verb, ctx.link.name)
     for info in select(ctx, topics):
-        if info.state in already:
-            result.add(info, info, "already paused" if info.state == PAUSED else f"not paused ({info.state})")
-            continue
-        if info.state not in movable:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; {refusal}")
-        after = transition(info, to, reason)
-        ctx.store.put_mirror(after)
-        result.add(info, after, said)
+
+        def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+            if current is None:
+                raise MirrorRefused(f"mirror '{info.mirror_topic}' was deleted meanwhile")
+            if current.state in already:
+                return current
+            if current.state not in movable:
+                raise MirrorRefused(f"mirror '{current.mirror_topic}' is {current.state}; {refusal}")
+            return transition(current, to, reason)
+
+        after = ctx.store.update_mirror(info.mirror_topic, decide)
+        if after.state == info.state or after.state in already and after.state != to:
+            result.add(after, after, "already paused" if after.state == PAUSED else f"not paused ({after.state})")
+        else:
+            result.add(info, after, said)
     return result
 
 
 def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None) -> MirrorInfo:
-    """Make a mirror a normal writable topic, at once (R-LC-3, R-LC-4).
+    """Make a mirror a normal writable topic, for good (R-LC-3, R-LC-4, R-LC-8).
 
-    Fences every partition's writer first so that no cycle still running can
-    announce another chunk, and waits out a writer's last chunk when one is
-    still in flight; then applies the held-back configs.
+    Mark, fence, then read -- in that order, each step relying on the one before:
+    1. mark the mirror STOPPING: a copy task checks the mark right after it
+       takes a partition's writer, so one that fences after step 2 never writes;
+    2. fence every partition's writer: a task that fenced before can announce
+       no further chunk;
+    3. wait out the last announced chunk and cut the offset map at what landed
+       (`repair`): the stop point is read after fencing, so it is exact, and
+       nothing from the link lands in the topic after this returns.
+    Then the held-back configs are applied and the state becomes STOPPED.
     """
-    parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0
-    segments = ctx.store.read_segments([info.mirror_topic]).segments
-    ends = kc.list_offsets(ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False)
-    in_flight = False
-    last_source: dict[int, int] = {}
-    for p in range(parts):
-        writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
-        try:
-            writer.fence()
-        finally:
-            writer.close()
-        res = resolve([s for _, s in segments.get((info.mirror_topic, p), [])], ends[(info.mirror_topic, p)])
-        in_flight |= bool(res.in_doubt)
-        last_source[p] = res.offset_map.next_source_offset or 0
-    if in_flight:
-        time.sleep(ctx.link.fence_wait_ms / 1000)
+    name = info.mirror_topic
+
+    def mark(current: MirrorInfo | None) -> MirrorInfo | None:
+        if current is None:
+            raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
+        if current.state == STOPPED or STOPPING in current.flags:
+            return current
+        return replace(with_flag(current, STOPPING), reason=f"{reason}: stopping")
+
+    marked = ctx.store.update_mirror(name, mark)
+    if marked.state == STOPPED:
+        return marked
+    last_source, problems = _fence_and_settle(ctx, marked)
     held = _current_held_back(ctx, info) if held_back is None else held_back
-    _apply_held_back(ctx, info.mirror_topic, held)
-    after = transition(info, STOPPED, reason, stopped_at=time.time(), last_source_offsets=last_source, held_back=held)
-    ctx.store.put_mirror(after)
-    return after
+    _apply_held_back(ctx, name, held)
+
+    def finish(current: MirrorInfo | None) -> MirrorInfo | None:
+        if current is None:
+            raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
+        if current.state == STOPPED:
+            return current
+        said = reason + "".join(f"; {p}" for p in problems)
+        after = transition(current, STOPPED, said, stopped_at=time.time(), last_source_offsets=last_source, held_back=held)
+        return with_flag(after, STOPPING, present=False)
+
+    return ctx.store.update_mirror(name, finish)
+
+
+def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> tuple[dict[int, int], list[str]]:
+    """Steps 2 and 3 of `stop`: per partition, the next source offset the mirror would have copied."""
+    name = info.mirror_topic
+    for attempt in range(attempts):
+        parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
+        writers = {(name, p): SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
+                   for p in range(parts)}
+        try:
+            for w in writers.values():
+                w.fence()
+            segments = ctx.store.read_segments([name]).segments
+            ends = kc.list_offsets(ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias,
+                                   read_committed=False)
+            in_doubt = [
+                InDoubt(name, info.source_topic, p, tuple(segments.get((name, p), [])))
+                for p in range(parts)
+                if resolve([s for _, s in segments.get((name, p), [])], ends[(name, p)]).in_doubt
+            ]
+            settled = settle_in_doubt(ctx, in_doubt, writers)
+            problems = [s.problem for s in settled.values() if s.problem]
+            segments = ctx.store.read_segments([name]).segments
+            last_source = {}
+            for p in range(parts):
+                leo = settled[(name, p)].log_end if (name, p) in settled else ends[(name, p)]
+                res = resolve([s for _, s in segments.get((name, p), [])], leo)
+                last_source[p] = res.offset_map.next_source_offset or 0
+            return last_source, problems
+        except ConcurrentWriter:
+            # A planner or a consolidation fenced a partition after us (it will
+            # see the mark and back off): take the writers again.
+            if attempt + 1 == attempts:
+                raise
+        finally:
+            for w in writers.values():
+                w.close()
+    raise AssertionError("unreachable")
 
 
 def _current_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:
@@ -258,8 +285,15 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
             raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot be promoted (failover can stop it)")
         if FOREIGN_WRITE in info.flags:
             raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
-        after = info if info.state == PENDING_STOPPED else transition(info, PENDING_STOPPED, "promote requested")
-        ctx.store.put_mirror(after)
+        def request(current: MirrorInfo | None) -> MirrorInfo | None:
+            if current is None or current.state in (PENDING_STOPPED, STOPPED):
+                return current
+            return transition(current, PENDING_STOPPED, "promote requested")
+
+        after = ctx.store.update_mirror(info.mirror_topic, request)
+        if after is None or after.state == STOPPED:
+            result.add(info, after or info, "stopped meanwhile")
+            continue
         pending.append((info, after))
     deadline = time.monotonic() + timeout_s
     waiting = {after.mirror_topic: (before, after) for before, after in pending}
@@ -316,51 +350,65 @@ def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> li
       copying from it would corrupt the mirror;
     - the right cluster again: SOURCE_UNAVAILABLE / LINK_FAILED -> ACTIVE.
     """
+    names = {m.mirror_topic for m in mirrors}
     try:
         ctx.check_source()
         source_id = kc.cluster_id(ctx.source_admin, ctx.source.alias)
     except ClusterUnreachable as exc:
-        for m in mirrors:
-            if m.state == ACTIVE:
-                ctx.store.put_mirror(transition(m, SOURCE_UNAVAILABLE, str(exc)))
+        ctx.store.update_mirrors(lambda current: [
+            (n, transition(m, SOURCE_UNAVAILABLE, str(exc))) for n, m in current.items() if n in names and m.state == ACTIVE
+        ])
         raise
-    may_copy = []
-    for m in mirrors:
-        wrong_cluster = bool(m.source_cluster_id) and m.source_cluster_id != source_id
-        if wrong_cluster:
-            if m.state in (ACTIVE, SOURCE_UNAVAILABLE):
-                ctx.store.put_mirror(transition(
-                    m, LINK_FAILED,
-                    f"cluster '{ctx.source.alias}' answers with cluster id {source_id}, not {m.source_cluster_id} "
-                    f"that the mirror was created from",
-                ))
-            continue
-        if m.state in (SOURCE_UNAVAILABLE, LINK_FAILED):
-            m = transition(m, ACTIVE, f"source cluster '{ctx.source.alias}' answers again")
-            ctx.store.put_mirror(m)
-        may_copy.append(m)
-    return may_copy
+
+    def decide(current: dict[str, MirrorInfo]):
+        # Decided from the records as they are now, never from the cycle's
+        # earlier read: a pause or a stop that landed since is kept (R-LC-8).
+        for n in sorted(names & set(current)):
+            m = current[n]
+            if bool(m.source_cluster_id) and m.source_cluster_id != source_id:
+                if m.state in (ACTIVE, SOURCE_UNAVAILABLE):
+                    yield n, transition(
+                        m, LINK_FAILED,
+                        f"cluster '{ctx.source.alias}' answers with cluster id {source_id}, not {m.source_cluster_id} "
+                        f"that the mirror was created from",
+                    )
+            elif m.state in (SOURCE_UNAVAILABLE, LINK_FAILED):
+                yield n, transition(m, ACTIVE, f"source cluster '{ctx.source.alias}' answers again")
+
+    now = ctx.store.update_mirrors(lambda current: list(decide(current)))
+    right_cluster = [now[n] for n in sorted(names & set(now)) if not now[n].source_cluster_id or now[n].source_cluster_id == source_id]
+    return [m for m in right_cluster if may_copy(m)]
 
 
 def track_source_failures(ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict, diverged: dict) -> None:
     """A source topic gone or unreadable for longer than the retry timeout fails its mirror (R-LC-5).
 
     Foreign records in a mirror flag it: it is copied to no more (R-MT-9).
+    Every change is decided from the mirror's record as it is now, so a state
+    another verb set meanwhile is never undone (R-LC-8).
     """
     now = time.time()
     timeout_s = ctx.link.retry_timeout_ms / 1000
-    for m in mirrors:
-        name = m.mirror_topic
-        if name in diverged:
-            ctx.store.put_mirror(replace(m, flags=tuple(sorted({*m.flags, FOREIGN_WRITE})), reason=diverged[name]))
-        elif name in source_failures:
-            since = m.failing_since or now
-            if now - since >= timeout_s:
-                ctx.store.put_mirror(transition(m, FAILED, source_failures[name], failing_since=since))
-            elif not m.failing_since:
-                ctx.store.put_mirror(replace(m, failing_since=since, reason=source_failures[name]))
-        elif m.failing_since:
-            ctx.store.put_mirror(replace(m, failing_since=0.0, reason="source topic readable again"))
+    names = {m.mirror_topic for m in mirrors}
+
+    def decide(current: dict[str, MirrorInfo]):
+        for name in sorted(names & set(current)):
+            m = current[name]
+            if m.state not in WATCHED:
+                continue  # paused, stopped or failed meanwhile: nothing of this cycle applies
+            if name in diverged:
+                if FOREIGN_WRITE not in m.flags:
+                    yield name, replace(with_flag(m, FOREIGN_WRITE), reason=diverged[name])
+            elif name in source_failures:
+                since = m.failing_since or now
+                if now - since >= timeout_s:
+                    yield name, transition(m, FAILED, source_failures[name], failing_since=since)
+                elif not m.failing_since:
+                    yield name, replace(m, failing_since=since, reason=source_failures[name])
+            elif m.failing_since:
+                yield name, replace(m, failing_since=0.0, reason="source topic readable again")
+
+    ctx.store.update_mirrors(lambda current: list(decide(current)))
 
 
 def check_health(ctx: LinkContext) -> dict[str, str]:

@@ -17,22 +17,20 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
-from confluent_kafka import TopicPartition
-
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import WorkUnit
-from mirror_pipeline.errors import MirrorDiverged, MirrorError
+from mirror_pipeline.errors import MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.mirrors import SourceTopicUnusable, grow_partitions
 from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
-from mirror_pipeline.state_store import SegmentWriter, segment_key
+from mirror_pipeline.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt
+from mirror_pipeline.state_store import SegmentWriter
+from mirror_pipeline.states import may_copy
 from mirror_pipeline.topic_configs import describe_topic_configs
 
 log = logging.getLogger(__name__)
 
-PADDING_KEY = b"\x00mirror-pipeline-log-start-alignment"
 # How long the planner waits for its own repair of in-doubt segments to become readable.
 REPAIR_VISIBLE_S = 10.0
 
@@ -60,6 +58,7 @@ class Plan:
     errors: dict[str, str] = field(default_factory=dict)  # mirror topic -> why it was skipped
     source_failures: dict[str, str] = field(default_factory=dict)  # source topic missing or unreadable
     diverged: dict[str, str] = field(default_factory=dict)  # foreign records in the mirror
+    state_changed: set[str] = field(default_factory=set)  # paused, stopped or deleted while planning
     map_snapshot_end: int = 0
 
 
@@ -102,9 +101,16 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
                 in_doubt.append((info, p, keyed))
 
     if in_doubt:
-        repaired_ends = _repair_in_doubt(ctx, in_doubt)
-        for key, leo in repaired_ends.items():
-            dst_end[key] = leo
+        settled_all = _repair_in_doubt(ctx, in_doubt)
+        for info, p, _ in in_doubt:
+            settled = settled_all.get((info.mirror_topic, p))
+            if settled is None:
+                plan.state_changed.add(info.mirror_topic)
+            elif settled.problem:
+                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = settled.problem
+            else:
+                dst_end[(info.mirror_topic, p)] = settled.log_end
+        in_doubt = [(i, p, k) for i, p, k in in_doubt if i.mirror_topic not in plan.state_changed]
         # A commit is acknowledged before its markers are written, so a
         # read_committed reader may not see the repair at once: read again
         # until it does (the check below refuses to plan on a stale view).
@@ -114,22 +120,27 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
             for info, p, _ in in_doubt:
                 keyed = snapshot.segments.get((info.mirror_topic, p), [])
                 resolutions[(info.mirror_topic, p)] = resolve([s for _, s in keyed], dst_end[(info.mirror_topic, p)])
-            if not any(resolutions[(i.mirror_topic, p)].in_doubt for i, p, _ in in_doubt) or time.monotonic() > deadline:
+            unsettled = [(i, p) for i, p, _ in in_doubt if i.mirror_topic not in plan.diverged]
+            if not any(resolutions[(i.mirror_topic, p)].in_doubt for i, p in unsettled) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
 
     for info, n in live:
-        if info.mirror_topic in plan.errors:
+        if info.mirror_topic in plan.errors or info.mirror_topic in plan.state_changed:
             continue
         for p in range(n):
             res = resolutions[(info.mirror_topic, p)]
             start, end = src_start[(info.source_topic, p)], src_end[(info.source_topic, p)]
             omap = res.offset_map
             if omap.next_source_offset is None and start > 0 and dst_end[(info.mirror_topic, p)] == 0:
-                omap = _align_log_start(ctx, info, p, start)
+                try:
+                    omap = _align_log_start(ctx, info, p, start)
+                except StateChanged:
+                    plan.state_changed.add(info.mirror_topic)
+                    break
                 dst_end[(info.mirror_topic, p)] = omap.dest_end
             elif omap.padding and dst_start[(info.mirror_topic, p)] < omap.padding:
-                _delete_placeholders(ctx, info.mirror_topic, p, omap.padding)  # a crash came between
+                delete_placeholders(ctx, info.mirror_topic, p, omap.padding)  # a crash came between
             if res.in_doubt or omap.dest_end != dst_end[(info.mirror_topic, p)]:
                 # Invariant: a unit starts where the map ends, on both sides. A
                 # map that does not account exactly for the mirror's log end
@@ -146,9 +157,9 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
                 next_source = start
             pp = PartitionPlan(info, p, start, end, dst_end[(info.mirror_topic, p)], omap, next_source)
             plan.partitions[(info.mirror_topic, p)] = pp
-    plan.map_snapshot_end = kc.list_offsets(ctx.dest_admin, [(ctx.store.offset_map_topic, 0)], "latest", ctx.dest.alias)[
-        (ctx.store.offset_map_topic, 0)
-    ]
+    # Units check for segments written after this point: it must be the end of
+    # what the plan read, so that nothing written in between goes unseen.
+    plan.map_snapshot_end = snapshot.end_offset
     max_bytes: dict[str, int] = {}
     for pp in plan.partitions.values():
         if pp.lag:
@@ -180,41 +191,21 @@ def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
 
 
 def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
-    """Fence every in-doubt partition, wait out old writers, cut segments at what landed."""
+    """Fence every in-doubt partition, then settle it (see `repair`)."""
     writers = {}
-    for info, p, _ in in_doubt:
-        w = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
-        w.fence()
-        writers[(info.mirror_topic, p)] = w
-    # A fenced writer can commit no further segment, but records of the chunk
-    # whose segment it already wrote may still be in flight until its delivery
-    # timeout passes.
-    log.info("waiting %.1fs for fenced writers of %d partitions", ctx.link.fence_wait_ms / 1000, len(writers))
-    time.sleep(ctx.link.fence_wait_ms / 1000)
-    cons = kc.consumer(ctx.dest_conf("state-reader"))
-    ends = {}
     try:
-        for info, p, keyed in in_doubt:
-            leo = kc.watermark(cons, info.mirror_topic, p)[1]
-            puts, deletes = [], []
-            res = resolve([s for _, s in keyed], leo)
-            for seg in res.in_doubt:
-                kept = seg.truncated(leo)
-                key = segment_key(ctx.link.name, info.mirror_topic, p, seg.dest_start)
-                if kept is None:
-                    deletes.append(key)
-                elif kept.padding and kept.dest_end > leo:
-                    leo = _finish_padding(ctx, info.mirror_topic, p, kept, leo)
-                elif kept != seg:
-                    puts.append(kept)
-            writers[(info.mirror_topic, p)].write(puts=puts, deletes=deletes)
-            ends[(info.mirror_topic, p)] = leo
-            log.info("%s[%d]: repaired in-doubt segments at mirror offset %d", info.mirror_topic, p, leo)
+        for info, p, _ in in_doubt:
+            w = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
+            writers[(info.mirror_topic, p)] = w
+            w.fence()
+        # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
+        current = ctx.store.read_mirrors()
+        items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(keyed))
+                 for info, p, keyed in in_doubt if may_copy(current.get(info.mirror_topic))]
+        return settle_in_doubt(ctx, items, writers)
     finally:
-        cons.close()
         for w in writers.values():
             w.close()
-    return ends
 
 
 def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_start: int) -> OffsetMap:
@@ -230,35 +221,10 @@ def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_
     writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic)
     try:
         writer.fence()
+        if not may_copy(ctx.store.read_mirrors().get(info.mirror_topic)):
+            raise StateChanged(f"mirror '{info.mirror_topic}' stopped copying while the cycle planned")
         writer.write(puts=[segment])
     finally:
         writer.close()
-    _finish_padding(ctx, info.mirror_topic, partition, segment, 0)
+    finish_padding(ctx, info.mirror_topic, partition, segment, 0)
     return resolve([segment], source_start).offset_map
-
-
-def _finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment: Segment, leo: int) -> int:
-    out = kc.producer(ctx.dest_conf("writer"))
-    failures = []
-    for _ in range(segment.dest_end - leo):
-        out.produce(mirror_topic, key=PADDING_KEY, value=None, partition=partition,
-                    on_delivery=lambda err, _m: err and failures.append(err))
-        out.poll(0)
-    if out.flush(60) or failures:
-        raise MirrorError(f"mirror '{mirror_topic}' partition {partition}: log start alignment failed")
-    _delete_placeholders(ctx, mirror_topic, partition, segment.dest_end)
-    return segment.dest_end
-
-
-def _delete_placeholders(ctx: LinkContext, mirror_topic: str, partition: int, before: int) -> None:
-    futures = ctx.dest_admin.delete_records(
-        [TopicPartition(mirror_topic, partition, before)], request_timeout=kc.REQUEST_TIMEOUT_S
-    )
-    for fut in futures.values():
-        try:
-            fut.result()
-        except KafkaException as exc:
-            raise MirrorError(
-                f"mirror '{mirror_topic}' partition {partition}: removing alignment placeholders failed: "
-                f"{exc.args[0].str()}"
-            ) from None

@@ -20,7 +20,7 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -63,6 +63,15 @@ class Registry:
 def transactional_id(link: str, mirror: str, partition: int) -> str:
     """One writer identity per mirror partition: a new writer fences the previous one."""
     return f"mirror-pipeline.{link}.{mirror}.{partition}"
+
+
+def state_writer_id(link: str) -> str:
+    """One writer identity per link for its mirror records (a `/` never appears in a topic name)."""
+    return f"mirror-pipeline/{link}/state"
+
+
+# Rounds of fence, read, decide, commit before a state change gives up.
+STATE_WRITE_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -154,10 +163,57 @@ class StateStore:
         self._write_plain(self.state_topic, link_key(self.link), json.dumps(record, sort_keys=True).encode())
 
     def put_mirror(self, info: MirrorInfo) -> None:
-        self._write_plain(self.state_topic, mirror_key(self.link, info.mirror_topic), json.dumps(info.to_dict()).encode())
+        """Register or replace a mirror's record unconditionally (creation; everything else decides with `update_mirror`)."""
+        self.update_mirrors(lambda _current: [(info.mirror_topic, info)])
 
     def delete_mirror(self, mirror: str) -> None:
-        self._write_plain(self.state_topic, mirror_key(self.link, mirror), None)
+        self.update_mirrors(lambda _current: [(mirror, None)])
+
+    def update_mirror(self, mirror: str, decide: Callable[[MirrorInfo | None], MirrorInfo | None]) -> MirrorInfo | None:
+        """Compare-and-set of one mirror's record: `decide(current)` returns the new record, or `current` to keep it."""
+
+        def decide_all(current: dict[str, MirrorInfo]):
+            before = current.get(mirror)
+            after = decide(before)
+            return [] if after is before else [(mirror, after)]
+
+        return self.update_mirrors(decide_all).get(mirror)
+
+    def update_mirrors(self, decide: Callable[[dict[str, MirrorInfo]], Iterable[tuple[str, MirrorInfo | None]]]) -> dict[str, MirrorInfo]:
+        """Change this link's mirror records as `decide(current records)` says, decided from the records as they are.
+
+        Invariant (compare-and-set by fencing): every change is decided from a
+        read made after this writer fenced the link's previous state writer,
+        and is committed only if no other writer fenced this one since. A
+        change another process committed in between is therefore never
+        overwritten by a decision taken from an older read: the loser reads
+        again and decides again (R-LC-8). `decide` may be called more than
+        once and may raise to refuse.
+        """
+        current = self.read_mirrors()
+        if not list(decide(dict(current))):
+            return current  # nothing to change: no need to take the writer
+        for attempt in range(STATE_WRITE_ATTEMPTS):
+            writer = _TransactionalWriter(self._props, self.link, state_writer_id(self.link), self.state_topic)
+            try:
+                writer.fence()
+                current = self.read_mirrors()
+                changes = list(decide(dict(current)))
+                writer.write([(mirror_key(self.link, name), None if info is None else json.dumps(info.to_dict()).encode())
+                              for name, info in changes])
+                for name, info in changes:
+                    if info is None:
+                        current.pop(name, None)
+                    else:
+                        current[name] = info
+                return current
+            except ConcurrentWriter:
+                if attempt + 1 == STATE_WRITE_ATTEMPTS:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+            finally:
+                writer.close()
+        raise AssertionError("unreachable")
 
     def _write_plain(self, topic: str, key: str, value: bytes | None) -> None:
         errors: list[KafkaError] = []
@@ -175,9 +231,9 @@ class StateStore:
             return SegmentSnapshot({}, 0)
         prefix = f"{self.link}/"
         latest: dict[str, bytes | None] = {}
-        end = 0
-        for key, value, offset in read_topic(self.conf("state-reader"), self.admin, self.offset_map_topic, self.dest_alias):
-            end = offset + 1
+        end = topic_end(self.admin, self.offset_map_topic, self.dest_alias)
+        for key, value, offset in read_topic(self.conf("state-reader"), self.admin, self.offset_map_topic,
+                                             self.dest_alias, end=end):
             if key.startswith(prefix):
                 latest[key] = value
         by_partition: dict[tuple[str, int], list[tuple[str, Segment]]] = defaultdict(list)
@@ -187,28 +243,23 @@ class StateStore:
             _, mirror, partition, _ = key.split("/")
             if wanted is None or mirror in wanted:
                 by_partition[(mirror, int(partition))].append((key, Segment.from_json(value)))
-        snapshot_end = max(end, topic_end(self.admin, self.offset_map_topic, self.dest_alias))
-        return SegmentSnapshot(dict(by_partition), snapshot_end)
+        return SegmentSnapshot(dict(by_partition), end)
 
 
-class SegmentWriter:
-    """The fenced writer of one mirror partition's segments.
+class _TransactionalWriter:
+    """A fenced transactional producer of one internal topic.
 
     `fence()` (init_transactions) aborts whatever an older writer with the same
     transactional id left open and makes its further commits fail; every write
-    after that is one transaction, so segments land whole or not at all.
+    after that is one transaction, so its records land whole or not at all.
     """
 
-    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str):
-        self.link, self.mirror, self.partition = link, mirror, partition
-        self.topic = offset_map_topic
+    def __init__(self, dest_properties: dict, link: str, txn_id: str, topic: str, where: str = ""):
+        self.topic = topic
+        self.where = where or f"link '{link}' state"
         self._producer = kc.producer(
-            kc.client_config(
-                dest_properties,
-                link,
-                "state-writer",
-                **{"transactional.id": transactional_id(link, mirror, partition), "transaction.timeout.ms": 60000},
-            )
+            kc.client_config(dest_properties, link, "state-writer",
+                             **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
         )
 
     def fence(self, timeout: float = 30.0) -> None:
@@ -223,38 +274,81 @@ class SegmentWriter:
                     raise self._error(exc, "taking over as its writer") from None
                 time.sleep(0.2)
 
-    def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
-        """Write segments and delete segment keys, in one transaction."""
+    def write(self, records: Iterable[tuple[str, bytes | None]]) -> None:
+        """Write (key, value) records in one transaction; a None value deletes the key."""
         p = self._producer
         try:
             p.begin_transaction()
-            for seg in puts:
-                p.produce(self.topic, key=segment_key(self.link, self.mirror, self.partition, seg.dest_start).encode(), value=seg.to_json())
-            for key in deletes:
-                p.produce(self.topic, key=key.encode(), value=None)
+            for key, value in records:
+                p.produce(self.topic, key=key.encode(), value=value)
             p.commit_transaction(30.0)
         except KafkaException as exc:
             raise self._error(exc, "recording progress") from None
 
     def _error(self, exc: KafkaException, doing: str) -> MirrorError:
         err = exc.args[0]
-        where = f"mirror '{self.mirror}' partition {self.partition}"
         if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
-            return ConcurrentWriter(f"{where}: another cycle took over this partition while {doing}; this writer stopped")
-        return MirrorError(f"{where}: {doing} failed: {err.str()}")
+            return ConcurrentWriter(f"{self.where}: another writer took over while {doing}; this writer stopped")
+        return MirrorError(f"{self.where}: {doing} failed: {err.str()}")
 
     def close(self) -> None:
         self._producer.flush(5)
 
 
-def topic_end(admin: AdminClient, topic: str, alias: str) -> int:
-    ends = kc.list_offsets(admin, [(topic, 0)], "latest", alias)
-    return ends[(topic, 0)]
+class SegmentWriter(_TransactionalWriter):
+    """The fenced writer of one mirror partition's segments (see `_TransactionalWriter`).
+
+    Fencing it is also how a stop cuts off every copy task of the partition:
+    a task can announce no chunk after another writer fenced it.
+    """
+
+    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str):
+        super().__init__(dest_properties, link, transactional_id(link, mirror, partition), offset_map_topic,
+                         where=f"mirror '{mirror}' partition {partition}")
+        self.link, self.mirror, self.partition = link, mirror, partition
+
+    def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
+        """Write segments and delete segment keys, in one transaction."""
+        records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
+        super().write(records + [(key, None) for key in deletes])
 
 
-def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: int = 0, timeout: float = 30.0) -> Iterator[tuple[str, bytes | None, int]]:
-    """Every committed (key, value, offset) of a single-partition topic from `start` to its current end."""
-    end = topic_end(admin, topic, alias)
+# How long a reader waits for transactions open on an internal topic to end.
+# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
+# aborts a timed-out one at its next check (every 10 s by default).
+TRANSACTION_TIMEOUT_MS = 10000
+SETTLE_TIMEOUT_S = 30.0
+
+
+def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTLE_TIMEOUT_S) -> int:
+    """The end of everything written to `topic` so far, once every transaction in it has ended.
+
+    Invariant: whatever was written (and acknowledged) before this call is
+    below the returned offset and readable by a read_committed reader. The last
+    stable offset alone does not give that: a transaction still open (or a
+    commit whose markers are not written yet) holds it back, and anything
+    committed after that point would be silently missing from the read.
+    """
+    high = kc.list_offsets(admin, [(topic, 0)], "latest", alias, read_committed=False)[(topic, 0)]
+    deadline = time.monotonic() + timeout
+    while True:
+        stable = kc.list_offsets(admin, [(topic, 0)], "latest", alias)[(topic, 0)]
+        if stable >= high:
+            return high
+        if time.monotonic() > deadline:
+            raise MirrorError(
+                f"cluster '{alias}': internal topic '{topic}' has had a transaction open for over {timeout:.0f}s "
+                f"(a writer killed mid-write; the broker aborts it after its timeout): its state cannot be read "
+                f"completely yet, so nothing was decided from it. Retry in a minute"
+            )
+        time.sleep(0.05)
+
+
+def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: int = 0, timeout: float = 30.0,
+               end: int | None = None) -> Iterator[tuple[str, bytes | None, int]]:
+    """Every committed (key, value, offset) of a single-partition topic from `start` to `end`
+    (default: its settled end, see `topic_end`)."""
+    end = topic_end(admin, topic, alias) if end is None else end
     if end <= start:
         return
     cons = kc.consumer(conf)

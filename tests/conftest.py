@@ -5,8 +5,9 @@ Kafka-backed fixtures are lazy: a broker starts only when a test asks for
 pay for the JVMs. Such tests are marked `integration` automatically, so
 `pytest -m "not integration"` runs without Java.
 
-The test clusters live in `<repo>/.local-kafka/test` on ports 19592/29592/39592,
-away from a demo's 19092. Set MIRROR_PIPELINE_KEEP_TEST_KAFKA=1 to leave them
+The test clusters live in `<repo>/.local-kafka/test` on ports 11592/21592/31592,
+away from a demo's 19092 and below Linux's ephemeral port range (32768-60999),
+where an outgoing connection may hold a port at any moment. Set MIRROR_PIPELINE_KEEP_TEST_KAFKA=1 to leave them
 running after the session (the next session then reuses them in under a second).
 """
 
@@ -30,7 +31,7 @@ from mirror_pipeline.local.clusters import LocalKafka
 REPO = Path(__file__).resolve().parents[1]
 TEST_KAFKA_ROOT = REPO / ".local-kafka" / "test"
 SESSIONS_DIR = REPO / ".local-kafka" / "test-sessions"
-TEST_KAFKA_BASE_PORT = 19592
+TEST_KAFKA_BASE_PORT = 11592
 TEST_KAFKA_COUNT = 3
 KEEP_ENV = "MIRROR_PIPELINE_KEEP_TEST_KAFKA"
 
@@ -105,6 +106,17 @@ def destination_bootstrap(local_kafka: LocalKafka) -> str:
 @pytest.fixture(scope="session")
 def third_bootstrap(local_kafka: LocalKafka) -> str:
     return local_kafka.bootstraps[2]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole test run (starting one costs seconds)."""
+    from mirror_pipeline.config import SparkSettings
+    from mirror_pipeline.spark import spark_session
+
+    session = spark_session(SparkSettings(master="local[2]"))
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -433,6 +433,9 @@ def _server_properties(cluster: _Cluster) -> str:
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.check.interval.ms": "5000",
         "log.cleaner.backoff.ms": "1000",
+        # A writer killed mid-transaction holds readers of its topic back until
+        # its transaction is aborted: check for timed-out ones every second.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
     header = f"# Written by mirror-pipeline `local up` for cluster {cluster.name}; rewritten on each start.\n"
     return header + "".join(f"{k}={v}\n" for k, v in settings.items())

@@ -7,18 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirror_pipeline.config import SparkSettings, load_config
-from mirror_pipeline.spark import spark_session
+from mirror_pipeline.config import load_config
 
 LINK = "west-to-east"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    """One local Spark session for the whole test run (starting one costs seconds)."""
-    session = spark_session(SparkSettings(master="local[2]"))
-    yield session
-    session.stop()
 
 
 @pytest.fixture

@@ -175,7 +175,7 @@ def test_unit_refuses_when_another_writer_wrote_after_the_plan(config, spark, so
     other.write(puts=[Segment(0, ((0, 10),), 10)])
     other.close()
     copy_ctx = CopyContext("us-west", "us-east", dict(ctx.source.properties), dict(ctx.dest.properties),
-                           ctx.store.offset_map_topic, 3000)
+                           ctx.store.offset_map_topic, 3000, ctx.store.state_topic)
 
     result = copy_unit(unit, copy_ctx)
 
