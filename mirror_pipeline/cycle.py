@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import CopyContext, UnitResult
-from mirror_pipeline.errors import MirrorError, MirrorRefused, StateChanged
+from mirror_pipeline.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.lifecycle import NO_COPY_FLAGS, WATCHED, track_source_failures, track_source_reachability
 from mirror_pipeline.offset_map import consolidate, resolve
@@ -81,6 +81,14 @@ def run_cycle(
     _consolidate(ctx, plan)
     result = _cycle_result(ctx, plan, results, started)
     errors = dict(plan.errors)
+    fenced = {r.mirror_topic for r in results if r.error_kind == ConcurrentWriter.__name__}
+    if fenced:
+        # A pause or a stop fences the writers of a mirror it marked: that is
+        # the verb winning the race, not another cycle.
+        current = ctx.store.read_mirrors()
+        for r in results:
+            if r.error_kind == ConcurrentWriter.__name__ and not may_copy(current.get(r.mirror_topic)):
+                r.error_kind = StateChanged.__name__
     for r in results:
         if r.error_kind == StateChanged.__name__:
             # A pause, promote or failover won the race: not a failure of the cycle.

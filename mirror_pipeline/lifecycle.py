@@ -87,9 +87,23 @@ def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason
         after = ctx.store.update_mirror(info.mirror_topic, decide)
         if after.state == info.state or after.state in already and after.state != to:
             result.add(after, after, "already paused" if after.state == PAUSED else f"not paused ({after.state})")
-        else:
-            result.add(info, after, said)
+            continue
+        if to == PAUSED:
+            # A copy task already running announces no further chunk: the
+            # pause takes effect within one chunk, not at the end of its range.
+            _fence_partitions(ctx, info.mirror_topic)
+        result.add(info, after, said)
     return result
+
+
+def _fence_partitions(ctx: LinkContext, name: str) -> None:
+    parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
+    for p in range(parts):
+        writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
+        try:
+            writer.fence()
+        finally:
+            writer.close()
 
 
 def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None) -> MirrorInfo:

@@ -49,9 +49,11 @@ def topic_config(kind: str) -> dict[str, str]:
     return dict(COMPACTED_CONFIG) if kind == "compacted" else {}
 
 
-def preload(bootstrap: str, topic: str, partitions: int, per_partition: int, kind: str = "gapfree") -> LiveSource:
-    """Write `per_partition` records into each partition at once; returns the writer to keep going with."""
-    source = LiveSource(bootstrap, topic, partitions, kind)
+def preload(bootstrap: str, topic: str, partitions: int, per_partition: int, kind: str = "gapfree",
+            source: "LiveSource | None" = None) -> "LiveSource":
+    """Write `per_partition` records into each partition at once; returns the writer to go on with
+    (pass it back as `source` so sequence numbers go on)."""
+    source = source or LiveSource(bootstrap, topic, partitions, kind)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
     for p in range(partitions):
@@ -240,6 +242,20 @@ def wait_exit(started: Started, timeout: float) -> int | None:
         return started.proc.wait(timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+def catch_up(config, spark, topic: str, link: str = "faults", rounds: int = 8) -> None:
+    """In-process cycles until the mirror has nothing left to copy (a failed cycle is retried)."""
+    from mirror_pipeline import engine
+
+    last = None
+    for _ in range(rounds):
+        try:
+            if engine.run_cycle(config, link, spark, mirrors=[topic]).lag_after == 0:
+                return
+        except engine.CycleFailed as exc:
+            last = exc
+    raise AssertionError(f"the mirror did not catch up in {rounds} cycles: {last}")
 
 
 # --- the verdict ------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ verb has returned: the case where a stop used to be undone.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -14,10 +15,11 @@ import pytest
 from mirror_pipeline import engine
 from mirror_pipeline.config import load_config
 from tests.faults.conftest import LINK
-from tests.faults.harness import compare, kill_session, log_ends, preload, start_cycle, wait_exit
+from tests.faults.harness import catch_up, compare, kill_pids, kill_session, log_ends, preload, start_cycle, wait_exit
 
 PARTITIONS = 8
 PER_PARTITION = 40_000
+CHUNK = 2000  # mirror.chunk.max.records of the fault config
 
 
 def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int = 10_000, timeout: float = 120) -> None:
@@ -62,4 +64,114 @@ def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_
     assert sum(at_return.values()) < PARTITIONS * PER_PARTITION, "the failover must land mid-copy"
     verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
                       expected_state="STOPPED")
+    assert verdict.clean, verdict.problems
+
+
+def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+    path, topic = busy_mirror
+    config = load_config(path)
+    cycle = start_cycle(path, LINK, topic, log_dir)
+    try:
+        wait_until_copying(destination_bootstrap, topic, cycle)
+        engine.pause(config, LINK, [topic])
+        at_pause = log_ends(destination_bootstrap, topic, PARTITIONS)
+        wait_exit(cycle, 180)
+    finally:
+        kill_session(cycle)
+    assert cycle.proc.returncode == 0, f"a pause is not a failure of the cycle: {cycle.output()}"
+    # The pause fenced every partition: at most the chunk a task had already
+    # announced lands after it returned, and no task starts a new one.
+    after = log_ends(destination_bootstrap, topic, PARTITIONS)
+    assert all(after[p] - at_pause[p] <= CHUNK for p in after), (at_pause, after)
+    assert sum(after.values()) < PARTITIONS * PER_PARTITION
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
+                      expected_state="PAUSED")
+    assert verdict.clean, verdict.problems
+
+    engine.resume(config, LINK, [topic])
+    catch_up(config, spark, topic)
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                      expected_state="ACTIVE")
+    assert verdict.clean, verdict.problems
+
+
+def test_promote_racing_a_scheduled_cycle_stops_at_zero_lag_for_good(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+    path, topic = busy_mirror
+    config = load_config(path)
+    cycle = start_cycle(path, LINK, topic, log_dir)
+    try:
+        wait_until_copying(destination_bootstrap, topic, cycle)
+        result = engine.promote(config, LINK, spark, [topic], timeout_s=300)
+        at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
+        wait_exit(cycle, 180)
+        time.sleep(2)
+    finally:
+        kill_session(cycle)
+    assert result.mirrors[topic]["after"] == "STOPPED"
+    assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return == {p: PER_PARTITION for p in range(PARTITIONS)}
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                      expected_state="STOPPED")
+    assert verdict.clean, verdict.problems
+
+
+def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+    path, topic = busy_mirror
+    first, second = start_cycle(path, LINK, topic, log_dir), start_cycle(path, LINK, topic, log_dir)
+    try:
+        wait_exit(first, 300)
+        wait_exit(second, 300)
+    finally:
+        kill_session(first)
+        kill_session(second)
+    assert "Traceback" not in first.output(20000) + second.output(20000)
+    catch_up(load_config(path), spark, topic)
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                      expected_state="ACTIVE")
+    assert verdict.clean, verdict.problems
+
+
+def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirror, source_bootstrap, destination_bootstrap, log_dir):
+    path, topic = busy_mirror
+    config = load_config(path)
+    first = start_cycle(path, LINK, topic, log_dir)
+    second = None
+    try:
+        wait_until_copying(destination_bootstrap, topic, first)
+        outcome = {}
+        failover = threading.Thread(target=lambda: outcome.update(result=engine.failover(config, LINK, [topic])))
+        failover.start()
+        second = start_cycle(path, LINK, topic, log_dir)
+        failover.join(300)
+        at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
+        wait_exit(first, 180)
+        wait_exit(second, 180)
+        time.sleep(2)
+    finally:
+        kill_session(first)
+        if second is not None:
+            kill_session(second)
+    assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return
+    reported = {int(p): o for p, o in outcome["result"].mirrors[topic]["last_source_offsets"].items()}
+    assert reported == at_return
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
+                      expected_state="STOPPED")
+    assert verdict.clean, verdict.problems
+
+
+def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+    path, topic = busy_mirror
+    first = start_cycle(path, LINK, topic, log_dir)
+    second = None
+    try:
+        wait_until_copying(destination_bootstrap, topic, first)
+        kill_pids([first.pid])  # the driver alone: its Spark workers may go on writing
+        second = start_cycle(path, LINK, topic, log_dir)
+        wait_exit(second, 300)
+    finally:
+        kill_session(first)
+        if second is not None:
+            kill_session(second)
+    catch_up(load_config(path), spark, topic)
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                      expected_state="ACTIVE")
     assert verdict.clean, verdict.problems
