@@ -297,6 +297,9 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
             continue
         if info.state not in (ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE):
             raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot be promoted (failover can stop it)")
+        if STOPPING in info.flags:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is being stopped by a failover that did not finish; "
+                                f"run failover again to finish it")
         if FOREIGN_WRITE in info.flags:
             raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
         def request(current: MirrorInfo | None) -> MirrorInfo | None:

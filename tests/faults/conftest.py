@@ -44,3 +44,35 @@ def fault_config(tmp_path: Path, source_bootstrap: str, destination_bootstrap: s
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "logs"
+
+
+_REPORT: list[tuple[str, dict, object]] = []
+
+
+@pytest.fixture
+def fault_report():
+    """`fault_report(scenario, kill points by kind, verdict)`: a row of the table printed at the end of the run."""
+
+    def add(scenario: str, kills: dict, verdict) -> None:
+        _REPORT.append((scenario, dict(kills), verdict))
+
+    return add
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _REPORT:
+        return
+    tr = terminalreporter
+    tr.section("fault suite")
+    tr.write_line("| scenario | kill points | records checked | lost | duplicated | mismatched | wrong states |")
+    tr.write_line("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    total = {"kills": 0, "records": 0, "lost": 0, "duplicated": 0, "mismatched": 0, "wrong": 0}
+    for scenario, kills, v in _REPORT:
+        points = ", ".join(f"{k} {n}" for k, n in kills.items() if n)
+        tr.write_line(f"| {scenario} | {points} | {v.records_checked:,} | {v.lost} | {v.duplicated} | "
+                      f"{v.mismatched} | {v.wrong_states} |")
+        for key, value in (("kills", sum(kills.values())), ("records", v.records_checked), ("lost", v.lost),
+                           ("duplicated", v.duplicated), ("mismatched", v.mismatched), ("wrong", v.wrong_states)):
+            total[key] += value
+    tr.write_line(f"| all | {total['kills']} | {total['records']:,} | {total['lost']} | {total['duplicated']} | "
+                  f"{total['mismatched']} | {total['wrong']} |")

@@ -42,7 +42,7 @@ COMPACTED_CONFIG = {
     "cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.01",
     "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
 }
-COMPACTED_KEYS = 40  # per partition: the cleaner removes most records, leaving holes everywhere
+COMPACTED_KEYS = 400  # per partition: the cleaner removes most older records, leaving holes everywhere
 
 
 def topic_config(kind: str) -> dict[str, str]:
@@ -72,12 +72,12 @@ class LiveSource(threading.Thread):
         self.bootstrap, self.topic, self.partitions, self.kind, self.rate = bootstrap, topic, partitions, kind, rate
         self.seq = [0] * partitions
         self.rng = random.Random(seed)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.error: BaseException | None = None
         self.transactions = self.aborted = 0
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(60)
         if self.error is not None:
             raise AssertionError(f"the live producer failed: {self.error!r}")
@@ -94,11 +94,12 @@ class LiveSource(threading.Thread):
         transactional = self.kind == "transactional"
         if transactional:
             conf["transactional.id"] = f"fault-source-{self.topic}"
+            conf["transaction.timeout.ms"] = 300000
         producer = Producer(conf)
         if transactional:
             producer.init_transactions(60)
         batch = 30
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             started = time.monotonic()
             if transactional:
                 producer.begin_transaction()

@@ -14,11 +14,11 @@ import pytest
 
 from mirror_pipeline import engine
 from mirror_pipeline.config import load_config
-from tests.faults.conftest import LINK
+from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import catch_up, compare, kill_pids, kill_session, log_ends, preload, start_cycle, wait_exit
 
 PARTITIONS = 8
-PER_PARTITION = 40_000
+PER_PARTITION = 40_000 if FULL else 20_000
 CHUNK = 2000  # mirror.chunk.max.records of the fault config
 
 
@@ -35,7 +35,7 @@ def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int =
 
 @pytest.fixture
 def busy_mirror(fault_config, source_bootstrap, create_topic, unique_name):
-    """(config path, topic): a mirror with 8 x 40,000 records to copy."""
+    """(config path, topic): a mirror with 8 partitions of records to copy, more than two task slots take at once."""
     path = fault_config()
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     preload(source_bootstrap, topic, PARTITIONS, PER_PARTITION)

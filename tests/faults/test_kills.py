@@ -1,0 +1,104 @@
+"""kill -9 at seeded random moments, on all three kinds of source under a producer that never stops (R-REL-1, R-REL-2).
+
+Each kill point starts a real process and SIGKILLs it at a random moment:
+- `cycle`: the whole `mirror-pipeline run` session (driver, JVM, Python workers);
+- `driver`: the driver alone, leaving its Spark workers running as possible
+  zombie writers while the next cycle starts (they are reaped at the end);
+- `worker`: one of Spark's Python workers, mid-copy;
+- `dagster`: a Dagster run of the link's copy asset, whole session.
+A quarter of the kills are followed at once by a second one on the restarted
+process. After the last, the producer stops, cycles catch up, and every
+record is compared. `make test` runs a slice; `make faults` the full count.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from mirror_pipeline import engine
+from mirror_pipeline.config import load_config
+from tests.faults.conftest import FULL, LINK
+from tests.faults.harness import (
+    SOURCE_KINDS, catch_up, compare, kill_pids, kill_session, log_ends, preload, python_workers, session_members,
+    start_cycle, start_dagster_run, topic_config, wait_exit,
+)
+
+KILL_KINDS = ("cycle", "driver", "worker", "dagster")
+KILLS_PER_KIND = 9 if FULL else 1  # per source kind: 108 kill points in all, or 12 in the slice
+PARTITIONS = 4
+SEED = int(os.environ.get("MIRROR_PIPELINE_FAULTS_SEED", "20261123"))
+
+
+def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
+    """Kill `started` as `how` says at a random moment; False when it ended before it could be killed."""
+    if how == "worker":
+        deadline = time.monotonic() + 60
+        while not python_workers(started.pid):
+            if started.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.5))
+        workers = python_workers(started.pid)
+        if not workers:
+            return False
+        kill_pids([rng.choice(workers)])
+        wait_exit(started, 120)  # the cycle fails its unit and ends by itself
+        kill_session(started)
+        return True
+    if wait_exit(started, rng.uniform(0.5, 12.0)) is not None:
+        return False
+    if how == "driver":
+        kill_pids([started.pid])
+        wait_exit(started, 10)
+        strays.append(started)
+    else:
+        kill_session(started)
+    return True
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize("kind", SOURCE_KINDS)
+def test_kill_points_lose_and_duplicate_nothing(kind, fault_config, spark, source_bootstrap, destination_bootstrap,
+                                               create_topic, unique_name, log_dir, fault_report):
+    rng = random.Random(f"{SEED}-{kind}")
+    path = fault_config()
+    config = load_config(path)
+    topic = create_topic(source_bootstrap, unique_name(kind), partitions=PARTITIONS, config=topic_config(kind))
+    live = preload(source_bootstrap, topic, PARTITIONS, 5000, kind)
+    engine.create_mirror(config, LINK, topic)
+    live.start()
+    kills = {k: 0 for k in KILL_KINDS}
+    strays: list = []
+    started = []
+    try:
+        i = 0
+        while min(kills.values()) < KILLS_PER_KIND:
+            how = KILL_KINDS[i % len(KILL_KINDS)]
+            i += 1
+            if kills[how] >= KILLS_PER_KIND:
+                continue
+            for attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
+                proc = (start_dagster_run if how == "dagster" else start_cycle)(path, LINK, topic, log_dir)
+                started.append(proc)
+                if kill_at_random(proc, how, rng, strays):
+                    kills[how] += 1
+                else:
+                    kill_session(proc)
+            if i > KILLS_PER_KIND * len(KILL_KINDS) * 4:
+                pytest.fail(f"processes kept ending before they could be killed: {kills}")
+    finally:
+        live.stop()
+        for proc in started:
+            kill_session(proc)
+    assert not any(session_members(p.pid) for p in started), "no process of the suite outlives its scenario"
+
+    catch_up(config, spark, topic)
+    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                      expected_state="ACTIVE")
+    fault_report(f"kill -9 ({kind})", kills, verdict)
+    assert sum(log_ends(destination_bootstrap, topic, PARTITIONS).values()) > 0
+    assert verdict.clean, verdict.problems
