@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.config_files import write_pair_config
 
 LINK = "faults"
 FULL = os.environ.get("MIRROR_PIPELINE_FAULTS") == "full"
@@ -21,22 +22,13 @@ def fault_config(tmp_path: Path, source_bootstrap: str, destination_bootstrap: s
     """Factory: a mirror.yaml with link `faults` (its own state topics), small chunks, a short fence wait."""
 
     def write(settings: dict | None = None) -> Path:
-        data = {
-            "clusters": {
-                "us-west": {"bootstrap.servers": source_bootstrap},
-                "us-east": {"bootstrap.servers": destination_bootstrap},
-            },
-            "defaults": {"mirror.writer.fence.wait.ms": 4000, "mirror.chunk.max.records": 2000},
-            "links": {LINK: {"source": "us-west", "destination": "us-east",
-                             # Its own internal topics: a killed writer here never delays other tests' links.
-                             "mirror.state.topic": "_faults.state", "mirror.offset.map.topic": "_faults.offset-map",
-                             "mirror.checkpoints.topic": "_faults.checkpoints",
-                             **(settings or {})}},
-            "spark": {"master": "local[2]"},
+        own_topics = {
+            # Its own internal topics: a killed writer here never delays other tests' links.
+            "mirror.state.topic": "_faults.state", "mirror.offset.map.topic": "_faults.offset-map",
+            "mirror.checkpoints.topic": "_faults.checkpoints",
         }
-        path = tmp_path / "mirror.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        return path
+        return write_pair_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
+                                 {**own_topics, **(settings or {})}, defaults={"mirror.chunk.max.records": 2000})
 
     return write
 
@@ -49,14 +41,20 @@ def log_dir(tmp_path: Path) -> Path:
 _REPORT: list[tuple[str, dict, object]] = []
 
 
-@pytest.fixture
-def fault_report():
-    """`fault_report(scenario, kill points by kind, verdict)`: a row of the table printed at the end of the run."""
+class FaultReport:
+    """`report(scenario, kill points by kind, verdict)`: a row of the table printed at the end of the run."""
 
-    def add(scenario: str, kills: dict, verdict) -> None:
+    def __call__(self, scenario: str, kills: dict, verdict) -> None:
         _REPORT.append((scenario, dict(kills), verdict))
 
-    return add
+    def race(self, scenario: str):
+        """A row for a race (no kill points), as `assert_clean(..., report=...)` takes it."""
+        return lambda verdict: self(f"race: {scenario}", {}, verdict)
+
+
+@pytest.fixture
+def fault_report() -> FaultReport:
+    return FaultReport()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -68,7 +66,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     tr.write_line("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     total = {"kills": 0, "records": 0, "lost": 0, "duplicated": 0, "mismatched": 0, "wrong": 0}
     for scenario, kills, v in _REPORT:
-        points = ", ".join(f"{k} {n}" for k, n in kills.items() if n)
+        points = ", ".join(f"{k} {n}" for k, n in kills.items() if n) or "-"
         tr.write_line(f"| {scenario} | {points} | {v.records_checked:,} | {v.lost} | {v.duplicated} | "
                       f"{v.mismatched} | {v.wrong_states} |")
         for key, value in (("kills", sum(kills.values())), ("records", v.records_checked), ("lost", v.lost),

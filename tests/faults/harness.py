@@ -360,6 +360,15 @@ def compare(config_path: Path, link: str, source_bootstrap: str, dest_bootstrap:
     return verdict
 
 
+def assert_clean(*args, report=None, **kwargs) -> Verdict:
+    """`compare`, failing with the first problems found unless the verdict is clean; `report(verdict)` first."""
+    verdict = compare(*args, **kwargs)
+    if report is not None:
+        report(verdict)
+    assert verdict.clean, verdict.problems
+    return verdict
+
+
 def _log_end(bootstrap: str, topic: str, partition: int, default: int) -> int:
     from confluent_kafka import Consumer, TopicPartition
 

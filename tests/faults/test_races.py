@@ -7,6 +7,7 @@ verb has returned: the case where a stop used to be undone.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -15,10 +16,10 @@ import pytest
 from mirror_pipeline import engine
 from mirror_pipeline.config import load_config
 from tests.faults.conftest import FULL, LINK
-from tests.faults.harness import catch_up, compare, kill_pids, kill_session, log_ends, preload, start_cycle, wait_exit
+from tests.faults.harness import assert_clean, catch_up, kill_pids, kill_session, log_ends, preload, start_cycle, wait_exit
 
 PARTITIONS = 8
-PER_PARTITION = 40_000 if FULL else 20_000
+PER_PARTITION = 30_000 if FULL else 20_000
 CHUNK = 2000  # mirror.chunk.max.records of the fault config
 
 
@@ -33,6 +34,19 @@ def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int =
     pytest.fail("the cycle copied nothing")
 
 
+@contextlib.contextmanager
+def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir):
+    """A `mirror-pipeline run` copying `topic`: yields once it copies, then waits for its end and reaps it."""
+    cycle = start_cycle(path, LINK, topic, log_dir)
+    try:
+        wait_until_copying(dest_bootstrap, topic, cycle)
+        yield cycle
+        wait_exit(cycle, 180)
+        time.sleep(2)  # anything still in flight would land by now
+    finally:
+        kill_session(cycle)
+
+
 @pytest.fixture
 def busy_mirror(fault_config, source_bootstrap, create_topic, unique_name):
     """(config path, topic): a mirror with 8 partitions of records to copy, more than two task slots take at once."""
@@ -43,78 +57,55 @@ def busy_mirror(fault_config, source_bootstrap, create_topic, unique_name):
     return path, topic
 
 
-def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_mirror, source_bootstrap, destination_bootstrap, log_dir):
+def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
-    cycle = start_cycle(path, LINK, topic, log_dir)
-    try:
-        wait_until_copying(destination_bootstrap, topic, cycle)
-
+    with racing_cycle(path, topic, destination_bootstrap, log_dir):
         result = engine.failover(config, LINK, [topic])
         at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
-
-        wait_exit(cycle, 180)
-        time.sleep(2)  # anything still in flight would land by now
-    finally:
-        kill_session(cycle)
     after = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert after == at_return, f"records landed after failover returned: {at_return} -> {after}"
     reported = {int(p): o for p, o in result.mirrors[topic]["last_source_offsets"].items()}
     assert reported == at_return, "the reported stop point must be what the mirror holds (gap-free: its log ends)"
     assert sum(at_return.values()) < PARTITIONS * PER_PARTITION, "the failover must land mid-copy"
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                      expected_state="STOPPED")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
+                 expected_state="STOPPED", report=fault_report.race("failover vs a running cycle"))
 
 
-def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
-    cycle = start_cycle(path, LINK, topic, log_dir)
-    try:
-        wait_until_copying(destination_bootstrap, topic, cycle)
+    with racing_cycle(path, topic, destination_bootstrap, log_dir) as cycle:
         engine.pause(config, LINK, [topic])
         at_pause = log_ends(destination_bootstrap, topic, PARTITIONS)
-        wait_exit(cycle, 180)
-    finally:
-        kill_session(cycle)
     assert cycle.proc.returncode == 0, f"a pause is not a failure of the cycle: {cycle.output()}"
     # The pause fenced every partition: at most the chunk a task had already
     # announced lands after it returned, and no task starts a new one.
     after = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert all(after[p] - at_pause[p] <= CHUNK for p in after), (at_pause, after)
     assert sum(after.values()) < PARTITIONS * PER_PARTITION
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                      expected_state="PAUSED")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
+                 expected_state="PAUSED")
 
     engine.resume(config, LINK, [topic])
     catch_up(config, spark, topic)
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="ACTIVE")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                 expected_state="ACTIVE", report=fault_report.race("pause vs a running cycle, then resume"))
 
 
-def test_promote_racing_a_scheduled_cycle_stops_at_zero_lag_for_good(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+def test_promote_racing_a_scheduled_cycle_stops_at_zero_lag_for_good(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
-    cycle = start_cycle(path, LINK, topic, log_dir)
-    try:
-        wait_until_copying(destination_bootstrap, topic, cycle)
+    with racing_cycle(path, topic, destination_bootstrap, log_dir):
         result = engine.promote(config, LINK, spark, [topic], timeout_s=300)
         at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
-        wait_exit(cycle, 180)
-        time.sleep(2)
-    finally:
-        kill_session(cycle)
     assert result.mirrors[topic]["after"] == "STOPPED"
     assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return == {p: PER_PARTITION for p in range(PARTITIONS)}
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="STOPPED")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                 expected_state="STOPPED", report=fault_report.race("promote vs a scheduled cycle"))
 
 
-def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     first, second = start_cycle(path, LINK, topic, log_dir), start_cycle(path, LINK, topic, log_dir)
     try:
@@ -125,12 +116,11 @@ def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, sp
         kill_session(second)
     assert "Traceback" not in first.output(20000) + second.output(20000)
     catch_up(load_config(path), spark, topic)
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="ACTIVE")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                 expected_state="ACTIVE", report=fault_report.race("two cycles at once"))
 
 
-def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirror, source_bootstrap, destination_bootstrap, log_dir):
+def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
     first = start_cycle(path, LINK, topic, log_dir)
@@ -153,12 +143,11 @@ def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirr
     assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return
     reported = {int(p): o for p, o in outcome["result"].mirrors[topic]["last_source_offsets"].items()}
     assert reported == at_return
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                      expected_state="STOPPED")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
+                 expected_state="STOPPED", report=fault_report.race("a cycle started during a failover"))
 
 
-def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir):
+def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     first = start_cycle(path, LINK, topic, log_dir)
     second = None
@@ -172,6 +161,5 @@ def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, sourc
         if second is not None:
             kill_session(second)
     catch_up(load_config(path), spark, topic)
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="ACTIVE")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
+                 expected_state="ACTIVE", report=fault_report.race("a stray worker of a killed driver"))

@@ -26,7 +26,7 @@ from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import Segment
 from mirror_pipeline.state_store import SegmentWriter
 from tests.faults.conftest import LINK
-from tests.faults.harness import compare, log_ends, preload
+from tests.faults.harness import assert_clean, log_ends, preload
 
 
 @pytest.fixture
@@ -123,8 +123,7 @@ def test_3_a_transaction_left_open_on_the_state_topics_hides_nothing(mirror_of, 
 
     info = {m.mirror_topic: m for m in engine.list_mirrors(config, LINK)}[topic]
     assert FOREIGN_WRITE not in info.flags, info.reason
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="ACTIVE")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="ACTIVE")
 
 
 def test_4_a_stop_reports_the_chunk_that_was_still_landing(mirror_of, source_bootstrap, destination_bootstrap):
@@ -141,5 +140,4 @@ def test_4_a_stop_reports_the_chunk_that_was_still_landing(mirror_of, source_boo
 
     assert result.mirrors[topic]["last_source_offsets"] == {0: 1000}
     assert log_ends(destination_bootstrap, topic, 1) == {0: 1000}
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="STOPPED")
-    assert verdict.clean, verdict.problems
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="STOPPED")
