@@ -7,7 +7,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetChecksDefinition,
 
 from assets.naming import LinkNames
 from mirror_pipeline import engine
-from mirror_pipeline.lifecycle import FOREIGN_WRITE
+from mirror_pipeline.states import FOREIGN_WRITE
 from resources.mirror_config import MirrorConfigResource
 
 

@@ -23,12 +23,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.errors import ClusterUnreachable, MirrorError
-from mirror_pipeline.lifecycle import ACTIVE, STOPPED
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.mirrors import create_mirror
 from mirror_pipeline.replication_policy import default_state_topic, state_topic
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import StateStore
+from mirror_pipeline.states import ACTIVE, STOPPED
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.config import PipelineConfig
 from mirror_pipeline.errors import MirrorError, MirrorRefused
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.mirrors import grow_partitions
+from mirror_pipeline.partitions import grow_partitions, source_partitions
 from mirror_pipeline.redaction import scrub
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.state_store import read_topic
@@ -288,7 +288,7 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
     errors: dict[str, str] = {}
     for info in selected:
         try:
-            checked[info.mirror_topic] = _check(ctx, info, records.get(info.mirror_topic, {}))
+            checked[info.mirror_topic] = _check(ctx, info, records.get(info.mirror_topic, {}), grow=True)
         except MirrorError as exc:
             errors[info.mirror_topic] = scrub(str(exc), secrets)
 
@@ -448,9 +448,13 @@ def _select(ctx: LinkContext, mirror_topics: list[str] | None) -> tuple[list[Mir
     return selected, skipped
 
 
-def _check(ctx: LinkContext, info: MirrorInfo, record: dict) -> _Checked:
-    # Partition count is always synced (R-CS-1); growing is the only change Kafka allows.
-    src_parts, _added = grow_partitions(ctx, info)
+def _check(ctx: LinkContext, info: MirrorInfo, record: dict, grow: bool = False) -> _Checked:
+    """The mirror's configs against the source's; only a sync (`grow`) changes anything.
+
+    Partition count is always synced (R-CS-1), growing being the only change
+    Kafka allows; a drift check (describe, the asset check) only reads it.
+    """
+    src_parts = grow_partitions(ctx, info)[0] if grow else source_partitions(ctx, info)
     dst_parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     source = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
     mirror = describe_topic_configs(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)

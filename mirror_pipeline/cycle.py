@@ -16,13 +16,13 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import CopyContext, UnitResult
 from mirror_pipeline.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.lifecycle import NO_COPY_FLAGS, WATCHED, track_source_failures, track_source_reachability
+from mirror_pipeline.health import track_source_failures, track_source_reachability
 from mirror_pipeline.offset_map import consolidate, resolve
 from mirror_pipeline.planner import Plan, plan_cycle
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.spark import run_units
 from mirror_pipeline.state_store import SegmentWriter, segment_key
-from mirror_pipeline.states import may_copy
+from mirror_pipeline.states import NO_COPY_FLAGS, WATCHED, may_copy
 
 log = logging.getLogger(__name__)
 

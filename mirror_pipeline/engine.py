@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mirror_pipeline import auto_create as auto_create_scan
-from mirror_pipeline import cycle, lifecycle, mirrors
+from mirror_pipeline import cycle, health, lifecycle, mirrors, stopping
 from mirror_pipeline.auto_create import AutoCreateResult
 from mirror_pipeline.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 from mirror_pipeline.config import PipelineConfig
@@ -98,7 +98,7 @@ def resume(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = No
 
 def failover(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> LifecycleResult:
     """Stop at once, whatever the lag and whether the source answers."""
-    return lifecycle.failover(LinkContext.open(config, link), _names(mirrors))
+    return stopping.failover(LinkContext.open(config, link), _names(mirrors))
 
 
 def promote(
@@ -110,12 +110,12 @@ def promote(
     def copy(names: list[str]):
         return cycle.run_cycle(ctx, spark, names)
 
-    return lifecycle.promote(ctx, _names(mirrors), copy, timeout_s=timeout_s)
+    return stopping.promote(ctx, _names(mirrors), copy, timeout_s=timeout_s)
 
 
 def preview_stop(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> dict:
     """What failing over now would leave behind, per partition (the dry run of promote and failover)."""
-    return lifecycle.preview_stop(LinkContext.open(config, link), _names(mirrors))
+    return stopping.preview_stop(LinkContext.open(config, link), _names(mirrors))
 
 
 def delete_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str]) -> LifecycleResult:
@@ -124,7 +124,7 @@ def delete_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str]) ->
 
 def check_health(config: PipelineConfig, link: str) -> dict[str, str]:
     """Probe the source and move mirrors between ACTIVE, SOURCE_UNAVAILABLE and FAILED."""
-    return lifecycle.check_health(LinkContext.open(config, link))
+    return health.check_health(LinkContext.open(config, link))
 
 
 def _names(mirrors: Sequence[str] | None) -> list[str] | None:

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.config import ClusterConfig, LinkConfig, PipelineConfig
-from mirror_pipeline.errors import ConfigError
+from mirror_pipeline.errors import ConfigError, MirrorRefused
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.replication_policy import ReplicationPolicy, naming_record, policy_for, reserved_names
 from mirror_pipeline.state_store import StateStore
@@ -82,6 +82,17 @@ class LinkContext:
         self._recorded_naming = state.links.get(self.link.name)
         self._check_naming(self._recorded_naming, mine)
         return mine
+
+    def select(self, topics: list[str] | None) -> list[MirrorInfo]:
+        """The named mirrors of the link (all of them when `topics` is None); unknown names are refused."""
+        registry = self.registry()
+        if topics is None:
+            return sorted(registry.values(), key=lambda m: m.mirror_topic)
+        unknown = [t for t in topics if t not in registry]
+        if unknown:
+            known = ", ".join(sorted(registry)) or "none"
+            raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' (mirrors: {known})")
+        return [registry[t] for t in topics]
 
     def record_naming(self) -> None:
         """Remember the naming this link's mirrors are created under; call after `registry()`."""

@@ -7,15 +7,16 @@ import re
 import time
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewPartitions, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline import kafka_clients as kc
-from mirror_pipeline.errors import ClusterUnreachable, MirrorError, MirrorRefused, TopicNotFound
-from mirror_pipeline.lifecycle import ACTIVE
+from mirror_pipeline.errors import MirrorRefused, TopicNotFound
+from mirror_pipeline.config_sync import config_drift
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import resolve
 from mirror_pipeline.replication_policy import is_internal_topic
 from mirror_pipeline.results import MirrorDescription, MirrorInfo, PartitionStatus
+from mirror_pipeline.states import ACTIVE
 from mirror_pipeline.topic_configs import describe_topic_configs, split_for_mirror
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,6 @@ def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
         )
     source_configs = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
     _, held = split_for_mirror(source_configs)
-    from mirror_pipeline.config_sync import config_drift  # (config_sync imports this module's neighbours)
 
     return MirrorDescription(
         mirror=info,
@@ -198,36 +198,3 @@ def link_lags(ctx: LinkContext) -> dict[str, int]:
     return lags
 
 
-class SourceTopicUnusable(MirrorError):
-    """The source topic is gone or cannot be read: the mirror heads for FAILED (R-LC-5)."""
-
-
-def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
-    """Give the mirror the source's partition count (R-MT-10, R-CS-1): (source partitions, partitions added)."""
-    try:
-        src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
-    except ClusterUnreachable:
-        raise
-    except MirrorError as exc:  # e.g. the link's principal lost read permission
-        raise SourceTopicUnusable(str(exc)) from None
-    if src is None:
-        raise SourceTopicUnusable(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
-    dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
-    if dst is None:
-        raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
-    if src > dst:
-        fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)
-        try:
-            fut[info.mirror_topic].result()
-        except KafkaException as exc:
-            raise MirrorError(f"mirror '{info.mirror_topic}': adding partitions failed: {exc.args[0].str()}") from None
-        # Asking for the topic's metadata also refreshes the client's cache,
-        # which later offset requests for the new partitions rely on.
-        deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
-        while kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) != src:
-            if time.monotonic() > deadline:
-                raise MirrorError(f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s")
-            time.sleep(0.2)
-        log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
-        return src, src - dst
-    return src, 0

@@ -19,7 +19,6 @@ from typing import Sequence
 from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline import offset_checkpoints, offset_groups
 from mirror_pipeline.errors import ClusterUnreachable, ConfigError, MirrorError, MirrorRefused
-from mirror_pipeline.lifecycle import ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE, select
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import resolve
 from mirror_pipeline.offset_results import GroupOffsetSync, OffsetCheckpoint, OffsetSyncResult, PartitionOffsetSync
@@ -27,6 +26,7 @@ from mirror_pipeline.offset_translation import (
     CLAMPED, COMMITTED, MODES, TIMESTAMP, WOULD_COMMIT, MirrorPartition, behind, plan_commit, translate,
 )
 from mirror_pipeline.results import MirrorInfo
+from mirror_pipeline.states import ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE
 
 # Mirrors whose groups are synced: those still mirrors (a PAUSED or
 # SOURCE_UNAVAILABLE mirror's map is exact up to where copying stopped, and a
@@ -48,9 +48,9 @@ def sync_offsets(ctx: LinkContext, mirrors: Sequence[str] | None = None) -> Offs
     """One sync of the named mirrors (all syncable mirrors of the link when None)."""
     ctx.check_destination()
     if mirrors is None:
-        infos = [m for m in select(ctx, None) if m.state in SYNCED_STATES]
+        infos = [m for m in ctx.select(None) if m.state in SYNCED_STATES]
     else:
-        infos = select(ctx, list(mirrors))
+        infos = ctx.select(list(mirrors))
         refused = [m for m in infos if m.state not in SYNCED_STATES]
         if refused:
             m = refused[0]

@@ -21,7 +21,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.copier import WorkUnit
 from mirror_pipeline.errors import MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.mirrors import SourceTopicUnusable, grow_partitions
+from mirror_pipeline.partitions import SourceTopicUnusable, grow_partitions
 from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt

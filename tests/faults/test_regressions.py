@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
 from mirror_pipeline.config import load_config
-from mirror_pipeline.kafka_clients import watermark
-from mirror_pipeline.lifecycle import FOREIGN_WRITE, track_source_failures
+from mirror_pipeline.health import track_source_failures
+from mirror_pipeline.states import FOREIGN_WRITE
 from mirror_pipeline.link_context import LinkContext
 from mirror_pipeline.offset_map import Segment
 from mirror_pipeline.state_store import SegmentWriter

@@ -192,6 +192,21 @@ def _wait_for_holes(bootstrap: str, topic: str, timeout: float = 90):
     pytest.fail("the log cleaner did not compact the source within the timeout")
 
 
+def test_describe_and_the_drift_check_only_read_a_grown_source(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=2)
+    engine.create_mirror(config, LINK, topic)
+    admin(source_bootstrap).create_partitions([NewPartitions(topic, 4)])[topic].result()
+    time.sleep(1)
+
+    described = engine.describe_mirror(config, LINK, topic)
+    drift = engine.link_config_drift(config, LINK, [topic])[topic]
+
+    # Read-only verbs report the growth and leave it to the next cycle or sync.
+    assert len(described.partitions) == 2
+    assert (drift["source_partitions"], drift["mirror_partitions"]) == (4, 2)
+    assert admin(destination_bootstrap).list_topics(topic=topic, timeout=10).topics[topic].partitions.keys() == {0, 1}
+
+
 def test_source_partition_growth_reaches_the_mirror(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(20)])
