@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from mirror_pipeline.config import load_config
 from mirror_pipeline.link_context import LinkContext
@@ -74,7 +74,7 @@ class LiveSource(threading.Thread):
         self.rng = random.Random(seed)
         self._halt = threading.Event()
         self.error: BaseException | None = None
-        self.transactions = self.aborted = 0
+        self.transactions = self.aborted = self.recoveries = 0
 
     def stop(self) -> None:
         self._halt.set()
@@ -88,32 +88,51 @@ class LiveSource(threading.Thread):
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
-    def _run(self) -> None:
+    def _new_producer(self) -> Producer:
         conf = {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True,
                 "message.timeout.ms": 300000}
-        transactional = self.kind == "transactional"
-        if transactional:
+        if self.kind == "transactional":
             conf["transactional.id"] = f"fault-source-{self.topic}"
             conf["transaction.timeout.ms"] = 300000
         producer = Producer(conf)
-        if transactional:
-            producer.init_transactions(60)
+        if self.kind == "transactional":
+            producer.init_transactions(120)  # also fences whatever an earlier instance left open
+        return producer
+
+    def _run(self) -> None:
+        transactional = self.kind == "transactional"
+        producer = self._new_producer()
         batch = 30
         while not self._halt.is_set():
             started = time.monotonic()
-            if transactional:
-                producer.begin_transaction()
-            for _ in range(batch):
-                self._produce_one(producer)
-            if transactional:
-                self.transactions += 1
-                if self.transactions % 4 == 0:
-                    producer.abort_transaction(60)
-                    self.aborted += 1
+            try:
+                if transactional:
+                    producer.begin_transaction()
+                for _ in range(batch):
+                    self._produce_one(producer)
+                if transactional:
+                    self.transactions += 1
+                    if self.transactions % 4 == 0:
+                        producer.abort_transaction(60)
+                        self.aborted += 1
+                    else:
+                        producer.commit_transaction(60)
                 else:
-                    producer.commit_transaction(60)
-            else:
-                producer.poll(0)
+                    producer.poll(0)
+            except KafkaException as exc:
+                # A killed broker can fail a transaction, as it would any
+                # application's: abort it, or start a new producer (which
+                # aborts or completes it), and go on. Its records are then
+                # simply not on the source; sequence numbers stay unique.
+                self.recoveries += 1
+                if exc.args[0].txn_requires_abort():
+                    try:
+                        producer.abort_transaction(60)
+                        continue
+                    except KafkaException:
+                        pass
+                producer = self._new_producer()
+                continue
             time.sleep(max(0.0, batch / self.rate - (time.monotonic() - started)))
         if producer.flush(120):
             raise AssertionError("records of the live producer were never acknowledged")
