@@ -22,7 +22,7 @@ from mirror_pipeline.planner import Plan, plan_cycle
 from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.spark import run_units
 from mirror_pipeline.state_store import SegmentWriter, segment_key
-from mirror_pipeline.states import NO_COPY_FLAGS, WATCHED, may_copy
+from mirror_pipeline.states import NO_COPY_FLAGS, WATCHED
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +85,9 @@ def run_cycle(
     if fenced:
         # A pause or a stop fences the writers of a mirror it marked: that is
         # the verb winning the race, not another cycle.
-        current = ctx.store.read_mirrors()
+        copyable = ctx.store.copyable()
         for r in results:
-            if r.error_kind == ConcurrentWriter.__name__ and not may_copy(current.get(r.mirror_topic)):
+            if r.error_kind == ConcurrentWriter.__name__ and r.mirror_topic not in copyable:
                 r.error_kind = StateChanged.__name__
     for r in results:
         if r.error_kind == StateChanged.__name__:
@@ -155,7 +155,7 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
             try:
                 writer.fence()
                 # After fencing, the state decides: a stopping mirror's map is the stop's to write.
-                if may_copy(ctx.store.read_mirrors().get(mirror)):
+                if mirror in ctx.store.copyable():
                     writer.write(puts=merged, deletes=stale)
             finally:
                 writer.close()

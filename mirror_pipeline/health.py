@@ -44,7 +44,7 @@ def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> li
         # earlier read: a pause or a stop that landed since is kept (R-LC-8).
         for n in sorted(names & set(current)):
             m = current[n]
-            if bool(m.source_cluster_id) and m.source_cluster_id != source_id:
+            if _other_cluster(m, source_id):
                 if m.state in (ACTIVE, SOURCE_UNAVAILABLE):
                     yield n, transition(
                         m, LINK_FAILED,
@@ -55,8 +55,12 @@ def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> li
                 yield n, transition(m, ACTIVE, f"source cluster '{ctx.source.alias}' answers again")
 
     now = ctx.store.update_mirrors(lambda current: list(decide(current)))
-    right_cluster = [now[n] for n in sorted(names & set(now)) if not now[n].source_cluster_id or now[n].source_cluster_id == source_id]
-    return [m for m in right_cluster if may_copy(m)]
+    return [now[n] for n in sorted(names & set(now)) if not _other_cluster(now[n], source_id) and may_copy(now[n])]
+
+
+def _other_cluster(info: MirrorInfo, source_id: str) -> bool:
+    """The source address answers as another cluster than the one the mirror was created from."""
+    return bool(info.source_cluster_id) and info.source_cluster_id != source_id
 
 
 def track_source_failures(ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict, diverged: dict) -> None:

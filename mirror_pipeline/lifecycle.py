@@ -66,7 +66,7 @@ def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason
             return transition(current, to, reason)
 
         after = ctx.store.update_mirror(info.mirror_topic, decide)
-        if after.state == info.state or after.state in already and after.state != to:
+        if after.state != to or info.state == to:  # already there, or moved elsewhere meanwhile
             result.add(after, after, "already paused" if after.state == PAUSED else f"not paused ({after.state})")
             continue
         if to == PAUSED:

@@ -26,7 +26,6 @@ from mirror_pipeline.offset_map import OffsetMap, Segment, resolve
 from mirror_pipeline.results import MirrorInfo
 from mirror_pipeline.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt
 from mirror_pipeline.state_store import SegmentWriter
-from mirror_pipeline.states import may_copy
 from mirror_pipeline.topic_configs import describe_topic_configs
 
 log = logging.getLogger(__name__)
@@ -199,9 +198,9 @@ def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
             writers[(info.mirror_topic, p)] = w
             w.fence()
         # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
-        current = ctx.store.read_mirrors()
+        copyable = ctx.store.copyable()
         items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(keyed))
-                 for info, p, keyed in in_doubt if may_copy(current.get(info.mirror_topic))]
+                 for info, p, keyed in in_doubt if info.mirror_topic in copyable]
         return settle_in_doubt(ctx, items, writers)
     finally:
         for w in writers.values():
@@ -221,7 +220,7 @@ def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_
     writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic)
     try:
         writer.fence()
-        if not may_copy(ctx.store.read_mirrors().get(info.mirror_topic)):
+        if info.mirror_topic not in ctx.store.copyable():
             raise StateChanged(f"mirror '{info.mirror_topic}' stopped copying while the cycle planned")
         writer.write(puts=[segment])
     finally:

@@ -29,6 +29,7 @@ from mirror_pipeline import kafka_clients as kc
 from mirror_pipeline.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.offset_map import Segment
 from mirror_pipeline.results import MirrorInfo
+from mirror_pipeline.states import may_copy
 
 STATE_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -38,6 +39,13 @@ STATE_TOPIC_CONFIG = {
     # topics, but a broker default of delete would lose everything.
     "retention.ms": "-1",
 }
+
+
+# How long a reader waits for transactions open on an internal topic to end.
+# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
+# aborts a timed-out one at its next check (every 10 s by default).
+TRANSACTION_TIMEOUT_MS = 10000
+SETTLE_TIMEOUT_S = 30.0
 
 
 def segment_key(link: str, mirror: str, partition: int, dest_start: int) -> str:
@@ -159,6 +167,10 @@ class StateStore:
                 out.setdefault(link, {})[mirror] = info
         return Registry(out, {link: record for link, record in links.items() if record is not None})
 
+    def copyable(self) -> set[str]:
+        """This link's mirrors that a writer may copy into now (read after taking a writer, it decides)."""
+        return {name for name, info in self.read_mirrors().items() if may_copy(info)}
+
     def put_link_record(self, record: dict) -> None:
         self._write_plain(self.state_topic, link_key(self.link), json.dumps(record, sort_keys=True).encode())
 
@@ -200,7 +212,7 @@ class StateStore:
                 current = self.read_mirrors()
                 changes = list(decide(dict(current)))
                 writer.write([(mirror_key(self.link, name), None if info is None else json.dumps(info.to_dict()).encode())
-                              for name, info in changes])
+                              for name, info in changes], doing="recording mirror state")
                 for name, info in changes:
                     if info is None:
                         current.pop(name, None)
@@ -274,7 +286,7 @@ class _TransactionalWriter:
                     raise self._error(exc, "taking over as its writer") from None
                 time.sleep(0.2)
 
-    def write(self, records: Iterable[tuple[str, bytes | None]]) -> None:
+    def write(self, records: Iterable[tuple[str, bytes | None]], doing: str = "recording progress") -> None:
         """Write (key, value) records in one transaction; a None value deletes the key."""
         p = self._producer
         try:
@@ -283,7 +295,7 @@ class _TransactionalWriter:
                 p.produce(self.topic, key=key.encode(), value=value)
             p.commit_transaction(30.0)
         except KafkaException as exc:
-            raise self._error(exc, "recording progress") from None
+            raise self._error(exc, doing) from None
 
     def _error(self, exc: KafkaException, doing: str) -> MirrorError:
         err = exc.args[0]
@@ -311,13 +323,6 @@ class SegmentWriter(_TransactionalWriter):
         """Write segments and delete segment keys, in one transaction."""
         records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
         super().write(records + [(key, None) for key in deletes])
-
-
-# How long a reader waits for transactions open on an internal topic to end.
-# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
-# aborts a timed-out one at its next check (every 10 s by default).
-TRANSACTION_TIMEOUT_MS = 10000
-SETTLE_TIMEOUT_S = 30.0
 
 
 def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTLE_TIMEOUT_S) -> int:
