@@ -2,7 +2,8 @@
 
 Each link gets an asset group named after it (`[A-Za-z0-9_]` only) holding the
 mirror-copy asset (partitioned by mirror topic), its replicate job, the
-replicate schedule, the lag, health and auto-create sensors and the copy asset's checks
+replicate schedule, the lag, health and auto-create sensors (which only read and
+request runs: of the replicate job, the health job, the auto-create job) and the copy asset's checks
 (lag under the threshold, no foreign writes); the config-sync asset
 (same partitions) with its `config_in_sync` check, job and schedule; and the
 consumer-offsets asset (same partitions) with its `offsets_in_sync` check,
@@ -15,20 +16,25 @@ from typing import Optional
 
 from dagster import Definitions
 
-from assets.auto_create_sensor import build_auto_create_sensor
-from assets.config_sync import (
+from mirror_pipeline_dagster.auto_create_sensor import build_auto_create_sensor
+from mirror_pipeline_dagster.config_sync import (
     build_config_in_sync_check,
     build_config_sync_job,
     build_config_sync_schedule,
     build_mirror_config_asset,
 )
-from assets.health_sensor import build_health_sensor
-from assets.lag_sensor import build_lag_sensor
-from assets.mirror_checks import build_mirror_checks
-from assets.mirror_data import build_mirror_data_asset, build_replicate_job
-from assets.naming import LINK_TAG, LinkNames, dagster_name
-from assets.offset_sync import build_consumer_offsets_asset, build_offset_sync_job, build_offset_sync_schedule
-from assets.replicate_schedule import build_replicate_schedule
+from mirror_pipeline_dagster.health_sensor import build_health_sensor
+from mirror_pipeline_dagster.housekeeping_jobs import build_auto_create_job, build_health_job
+from mirror_pipeline_dagster.lag_sensor import build_lag_sensor
+from mirror_pipeline_dagster.mirror_checks import build_mirror_checks
+from mirror_pipeline_dagster.mirror_data import build_mirror_data_asset, build_replicate_job
+from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames, dagster_name
+from mirror_pipeline_dagster.offset_sync import (
+    build_consumer_offsets_asset,
+    build_offset_sync_job,
+    build_offset_sync_schedule,
+)
+from mirror_pipeline_dagster.replicate_schedule import build_replicate_schedule
 
 __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
@@ -46,14 +52,20 @@ def link_definitions(
     job = build_replicate_job(names)
     config_job = build_config_sync_job(names)
     offsets_job = build_offset_sync_job(names)
+    health_job = build_health_job(names)
+    auto_create_job = build_auto_create_job(names)
     return Definitions(
         assets=[build_mirror_data_asset(names), build_mirror_config_asset(names), build_consumer_offsets_asset(names)],
         asset_checks=[build_config_in_sync_check(names), *build_mirror_checks(names)],
-        jobs=[job, config_job, offsets_job],
+        jobs=[job, config_job, offsets_job, health_job, auto_create_job],
         schedules=[
             build_replicate_schedule(names, job),
             build_config_sync_schedule(names, config_job, config_sync_ms),
             build_offset_sync_schedule(names, offsets_job, offset_sync_ms),
         ],
-        sensors=[build_lag_sensor(names, job), build_health_sensor(names), build_auto_create_sensor(names, job)],
+        sensors=[
+            build_lag_sensor(names, job),
+            build_health_sensor(names, health_job),
+            build_auto_create_sensor(names, job, auto_create_job),
+        ],
     )

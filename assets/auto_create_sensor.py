@@ -1,14 +1,15 @@
 """The auto-create sensor of a link: new source topics become mirrors within one interval (R-AC-1).
 
-Every tick it runs the engine's auto-create scan, which creates the mirrors
-the link's filters call for; registers every mirror of the link that is not
-yet a dynamic partition (created now, by the CLI, or by a tick that stopped
-half-way); and requests ONE replicate run giving the mirrors that appeared
-since the last tick their first copy.
+It only reads. Every tick it runs the engine's auto-create scan as a dry run;
+when the link's filters select source topics that have no mirror yet it
+requests a run of the link's auto-create job, which creates them. It also
+registers every mirror of the link that is not yet a dynamic partition, and
+requests ONE replicate run giving the mirrors that appeared since the last
+tick their first copy.
 
 Cursor: JSON `{"mirrors": [...]}`, the link's mirrors at the last tick. An
 ACTIVE mirror that is not in it gets its first copy requested; with no cursor
-yet (a fresh sensor) only the mirrors this tick created do.
+yet (a fresh sensor) none does: they were there before the sensor started.
 """
 
 # No `from __future__ import annotations`: Dagster reads the decorated
@@ -16,74 +17,81 @@ yet (a fresh sensor) only the mirrors this tick created do.
 import json
 import time
 
-from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, sensor
 
-from assets.mirror_data import mirror_partitions
-from assets.naming import LinkNames
-from assets.runs import request_for_mirrors
-from mirror_pipeline.engine import auto_create
-from mirror_pipeline.errors import MirrorError
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.states import ACTIVE
+from mirror_pipeline_dagster.mirror_data import mirror_partitions
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress
 
 AUTO_CREATE_SENSOR_INTERVAL_S = 30
 
 
-def build_auto_create_sensor(names: LinkNames, job) -> SensorDefinition:
-    """`job` is the link's replicate job (from `define_asset_job`)."""
+def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -> SensorDefinition:
+    """`replicate_job` copies (first copies); `auto_create_job` creates the mirrors."""
     partitions_def = mirror_partitions(names)
 
     @sensor(
         name=names.auto_create_sensor,
-        job=job,
+        jobs=[replicate_job, auto_create_job],
         minimum_interval_seconds=AUTO_CREATE_SENSOR_INTERVAL_S,
         default_status=DefaultSensorStatus.STOPPED,
         description=(
-            f"With auto.create.mirror.topics.enable on, creates mirrors for the source topics "
-            f"link '{names.link}''s filters select, registers them as partitions and requests "
-            "their first copy."
+            f"With auto.create.mirror.topics.enable on, finds the source topics link '{names.link}''s "
+            "filters select and requests a run that creates their mirrors; registers mirrors as "
+            "partitions and requests their first copy."
         ),
     )
-    def _auto_create_sensor(context: SensorEvaluationContext, mirror_config: MirrorConfigResource):
-        config = mirror_config.load()
-        link = config.link(names.link)
+    def _auto_create_sensor(context: SensorEvaluationContext, mirror_engine: MirrorEngine):
+        link = mirror_engine.link(names.link)
         if not link.auto_create_enable:
-            return SkipReason(f"auto-create is off for link {link.name} (auto.create.mirror.topics.enable)")
+            return SensorResult(
+                skip_reason=f"auto-create is off for link {link.name} (auto.create.mirror.topics.enable)",
+                cursor=context.cursor,
+            )
         try:
-            result = auto_create(config, names.link)
+            plan = mirror_engine.auto_create_plan(names.link)
         except MirrorError as exc:
             # Kafka down (or a refused registry) is a state to report, not a daemon error: keep the cursor.
             return SensorResult(
                 skip_reason=f"link {link.name} ({link.source} -> {link.destination}): {exc}",
                 cursor=context.cursor,
             )
-        for source_topic, error in result.errors.items():
-            context.log.warning(f"link {link.name}: creating a mirror of '{source_topic}' failed: {error}")
 
         registered = list(context.instance.get_dynamic_partitions(names.mirrors_partitions))
-        new_keys = sorted(set(result.mirrors) - set(registered))
+        new_keys = sorted(set(plan.mirrors) - set(registered))
         partition_requests = [partitions_def.build_add_request(new_keys)] if new_keys else []
-        previous = _read_cursor(context.cursor)
-        seen = set(previous["mirrors"]) if previous is not None else set(result.mirrors)
-        first_copy = sorted(
-            m for m, state in result.mirrors.items()
-            if state == "ACTIVE" and (m in result.created or m not in seen)
-        )
-        cursor = json.dumps({"mirrors": sorted(result.mirrors)})
-        summary = (
-            f"link {link.name}: {len(result.created)} mirror(s) created, {len(result.existing)} existing, "
-            f"{len(result.skipped)} skipped, {len(result.errors)} failed"
-        )
         if new_keys:
             context.log.info(f"registering {len(new_keys)} mirror(s) of {link.name}: {', '.join(new_keys)}")
-        if not first_copy:
-            return SensorResult(skip_reason=summary, dynamic_partitions_requests=partition_requests, cursor=cursor)
-        context.log.info(f"{summary}; first copy of {', '.join(first_copy)}")
+        previous = _read_cursor(context.cursor)
+        seen = set(previous["mirrors"]) if previous is not None else set(plan.mirrors)
+        first_copy = sorted(m for m, state in plan.mirrors.items() if state == ACTIVE and m not in seen)
         # Unique per evaluation (a cursor reset must not replay old, deduplicated keys).
-        run_key = f"{link.name}:auto-create:{time.time_ns() // 1_000_000}"
+        stamp = time.time_ns() // 1_000_000
+        requests = []
+        if first_copy:
+            context.log.info(f"link {link.name}: first copy of {', '.join(first_copy)}")
+            requests.append(request_for_mirrors(
+                first_copy, registered + new_keys, run_key=f"{link.name}:first-copy:{stamp}",
+                tags=names.run_tags, job_name=replicate_job.name,
+            ))
+        summary = f"link {link.name}: {len(plan.mirrors)} mirror(s), {len(plan.to_create)} source topic(s) to mirror"
+        running = run_in_progress(context.instance, auto_create_job.name)
+        if plan.to_create and running:
+            summary += f"; run {running} of {auto_create_job.name} is still in progress"
+        elif plan.to_create:
+            context.log.info(f"link {link.name}: to mirror: {', '.join(plan.to_create)}")
+            requests.append(RunRequest(
+                run_key=f"{link.name}:auto-create:{stamp}", job_name=auto_create_job.name,
+                tags=names.housekeeping_tags,
+            ))
         return SensorResult(
-            run_requests=[request_for_mirrors(first_copy, registered + new_keys, run_key=run_key, tags=names.run_tags)],
+            run_requests=requests,
+            skip_reason=None if requests else summary,
             dynamic_partitions_requests=partition_requests,
-            cursor=cursor,
+            cursor=json.dumps({"mirrors": sorted(plan.mirrors)}),
         )
 
     return _auto_create_sensor

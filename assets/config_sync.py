@@ -26,8 +26,8 @@ from typing import Callable, Optional
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetChecksDefinition,
+    AssetCheckSeverity,
     AssetExecutionContext,
     AssetMaterialization,
     AssetsDefinition,
@@ -46,21 +46,19 @@ from dagster import (
     schedule,
 )
 
-from assets.mirror_data import built_quietly, mirror_partitions
-from assets.naming import CONFIG_IN_SYNC_CHECK, LinkNames
-from assets.runs import existing_mirrors, one_run_over_mirrors
-from mirror_pipeline.config_sync import (
-    SYNCED_STATES,
+from mirror_pipeline.config.link_settings import LinkSettings
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.states import CONFIG_SYNCED_STATES as SYNCED_STATES
+from mirror_pipeline.sync.config_sync import (
     ConfigSyncFailed,
     ConfigSyncResult,
     MirrorConfigSync,
-    link_config_drift,
-    sync_configs,
 )
-from mirror_pipeline.config import PipelineConfig
-from mirror_pipeline.errors import MirrorError
-from mirror_pipeline.link_settings import LinkSettings
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline_dagster.mirror_data import built_quietly, mirror_partitions
+from mirror_pipeline_dagster.naming import CONFIG_IN_SYNC_CHECK, LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import existing_mirrors, one_run_over_mirrors
 
 DEFAULT_CONFIG_SYNC_MS: int = LinkSettings.model_fields["config_sync_ms"].default
 
@@ -107,13 +105,12 @@ def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:
             "back while the topic is a mirror. One partition per mirror topic."
         ),
     )
-    def _mirror_config(context: AssetExecutionContext, mirror_config: MirrorConfigResource):
+    def _mirror_config(context: AssetExecutionContext, mirror_engine: MirrorEngine):
         # A generator, so that the mirrors that did sync are recorded even when the step fails.
-        config = mirror_config.load()
-        config.link(names.link)  # fails clearly if the link left the file since load
-        mirrors = existing_mirrors(context, config, names)
+        mirror_engine.link(names.link)  # fails clearly if the link left the file since load
+        mirrors = existing_mirrors(context, mirror_engine, names)
         try:
-            result = sync_configs(config, names.link, mirrors=mirrors)
+            result = mirror_engine.sync_configs(names.link, mirrors=mirrors)
         except ConfigSyncFailed as exc:
             for mirror, synced in sorted(exc.result.mirrors.items()):
                 if synced.error is None:
@@ -184,11 +181,10 @@ def build_config_in_sync_check(names: LinkNames) -> AssetChecksDefinition:
             "settings aside. Warns while any differs."
         ),
     )
-    def _config_in_sync(context: AssetCheckExecutionContext, mirror_config: MirrorConfigResource) -> AssetCheckResult:
-        config = mirror_config.load()
+    def _config_in_sync(context: AssetCheckExecutionContext, mirror_engine: MirrorEngine) -> AssetCheckResult:
         mirrors = _run_partition_keys(context)
         try:
-            drifts = link_config_drift(config, names.link, mirrors)
+            drifts = mirror_engine.link_config_drift(names.link, mirrors)
         except MirrorError as exc:
             return AssetCheckResult(
                 passed=False,
@@ -273,12 +269,12 @@ def build_sync_schedule(
         default_status=DefaultScheduleStatus.STOPPED,
         description=f"{what}, on '{cron}' ({setting}={interval_ms}, rounded up to whole minutes).",
     )
-    def _sync_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
-        why = skip_reason(mirror_config.load()) if skip_reason else None
+    def _sync_schedule(context: ScheduleEvaluationContext, mirror_engine: MirrorEngine):
+        why = skip_reason(mirror_engine.load()) if skip_reason else None
         if why:
             return SkipReason(why)
         return one_run_over_mirrors(
-            context, mirror_config, names, job.name,
+            context, mirror_engine, names, job.name,
             keep=lambda m: m.state in SYNCED_STATES, what="sync",
             run_key_prefix=run_key_prefix, tags=tags,
         )

@@ -23,11 +23,10 @@ from dagster import (
     sensor,
 )
 
-from assets.naming import LinkNames
-from assets.runs import request_for_mirrors, run_in_progress
-from mirror_pipeline.engine import mirror_lags
-from mirror_pipeline.errors import ClusterUnreachable
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.model.errors import ClusterUnreachable
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress
 
 LAG_SENSOR_INTERVAL_S = 30
 
@@ -44,12 +43,11 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
             "replicate run over the mirrors whose lag exceeds mirror.lag.alert.records."
         ),
     )
-    def _lag_sensor(context: SensorEvaluationContext, mirror_config: MirrorConfigResource):
-        config = mirror_config.load()
-        link = config.link(names.link)
+    def _lag_sensor(context: SensorEvaluationContext, mirror_engine: MirrorEngine):
+        link = mirror_engine.link(names.link)
         previous = _read_cursor(context.cursor)
         try:
-            lags = mirror_lags(config, names.link)
+            lags = mirror_engine.mirror_lags(names.link)
         except ClusterUnreachable as exc:
             # Kafka down is an expected state, not a sensor error: skip, keep the cursor.
             return SensorResult(

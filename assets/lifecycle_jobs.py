@@ -11,9 +11,9 @@ from typing import List
 from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
 from dagster_pyspark import PySparkResource
 
-from mirror_pipeline import engine
-from mirror_pipeline.errors import MirrorError
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
 
 PROMOTE_JOB = "promote"
 FAILOVER_JOB = "failover"
@@ -27,7 +27,7 @@ class StopConfig(Config):
     timeout_s: float = 300.0
 
 
-def _record(context: OpExecutionContext, result: engine.LifecycleResult) -> dict:
+def _record(context: OpExecutionContext, result: LifecycleResult) -> dict:
     data = result.to_dict()
     context.add_output_metadata(
         {
@@ -43,19 +43,19 @@ def _record(context: OpExecutionContext, result: engine.LifecycleResult) -> dict
 
 @op(description="Finish copying, verify zero lag, then make the mirrors normal writable topics.")
 def promote_mirrors(
-    context: OpExecutionContext, config: StopConfig, mirror_config: MirrorConfigResource, pyspark: PySparkResource
+    context: OpExecutionContext, config: StopConfig, mirror_engine: MirrorEngine, pyspark: PySparkResource
 ) -> dict:
     try:
-        result = engine.promote(mirror_config.load(), config.link, pyspark.spark_session, config.topics, config.timeout_s)
+        result = mirror_engine.promote(config.link, pyspark.spark_session, config.topics, config.timeout_s)
     except MirrorError as exc:
         raise Failure(description=str(exc)) from exc
     return _record(context, result)
 
 
 @op(description="Stop the mirrors at once, whatever the lag and whether the source answers.")
-def failover_mirrors(context: OpExecutionContext, config: StopConfig, mirror_config: MirrorConfigResource) -> dict:
+def failover_mirrors(context: OpExecutionContext, config: StopConfig, mirror_engine: MirrorEngine) -> dict:
     try:
-        result = engine.failover(mirror_config.load(), config.link, config.topics)
+        result = mirror_engine.failover(config.link, config.topics)
     except MirrorError as exc:
         raise Failure(description=str(exc)) from exc
     return _record(context, result)

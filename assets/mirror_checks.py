@@ -3,12 +3,11 @@
 # No `from __future__ import annotations`: Dagster reads the check signatures' types.
 from typing import List
 
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetChecksDefinition, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, MetadataValue, asset_check
 
-from assets.naming import LinkNames
-from mirror_pipeline import engine
-from mirror_pipeline.states import FOREIGN_WRITE
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.model.states import FOREIGN_WRITE
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
 
 
 def build_mirror_checks(names: LinkNames) -> List[AssetChecksDefinition]:
@@ -17,10 +16,9 @@ def build_mirror_checks(names: LinkNames) -> List[AssetChecksDefinition]:
         name="lag_under_threshold",
         description=f"Every mirror of link '{names.link}' is at most mirror.lag.alert.records behind its source.",
     )
-    def lag_under_threshold(mirror_config: MirrorConfigResource) -> AssetCheckResult:
-        config = mirror_config.load()
-        limit = config.link(names.link).lag_alert_records
-        lags = engine.mirror_lags(config, names.link)
+    def lag_under_threshold(mirror_engine: MirrorEngine) -> AssetCheckResult:
+        limit = mirror_engine.link(names.link).lag_alert_records
+        lags = mirror_engine.mirror_lags(names.link)
         behind = {m: lag for m, lag in lags.items() if lag > limit}
         return AssetCheckResult(
             passed=not behind,
@@ -33,8 +31,8 @@ def build_mirror_checks(names: LinkNames) -> List[AssetChecksDefinition]:
         name="no_foreign_writes",
         description=f"No mirror of link '{names.link}' holds records the link did not write (R-MT-9).",
     )
-    def no_foreign_writes(mirror_config: MirrorConfigResource) -> AssetCheckResult:
-        mirrors = engine.list_mirrors(mirror_config.load(), names.link)
+    def no_foreign_writes(mirror_engine: MirrorEngine) -> AssetCheckResult:
+        mirrors = mirror_engine.list_mirrors(names.link)
         flagged = sorted(m.mirror_topic for m in mirrors if FOREIGN_WRITE in m.flags)
         return AssetCheckResult(
             passed=not flagged,

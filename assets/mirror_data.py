@@ -29,12 +29,12 @@ from dagster import (
 )
 from dagster_pyspark import PySparkResource
 
-from assets.naming import LinkNames
-from assets.runs import existing_mirrors
-from mirror_pipeline.engine import CycleFailed, run_cycle
-from mirror_pipeline.errors import MirrorError
-from mirror_pipeline.results import CycleResult, MirrorCopyResult
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.engine import CycleFailed
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import existing_mirrors
 
 _PROGRESS_EVERY_S = 10.0
 
@@ -74,17 +74,15 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
     )
     def _mirror_data(
         context: AssetExecutionContext,
-        mirror_config: MirrorConfigResource,
+        mirror_engine: MirrorEngine,
         pyspark: PySparkResource,
     ):
         # A generator, so that the lineage of the mirrors that did copy reaches
         # the event log even when the step then fails.
-        config = mirror_config.load()
-        config.link(names.link)  # fails clearly if the link left the file since load
-        mirrors = _mirrors_to_copy(context, config, names)
+        mirror_engine.link(names.link)  # fails clearly if the link left the file since load
+        mirrors = _mirrors_to_copy(context, mirror_engine, names)
         try:
-            result = run_cycle(
-                config,
+            result = mirror_engine.run_cycle(
                 names.link,
                 pyspark.spark_session,
                 mirrors=mirrors,
@@ -114,13 +112,13 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
     return _mirror_data
 
 
-def _mirrors_to_copy(context: AssetExecutionContext, config, names: LinkNames) -> list[str]:
+def _mirrors_to_copy(context: AssetExecutionContext, mirror_engine, names: LinkNames) -> list[str]:
     """The run's partition keys that are mirrors of the link.
 
     A run covers a range of partitions, which may hold a mirror deleted since
     it was registered; copying the others must not fail because of it.
     """
-    mirrors = existing_mirrors(context, config, names)
+    mirrors = existing_mirrors(context, mirror_engine, names)
     context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {', '.join(mirrors)}")
     return mirrors
 

@@ -23,6 +23,11 @@ CONFIG_IN_SYNC_CHECK = "config_in_sync"
 # Runs of a link's offset-sync job carry this tag (value: the link).
 OFFSET_SYNC_TAG = "mirror-pipeline/offset-sync"
 
+# Runs of a link's health and auto-create jobs carry this tag (value: the link).
+# Not `LINK_TAG`: they change mirror records only by compare-and-set, so they
+# need not queue behind a long copy run (a source outage must show at once).
+HOUSEKEEPING_TAG = "mirror-pipeline/housekeeping"
+
 # The asset check on a link's `consumer_offsets` asset.
 OFFSETS_IN_SYNC_CHECK = "offsets_in_sync"
 
@@ -68,6 +73,22 @@ class LinkNames:
     @property
     def auto_create_sensor(self) -> str:
         return f"{self.group}_auto_create_sensor"
+
+    @property
+    def auto_create_job(self) -> str:
+        return f"{self.group}_auto_create"
+
+    @property
+    def health_sensor(self) -> str:
+        return f"{self.group}_health_sensor"
+
+    @property
+    def health_job(self) -> str:
+        return f"{self.group}_health"
+
+    @property
+    def housekeeping_tags(self) -> dict[str, str]:
+        return {HOUSEKEEPING_TAG: self.link}
 
     @property
     def mirror_config_key(self) -> AssetKey:

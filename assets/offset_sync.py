@@ -42,15 +42,14 @@ from dagster import (
     define_asset_job,
 )
 
-from assets.config_sync import build_sync_schedule
-from assets.mirror_data import built_quietly, mirror_partitions
-from assets.runs import existing_mirrors
-from assets.naming import OFFSETS_IN_SYNC_CHECK, LinkNames
-from mirror_pipeline import engine
-from mirror_pipeline.config import PipelineConfig
-from mirror_pipeline.errors import MirrorError
-from mirror_pipeline.link_settings import LinkSettings
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline.config.link_settings import LinkSettings
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline_dagster.config_sync import build_sync_schedule
+from mirror_pipeline_dagster.mirror_data import built_quietly, mirror_partitions
+from mirror_pipeline_dagster.naming import OFFSETS_IN_SYNC_CHECK, LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import existing_mirrors
 
 DEFAULT_OFFSET_SYNC_MS: int = LinkSettings.model_fields["offset_sync_ms"].default
 
@@ -87,9 +86,8 @@ def _consumer_offsets_asset(names: LinkNames) -> AssetsDefinition:
             "One partition per mirror topic."
         ),
     )
-    def _consumer_offsets(context: AssetExecutionContext, mirror_config: MirrorConfigResource):
-        config = mirror_config.load()
-        settings = config.link(names.link)  # fails clearly if the link left the file since load
+    def _consumer_offsets(context: AssetExecutionContext, mirror_engine: MirrorEngine):
+        settings = mirror_engine.link(names.link)  # fails clearly if the link left the file since load
         if not settings.offset_sync_enable:
             for mirror in context.partition_keys:
                 context.add_asset_metadata(sync_off_metadata(), partition_key=mirror)
@@ -103,9 +101,9 @@ def _consumer_offsets_asset(names: LinkNames) -> AssetsDefinition:
             )
             return
 
-        mirrors = existing_mirrors(context, config, names)
+        mirrors = existing_mirrors(context, mirror_engine, names)
         try:
-            result = engine.sync_offsets(config, names.link, mirrors=mirrors)
+            result = mirror_engine.sync_offsets(names.link, mirrors=mirrors)
         except MirrorError as exc:
             raise Failure(description=str(exc)) from exc
 

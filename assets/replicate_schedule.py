@@ -9,9 +9,9 @@ a Spark session every minute.
 # functions' annotations (context type, resource parameters) as real types.
 from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext, schedule
 
-from assets.naming import LinkNames
-from assets.runs import one_run_over_mirrors
-from resources.mirror_config import MirrorConfigResource
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.runs import one_run_over_mirrors
 
 REPLICATE_CRON = "* * * * *"
 
@@ -32,9 +32,9 @@ def build_replicate_schedule(names: LinkNames, job) -> ScheduleDefinition:
             "Mirrors not yet registered as partitions are picked up by the lag sensor."
         ),
     )
-    def _replicate_schedule(context: ScheduleEvaluationContext, mirror_config: MirrorConfigResource):
+    def _replicate_schedule(context: ScheduleEvaluationContext, mirror_engine: MirrorEngine):
         return one_run_over_mirrors(
-            context, mirror_config, names, names.replicate_job,
+            context, mirror_engine, names, names.replicate_job,
             keep=lambda m: m.state not in IDLE_STATES, what="copy",
             run_key_prefix=names.link, tags=names.run_tags,
         )

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from dagster import DagsterInstance, DagsterRunStatus, Failure, RunRequest, RunsFilter, ScheduleEvaluationContext, SkipReason
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    Failure,
+    RunRequest,
+    RunsFilter,
+    ScheduleEvaluationContext,
+    SkipReason,
+)
 
-from mirror_pipeline.engine import list_mirrors
-from mirror_pipeline.errors import ClusterUnreachable, MirrorError
-from mirror_pipeline.results import MirrorInfo
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
+from mirror_pipeline.model.results import MirrorInfo
 
 # Dagster's own run tags for a single run over a partition range: the form the
 # backfill daemon uses for single-run backfill policies.
@@ -53,20 +60,22 @@ def request_for_mirrors(
     *,
     run_key: str,
     tags: Mapping[str, str],
+    job_name: str | None = None,
 ) -> RunRequest:
-    """ONE run request covering every mirror in `wanted`."""
+    """ONE run request covering every mirror in `wanted` (`job_name`: for sensors that target several jobs)."""
     start, end = covering_range(wanted, ordered_keys)
     if start == end:
-        return RunRequest(run_key=run_key, partition_key=start, tags=dict(tags))
+        return RunRequest(run_key=run_key, partition_key=start, tags=dict(tags), job_name=job_name)
     return RunRequest(
         run_key=run_key,
         tags={**tags, RANGE_START_TAG: start, RANGE_END_TAG: end},
+        job_name=job_name,
     )
 
 
 def one_run_over_mirrors(
     context: ScheduleEvaluationContext,
-    mirror_config,
+    mirror_engine,
     names,
     job_name: str,
     keep: Callable[[MirrorInfo], bool],
@@ -83,7 +92,7 @@ def one_run_over_mirrors(
     if running:
         return SkipReason(f"run {running} of {job_name} is still in progress")
     try:
-        mirrors = list_mirrors(mirror_config.load(), names.link)
+        mirrors = mirror_engine.list_mirrors(names.link)
     except ClusterUnreachable as exc:
         return SkipReason(f"link {names.link}: {exc}")
     registered = list(context.instance.get_dynamic_partitions(names.mirrors_partitions))
@@ -106,11 +115,11 @@ def one_run_over_mirrors(
     )
 
 
-def existing_mirrors(context, config, names) -> list[str]:
+def existing_mirrors(context, mirror_engine, names) -> list[str]:
     """The run's partition keys that are mirrors of the link (a deleted one is skipped, not an error)."""
     keys = list(context.partition_keys)
     try:
-        known = {m.mirror_topic for m in list_mirrors(config, names.link)}
+        known = {m.mirror_topic for m in mirror_engine.list_mirrors(names.link)}
     except MirrorError as exc:
         raise Failure(description=str(exc)) from exc
     gone = [k for k in keys if k not in known]

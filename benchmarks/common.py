@@ -21,7 +21,7 @@ from typing import Iterator
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror_pipeline import kafka_clients as kc
+from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.local.clusters import LocalKafka
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
 

@@ -58,15 +58,11 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from mirror_pipeline import cycle as cycle_module  # noqa: E402
-from mirror_pipeline import engine  # noqa: E402
-from mirror_pipeline import kafka_clients as kc  # noqa: E402
-from mirror_pipeline.config import parse_config  # noqa: E402
-from mirror_pipeline.local.jars import ensure_kafka_jars  # noqa: E402
-
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     MM2_CLASS,
-    QUIET as _QUIET,
+)
+from benchmarks.common import QUIET as _QUIET  # noqa: E402
+from benchmarks.common import (
     admin_for,
     create_topic,
     end_offsets,
@@ -80,6 +76,11 @@ from benchmarks.common import (  # noqa: E402
     topic_partition_count,
     warm_up,
 )
+from mirror_pipeline import engine  # noqa: E402
+from mirror_pipeline.config.loader import parse_config  # noqa: E402
+from mirror_pipeline.kafka import clients as kc  # noqa: E402
+from mirror_pipeline.local.jars import ensure_kafka_jars  # noqa: E402
+from mirror_pipeline.replication import cycle as cycle_module  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench"
 #: MM2's properties and log of the latest run; outside BENCH_ROOT so they outlive the wiped storage.
@@ -576,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         engine.create_mirror(cfg, LINK, src)
         create_s = time.perf_counter() - t0
         say(f"mirror: created mirror of {src} in {create_s:.2f}s; starting Spark")
-        from mirror_pipeline.spark import spark_session
+        from mirror_pipeline.replication.spark_runner import spark_session
 
         t0 = time.perf_counter()
         spark = spark_session(cfg.spark)

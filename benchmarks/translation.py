@@ -82,7 +82,7 @@ from benchmarks.common import (  # noqa: E402
     warm_up,
 )
 from mirror_pipeline import engine  # noqa: E402
-from mirror_pipeline.config import parse_config  # noqa: E402
+from mirror_pipeline.config.loader import parse_config  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench-translation"
 #: MM2's properties and log of the latest run; outside BENCH_ROOT so they outlive the wiped storage.
@@ -319,7 +319,7 @@ def link_config(a: str, b: str, mode: str, group_prefix: str):
 
 
 def mirror_all(cfg, topics: list[str], max_cycles: int = 20) -> None:
-    from mirror_pipeline.spark import spark_session
+    from mirror_pipeline.replication.spark_runner import spark_session
 
     for topic in topics:
         engine.create_mirror(cfg, LINK, topic)

@@ -17,9 +17,11 @@ import yaml
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from mirror_pipeline import engine, kafka_clients as kc
-from mirror_pipeline.config import load_config
+from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.local.clusters import LocalKafka
+from mirror_pipeline.replication.spark_runner import spark_session
 
 LINK = "west-to-east"
 TOPIC = "orders"
@@ -151,8 +153,6 @@ def run_demo(config_path: Path, records: int, say: Callable[[str], None], progre
     produce_orders(west, records, topic)
     info = engine.create_mirror(config, LINK, topic)
     say(f"4/6 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
-    from mirror_pipeline.spark import spark_session
-
     spark = spark_session(config.spark)
     result = engine.run_cycle(config, LINK, spark, mirrors=[topic], progress=progress)
     say(f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}")

@@ -8,22 +8,25 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from mirror_pipeline import auto_create as auto_create_scan
-from mirror_pipeline import cycle, health, lifecycle, mirrors, stopping
-from mirror_pipeline.auto_create import AutoCreateResult
-from mirror_pipeline.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
-from mirror_pipeline.config import PipelineConfig
-from mirror_pipeline.cycle import CycleFailed, ProgressCallback
-from mirror_pipeline.lifecycle import LifecycleResult
-from mirror_pipeline import offset_sync
-from mirror_pipeline.offset_results import OffsetCheckpoint, OffsetSyncResult
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.results import CycleResult, MirrorDescription, MirrorInfo
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.link import health
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
+from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
+from mirror_pipeline.operations import auto_create as auto_create_scan
+from mirror_pipeline.operations import lifecycle, mirrors, stopping
+from mirror_pipeline.operations.auto_create import AutoCreateResult
+from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline.replication import cycle
+from mirror_pipeline.replication.cycle import CycleFailed, ProgressCallback
+from mirror_pipeline.sync import offset_sync
+from mirror_pipeline.sync.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 
 __all__ = [
     "CycleFailed",
     "run_cycle",
     "create_mirror",
+    "ensure_mirror",
     "list_mirrors",
     "describe_mirror",
     "mirror_lags",
@@ -34,6 +37,7 @@ __all__ = [
     "preview_stop",
     "delete_mirrors",
     "check_health",
+    "health_changes",
     "sync_configs",
     "link_config_drift",
     "ConfigSyncFailed",
@@ -67,8 +71,14 @@ def create_mirror(
     config: PipelineConfig, link: str, source_topic: str, mirror_topic: str | None = None
 ) -> MirrorInfo:
     """Create a mirror topic (idempotent for the same source and mirror name)."""
-    info, _created = mirrors.create_mirror(LinkContext.open(config, link), source_topic, mirror_topic)
-    return info
+    return ensure_mirror(config, link, source_topic, mirror_topic)[0]
+
+
+def ensure_mirror(
+    config: PipelineConfig, link: str, source_topic: str, mirror_topic: str | None = None
+) -> tuple[MirrorInfo, bool]:
+    """`create_mirror`, also telling whether this call created it (False: it was there)."""
+    return mirrors.create_mirror(LinkContext.open(config, link), source_topic, mirror_topic)
 
 
 def list_mirrors(config: PipelineConfig, link: str) -> list[MirrorInfo]:
@@ -127,6 +137,11 @@ def check_health(config: PipelineConfig, link: str) -> dict[str, str]:
     return health.check_health(LinkContext.open(config, link))
 
 
+def health_changes(config: PipelineConfig, link: str) -> dict[str, dict]:
+    """What `check_health` would change now, per mirror ({"before", "after", "reason"}); writes nothing."""
+    return health.health_changes(LinkContext.open(config, link))
+
+
 def _names(mirrors: Sequence[str] | None) -> list[str] | None:
     return list(mirrors) if mirrors else None
 
@@ -134,13 +149,14 @@ def _names(mirrors: Sequence[str] | None) -> list[str] | None:
 # --- auto-create (R-AC) -------------------------------------------------------------
 
 
-def auto_create(config: PipelineConfig, link: str) -> AutoCreateResult:
+def auto_create(config: PipelineConfig, link: str, dry_run: bool = False) -> AutoCreateResult:
     """Create mirrors for the source topics the link's auto-create filters select (R-AC-1..3).
 
     Nothing happens when auto-create is off. One failing create does not stop
-    the others: `result.errors` names them.
+    the others: `result.errors` names them. `dry_run` creates nothing and lists
+    what it would create in `result.to_create`.
     """
-    return auto_create_scan.scan(LinkContext.open(config, link))
+    return auto_create_scan.scan(LinkContext.open(config, link), dry_run)
 
 
 # --- consumer offsets (R-OFS) -------------------------------------------------------

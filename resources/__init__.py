@@ -1,6 +1,6 @@
-"""Dagster resources: thin adapters that hand the engine its config and Spark."""
+"""Dagster resources: the engine, and Spark for the runs that copy."""
 
-from resources.mirror_config import MirrorConfigResource
-from resources.spark import pyspark_resource
+from mirror_pipeline_dagster.resources.engine import MirrorEngine
+from mirror_pipeline_dagster.resources.spark import pyspark_resource
 
-__all__ = ["MirrorConfigResource", "pyspark_resource"]
+__all__ = ["MirrorEngine", "pyspark_resource"]

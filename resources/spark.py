@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dagster_pyspark import PySparkResource
 
-from mirror_pipeline.config import SparkSettings
-from mirror_pipeline.spark import spark_conf
+from mirror_pipeline.config.loader import SparkSettings
+from mirror_pipeline.replication.spark_runner import spark_conf
 
 
 def pyspark_resource(settings: SparkSettings) -> PySparkResource:

@@ -111,8 +111,8 @@ def third_bootstrap(local_kafka: LocalKafka) -> str:
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test run (starting one costs seconds)."""
-    from mirror_pipeline.config import SparkSettings
-    from mirror_pipeline.spark import spark_session
+    from mirror_pipeline.config.loader import SparkSettings
+    from mirror_pipeline.replication.spark_runner import spark_session
 
     session = spark_session(SparkSettings(master="local[2]"))
     yield session

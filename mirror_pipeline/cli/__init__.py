@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from mirror_pipeline.cli.demo import demo
-from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.lifecycle import register as register_lifecycle
+from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
 from mirror_pipeline.cli.offsets import offsets

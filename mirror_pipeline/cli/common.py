@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from mirror_pipeline.errors import MirrorError
+from mirror_pipeline.config.loader import PipelineConfig, load_config
+from mirror_pipeline.model.errors import MirrorError
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
@@ -59,11 +61,20 @@ config_option = click.option(
 link_option = click.option("--link", "link", required=True, help="The link's name, as in the config file.")
 
 
-def load(config_path: str | None):
-    """The validated config; the import is here so `--help` stays fast."""
-    from mirror_pipeline.config import load_config
-
+def load(config_path: str | None) -> PipelineConfig:
+    """The validated config (`--config`, else $MIRROR_PIPELINE_CONFIG, else ./mirror.yaml)."""
     return load_config(config_path)
+
+
+def ensure_dagster_home(home: Path) -> Path:
+    """A Dagster home holding the project's instance settings (one run per link at a time)."""
+    home = home.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        shipped = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
+        settings.write_text(shipped.read_text() if shipped.exists() else "")
+    return home
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import click
 
-from mirror_pipeline.cli.common import fail, handle_errors
+from mirror_pipeline.cli.common import ensure_dagster_home, fail, handle_errors
+from mirror_pipeline.cli.mirror import render_description
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.demo import GROUP, run_demo
+from mirror_pipeline.engine import describe_mirror
 
 
 @click.command()
@@ -21,16 +25,9 @@ def demo(records: int, config_path: Path) -> None:
 
     Example: mirror-pipeline demo --records 100000
     """
-    from mirror_pipeline.demo import GROUP, run_demo
-    from mirror_pipeline.engine import describe_mirror
-    from mirror_pipeline.cli.mirror import _render_description
-    from mirror_pipeline.config import load_config
-
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
             click.echo(f"\r    copied {done:,} of {total:,} records", err=True, nl=False)
-
-    from mirror_pipeline.cli.lifecycle import ensure_dagster_home
 
     ensure_dagster_home(Path(".dagster-home"))  # ready for the `dagster dev` line below
     result = run_demo(config_path, records, click.echo, progress)
@@ -42,7 +39,7 @@ def demo(records: int, config_path: Path) -> None:
         f"    identical: {result.mirror_records:,} records, same partitions, offsets, keys, values, "
         f"headers and timestamps\n"
     )
-    click.echo(_render_description(describe_mirror(load_config(config_path), "west-to-east", result.topic).to_dict()))
+    click.echo(render_description(describe_mirror(load_config(config_path), "west-to-east", result.topic).to_dict()))
     click.echo(f"\nconsumer group '{GROUP}' on us-east (offsets preserved, so each lands where it stopped):")
     for partition, (source, landed) in sorted(result.group_offsets.items()):
         click.echo(f"    partition {partition}: committed {source:,} on us-west -> {landed if landed is None else f'{landed:,}'} on us-east")

@@ -7,11 +7,9 @@ started here is recorded in the same Dagster instance the UI shows
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
 
 topics_argument = click.argument("topics", nargs=-1)
@@ -46,8 +44,6 @@ def register(group: click.Group) -> None:
 
 def _simple(verb: str):
     def command(topics, link, all_mirrors, config_path, as_json):
-        from mirror_pipeline import engine
-
         result = getattr(engine, verb)(load(config_path), link, _chosen(topics, all_mirrors))
         emit(result.to_dict(), as_json, _render)
 
@@ -106,64 +102,22 @@ def delete(topics, link, config_path, as_json):
 
     Example: mirror-pipeline mirror delete orders --link west-to-east
     """
-    from mirror_pipeline import engine
-
     emit(engine.delete_mirrors(load(config_path), link, list(topics)).to_dict(), as_json, _render)
 
 
 def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeout_s=300.0):
-    from mirror_pipeline import engine
-
     config = load(config_path)
     chosen = _chosen(topics, all_mirrors)
     if dry_run:
         emit(engine.preview_stop(config, link, chosen), as_json, _render_preview)
         return
+    # Dagster takes seconds to import: only promote and failover need it.
+    from mirror_pipeline.cli.dagster_runs import launch_stop_job
+
     run_id, success, output = launch_stop_job(verb, config.path, link, chosen or [], timeout_s)
     if not success:
         fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")
-
-
-def dagster_instance():
-    """The instance `dagster dev` uses when started as the README shows."""
-    from dagster import DagsterInstance
-
-    if not os.environ.get("DAGSTER_HOME"):
-        os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))
-    return DagsterInstance.get()
-
-
-def ensure_dagster_home(home: Path) -> Path:
-    """A Dagster home holding the project's instance settings (one run per link at a time)."""
-    home = home.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    settings = home / "dagster.yaml"
-    if not settings.exists():
-        shipped = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
-        settings.write_text(shipped.read_text() if shipped.exists() else "")
-    return home
-
-
-def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float):
-    """Run the promote or failover job in-process, recorded in the Dagster instance."""
-    from assets.lifecycle_jobs import stop_run_config
-    from definitions import build_definitions
-
-    job = build_definitions(config_path).get_job_def(verb)
-    run_config = stop_run_config(verb, link, topics, timeout_s)
-    # The run's own event log keeps every detail; the terminal gets warnings only.
-    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    result = job.execute_in_process(
-        run_config=run_config,
-        instance=dagster_instance(),
-        tags={"mirror-pipeline/link": link, "mirror-pipeline/started-by": "cli"},
-        raise_on_error=False,
-    )
-    if result.success:
-        return result.run_id, True, result.output_for_node(f"{verb}_mirrors")
-    failures = [e.step_failure_data.error.message.strip() for e in result.all_events if e.is_step_failure]
-    return result.run_id, False, "; ".join(failures) or "see the run's logs"
 
 
 def _render_preview(d: dict) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, load, table
 
 
@@ -37,8 +38,6 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
 
     Example: mirror-pipeline link describe west-to-east
     """
-    from mirror_pipeline import engine
-
     config = load(config_path)
     settings = config.link(name).to_dict()
     mirrors = [m.to_dict() for m in engine.list_mirrors(config, name)]

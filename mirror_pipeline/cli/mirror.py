@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, link_option, load, table
 
 
@@ -27,10 +28,7 @@ def create(source_topic: str, link: str, mirror_topic: str | None, config_path: 
 
     Example: mirror-pipeline mirror create orders --link west-to-east
     """
-    from mirror_pipeline import mirrors
-    from mirror_pipeline.link_context import LinkContext
-
-    info, created = mirrors.create_mirror(LinkContext.open(load(config_path), link), source_topic, mirror_topic)
+    info, created = engine.ensure_mirror(load(config_path), link, source_topic, mirror_topic)
     data = {**info.to_dict(), "created": created}
     emit(
         data,
@@ -52,8 +50,6 @@ def list_(link: str, config_path: str | None, as_json: bool) -> None:
 
     Example: mirror-pipeline mirror list --link west-to-east --json
     """
-    from mirror_pipeline import engine
-
     data = [m.to_dict() for m in engine.list_mirrors(load(config_path), link)]
     emit(
         data,
@@ -75,9 +71,7 @@ def describe(mirror_topic: str, link: str, config_path: str | None, as_json: boo
 
     Example: mirror-pipeline mirror describe orders --link west-to-east
     """
-    from mirror_pipeline import engine
-
-    emit(engine.describe_mirror(load(config_path), link, mirror_topic).to_dict(), as_json, _render_description)
+    emit(engine.describe_mirror(load(config_path), link, mirror_topic).to_dict(), as_json, render_description)
 
 
 def _when(ts: float) -> str:
@@ -86,7 +80,7 @@ def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _render_description(d: dict) -> str:
+def render_description(d: dict) -> str:
     head = [
         f"mirror:     {d['mirror_topic']}  (source '{d['source_topic']}', link '{d['link']}')",
         f"state:      {d['state']} since {_when(d['state_time'])}  ({d['reason']})",

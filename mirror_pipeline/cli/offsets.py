@@ -16,6 +16,7 @@ import io
 
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
 
 
@@ -37,8 +38,6 @@ def sync(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: 
 
     Example: mirror-pipeline offsets sync --link west-to-east
     """
-    from mirror_pipeline import engine
-
     result = engine.sync_offsets(load(config_path), link, list(mirrors) or None).to_dict()
     emit(result, as_json, _render_sync)
     failed = [g["source_group"] for g in result["groups"] if g["status"].startswith("error")]
@@ -90,8 +89,6 @@ def export(link: str, groups: tuple[str, ...], output: str | None, config_path: 
       kafka-consumer-groups.sh --bootstrap-server <destination> --group <destination group> \\
         --reset-offsets --from-file plan.csv --execute
     """
-    from mirror_pipeline import engine
-
     checkpoints = engine.export_offsets(load(config_path), link, list(groups) or None)
     if not checkpoints:
         fail(f"link '{link}' has no offset checkpoints yet: run `mirror-pipeline offsets sync --link {link}` first", as_json)
@@ -137,8 +134,6 @@ def translate(link: str, topic: str, partition: int, offset: int, mode: str | No
 
     Example: mirror-pipeline offsets translate --link west-to-east --topic orders --partition 0 --offset 1200
     """
-    from mirror_pipeline import engine
-
     emit(engine.translate_offset(load(config_path), link, topic, partition, offset, mode), as_json, _render_translation)
 
 

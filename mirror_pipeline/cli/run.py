@@ -6,7 +6,9 @@ import sys
 
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
+from mirror_pipeline.replication.spark_runner import spark_session
 
 
 @click.command()
@@ -25,9 +27,6 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
 
     Example: mirror-pipeline run --link west-to-east
     """
-    from mirror_pipeline import engine
-    from mirror_pipeline.spark import spark_session
-
     config = load(config_path)
     config.link(link)  # fail on an unknown link before starting Spark
     # New source topics become mirrors first, so a cycle run without the daemon picks them up (R-AC-1).

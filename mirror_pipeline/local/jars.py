@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from mirror_pipeline.errors import LocalClusterError
+from mirror_pipeline.model.errors import LocalClusterError
 
 #: Fallback when the pom cannot be read; keep equal to `<kafka.version>` in the pom.
 KAFKA_VERSION = "4.1.1"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from mirror_pipeline.results import MirrorInfo
-from resources import MirrorConfigResource
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline_dagster.resources import MirrorEngine
 
 TICK = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -29,23 +29,24 @@ links:
 """
 
 
-def stub_mirrors(monkeypatch, mirrors: list[tuple[str, str]]) -> None:
-    """The link's registry as the Dagster layer sees it: (mirror topic, state) pairs."""
-    import assets.runs
-
-    monkeypatch.setattr(
-        assets.runs,
-        "list_mirrors",
-        lambda config, link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors],
-    )
+def stub_engine(config_file: Path, **answers) -> MirrorEngine:
+    """The engine resource with the named verbs answered by `answers` (verb -> function of the
+    verb's arguments after `self`); every other verb is the real one."""
+    methods = {name: (lambda fn: lambda self, *args, **kwargs: fn(*args, **kwargs))(fn) for name, fn in answers.items()}
+    return type("StubEngine", (MirrorEngine,), methods)(config_path=str(config_file))
 
 
-def tick_schedule(defs: dg.Definitions, config_file: Path, instance, schedule_name: str):
+def mirrors_answer(mirrors: list[tuple[str, str]]):
+    """`list_mirrors` answering the link's registry as (mirror topic, state) pairs."""
+    return lambda link: [MirrorInfo(link, m, m, state, 0.0, "", 0.0) for m, state in mirrors]
+
+
+def tick_schedule(defs: dg.Definitions, engine: MirrorEngine, instance, schedule_name: str):
     """One evaluation of a schedule at `TICK`."""
     schedule = defs.get_repository_def().get_schedule_def(schedule_name)
     with dg.build_schedule_context(
         instance=instance,
-        resources={"mirror_config": MirrorConfigResource(config_path=str(config_file))},
+        resources={"mirror_engine": engine},
         repository_def=defs.get_repository_def(),
         scheduled_execution_time=TICK,
     ) as context:

@@ -9,9 +9,10 @@ import dagster as dg
 import yaml
 from confluent_kafka import Producer
 
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.engine import create_mirror
-from resources import MirrorConfigResource, pyspark_resource
+from mirror_pipeline_dagster.definitions import build_definitions
+from mirror_pipeline_dagster.resources import MirrorEngine, pyspark_resource
 from tests.kafka_records import assert_identical, read_topic
 
 LINK = "src-to-dst"
@@ -59,12 +60,7 @@ def produce_records(bootstrap: str, topic: str) -> None:
     assert failures == []
 
 
-def load_definitions(config_path: Path, monkeypatch) -> dg.Definitions:
-    # Importing the root module builds its module-level `defs` from the
-    # environment: point it at this test's file, not at whatever ./mirror.yaml holds.
-    monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(config_path))
-    from definitions import build_definitions
-
+def load_definitions(config_path: Path) -> dg.Definitions:
     return build_definitions(config_path)
 
 
@@ -76,7 +72,7 @@ def materialize_mirror(defs: dg.Definitions, keys: list[dg.AssetKey], mirror: st
         [defs.get_assets_def(key) for key in keys],
         partition_key=mirror,
         resources={
-            "mirror_config": MirrorConfigResource(config_path=str(config_path)),
+            "mirror_engine": MirrorEngine(config_path=str(config_path)),
             "pyspark": pyspark_resource(load_config(config_path).spark),
         },
         instance=instance,
@@ -92,7 +88,7 @@ def test_materialising_the_copy_asset_mirrors_every_record(
     produce_records(source_bootstrap, topic)
     mirror = create_mirror(config, LINK, topic).mirror_topic
 
-    result = materialize_mirror(load_definitions(config_path, monkeypatch), [ASSET_KEY], mirror, config_path)
+    result = materialize_mirror(load_definitions(config_path), [ASSET_KEY], mirror, config_path)
 
     assert result.success
     (event,) = result.get_asset_materialization_events()

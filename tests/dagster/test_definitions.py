@@ -8,7 +8,6 @@ are exercised with the engine's verbs replaced by stubs.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import time
 import types
@@ -17,9 +16,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from mirror_pipeline.errors import ClusterUnreachable, ConfigError
-from mirror_pipeline.results import CycleResult, MirrorCopyResult, PartitionCopy
-from tests.dagster.offline_config import TICK, VALID_CONFIG, stub_mirrors, tick_schedule
+from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
+from tests.dagster.offline_config import TICK, VALID_CONFIG, mirrors_answer, stub_engine, tick_schedule
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,19 +28,11 @@ LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
 
 
 @pytest.fixture(scope="module")
-def definitions(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
-    """The root `definitions` module, imported where no config file is found.
-
-    `definitions.py` is a top-level module (pyproject `py-modules`); until the
-    editable install is refreshed it is found through the repo root.
-    """
+def definitions() -> types.ModuleType:
+    """The code location's module; importing it reads no file (Dagster calls `defs()` at load)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MIRROR_PIPELINE_CONFIG", raising=False)
-        mp.chdir(tmp_path_factory.mktemp("empty-cwd"))
-        if importlib.util.find_spec("definitions") is None:
-            mp.syspath_prepend(str(REPO))
-        module = importlib.import_module("definitions")
-    return module
+        mp.setenv("MIRROR_PIPELINE_CONFIG", "/nonexistent/mirror.yaml")
+        return importlib.import_module("mirror_pipeline_dagster.definitions")
 
 
 @pytest.fixture
@@ -59,7 +50,7 @@ def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definit
         assert isinstance(partitions, dg.DynamicPartitionsDefinition)
         assert partitions.name == f"{name}_mirrors"
         assert asset.backfill_policy == dg.BackfillPolicy.single_run()
-        assert {"mirror_config", "pyspark"} <= asset.required_resource_keys
+        assert {"mirror_engine", "pyspark"} <= asset.required_resource_keys
 
         job = repo.get_job(f"{name}_replicate")
         assert job.tags["mirror-pipeline/link"] == link
@@ -76,28 +67,26 @@ def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definit
 
 def test_resources_point_at_the_loaded_file(defs: dg.Definitions, config_file: Path) -> None:
     resources = defs.resources
-    assert resources["mirror_config"].config_path == str(config_file.resolve())
+    assert resources["mirror_engine"].config_path == str(config_file.resolve())
     spark_config = resources["pyspark"].spark_config
     assert spark_config["spark.master"] == "local[*]"
     assert spark_config["spark.speculation"] == "false"
 
 
-def test_missing_config_file_yields_empty_definitions(definitions, tmp_path: Path) -> None:
-    defs = definitions.build_definitions(tmp_path / "absent.yaml")
-    repo = defs.get_repository_def()
-    assert list(repo.asset_graph.get_all_asset_keys()) == []
-    assert [j.name for j in repo.get_all_jobs() if not j.name.startswith("__")] == []
-    assert repo.schedule_defs == [] and repo.sensor_defs == []
+def test_missing_config_file_is_a_load_error_naming_it(definitions, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        definitions.build_definitions(tmp_path / "absent.yaml")
+    assert f"{tmp_path / 'absent.yaml'}: configuration file not found" in str(err.value)
 
 
-def test_default_path_missing_loads_empty_quietly(
-    definitions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_the_location_finds_the_projects_file_whatever_the_working_directory(
+    definitions, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MIRROR_PIPELINE_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
-    defs = definitions.build_definitions()
-    assert list(defs.get_repository_def().asset_graph.get_all_asset_keys()) == []
-    assert not [r for r in caplog.records if r.levelno >= 30]
+    assert definitions.code_location_config_path() == REPO / "mirror.yaml"
+    monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", "relative.yaml")
+    assert definitions.code_location_config_path() == tmp_path / "relative.yaml"
 
 
 def test_env_var_selects_the_file(
@@ -139,24 +128,20 @@ def instance():
         yield instance
 
 
-def _resources(config_file: Path) -> dict:
-    from resources import MirrorConfigResource
-
-    return {"mirror_config": MirrorConfigResource(config_path=str(config_file))}
+def _resources(config_file: Path, **answers) -> dict:
+    """The engine resource, with the named verbs answered by stubs."""
+    return {"mirror_engine": stub_engine(config_file, **answers)}
 
 
 def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.lag_sensor
 
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
-    monkeypatch.setattr(
-        assets.lag_sensor, "mirror_lags", lambda config, link: {"a": 0, "b": 7, "c": 0, "d": 2}
-    )
+    lags = lambda link: {"a": 0, "b": 7, "c": 0, "d": 2}  # noqa: E731
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lags), definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
 
@@ -172,23 +157,20 @@ def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
 def test_lag_sensor_threshold_and_in_progress_run_skip(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.lag_sensor
 
     instance.add_dynamic_partitions("east_to_west_mirrors", ["x"])
-    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", lambda config, link: {"x": 100})
     sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 100}), definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
     assert "none more than 100 records behind" in result.skip_message
 
-    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", lambda config, link: {"x": 101})
     job = defs.get_repository_def().get_job("east_to_west_replicate")
     run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 101}), definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
@@ -198,15 +180,13 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
 def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
     defs, config_file, instance, monkeypatch
 ) -> None:
-    import assets.lag_sensor
 
-    def unreachable(config, link):
+    def unreachable(link):
         raise ClusterUnreachable("cluster 'us-west' (127.0.0.1:19999) did not answer within 10s")
 
-    monkeypatch.setattr(assets.lag_sensor, "mirror_lags", unreachable)
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file), definitions=defs, cursor="seen"
+        instance=instance, resources=_resources(config_file, mirror_lags=unreachable), definitions=defs, cursor="seen"
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
@@ -218,8 +198,9 @@ def test_schedule_requests_one_run_keyed_by_scheduled_time(
     defs, config_file, instance, monkeypatch
 ) -> None:
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
-    stub_mirrors(monkeypatch, [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")])
-    result = tick_schedule(defs, config_file, instance, "west_to_east_replicate_schedule")
+    engine = stub_engine(config_file, list_mirrors=mirrors_answer(
+        [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")]))
+    result = tick_schedule(defs, engine, instance, "west_to_east_replicate_schedule")
     (request,) = result.run_requests
     assert request.run_key == f"west-to-east:{TICK.isoformat()}"
     assert request.tags["dagster/asset_partition_range_start"] == "a"
@@ -231,9 +212,8 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
     defs, config_file, monkeypatch
 ) -> None:
     """A single run over three mirrors: one materialization each, with its own lineage."""
-    import assets.mirror_data
 
-    def fake_cycle(config, link, spark, *, mirrors=None, progress=None):
+    def fake_cycle(link, spark, mirrors=None, progress=None):
         assert spark == "spark-session"
         copies = {
             m: MirrorCopyResult(
@@ -243,9 +223,8 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
         }
         return CycleResult(link, time.time(), 2.5, len(copies), copies)
 
-    monkeypatch.setattr(assets.mirror_data, "run_cycle", fake_cycle)
-    _stub_list_mirrors(monkeypatch, ["m1", "m2", "m3"])
-    result = _materialize_range(defs, config_file, ["m1", "m2", "m3"])
+    engine = _engine(config_file, ["m1", "m2", "m3"], run_cycle=fake_cycle)
+    result = _materialize_range(defs, engine, ["m1", "m2", "m3"])
     assert result.success
     events = {e.materialization.partition: e.materialization.metadata
               for e in result.get_asset_materialization_events()}
@@ -263,20 +242,18 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
         assert metadata["cycle_duration_s"].value == 2.5
 
 
-def _stub_list_mirrors(monkeypatch, topics) -> None:
-    stub_mirrors(monkeypatch, [(t, "ACTIVE") for t in topics])
+def _engine(config_file, topics, **answers):
+    """The engine with `topics` as the link's ACTIVE mirrors and `answers` for other verbs."""
+    return stub_engine(config_file, list_mirrors=mirrors_answer([(t, "ACTIVE") for t in topics]), **answers)
 
 
-def _materialize_range(defs, config_file, keys, raise_on_error=True):
+def _materialize_range(defs, engine, keys, raise_on_error=True):
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("west_to_east_mirrors", keys)
     return dg.materialize(
         [defs.get_assets_def(dg.AssetKey(["west_to_east", "mirror_data"]))],
         instance=instance,
-        resources={
-            **_resources(config_file),
-            "pyspark": types.SimpleNamespace(spark_session="spark-session"),
-        },
+        resources={"mirror_engine": engine, "pyspark": types.SimpleNamespace(spark_session="spark-session")},
         tags={
             "dagster/asset_partition_range_start": keys[0],
             "dagster/asset_partition_range_end": keys[-1],
@@ -286,17 +263,15 @@ def _materialize_range(defs, config_file, keys, raise_on_error=True):
 
 
 def test_copy_asset_skips_a_deleted_mirror_inside_the_range(defs, config_file, monkeypatch) -> None:
-    import assets.mirror_data
 
     asked = []
 
-    def fake_cycle(config, link, spark, *, mirrors=None, progress=None):
+    def fake_cycle(link, spark, mirrors=None, progress=None):
         asked.append(list(mirrors))
         return CycleResult(link, time.time(), 1.0, 0, {})
 
-    monkeypatch.setattr(assets.mirror_data, "run_cycle", fake_cycle)
-    _stub_list_mirrors(monkeypatch, ["m1", "m3"])
-    result = _materialize_range(defs, config_file, ["m1", "gone", "m3"])
+    engine = _engine(config_file, ["m1", "m3"], run_cycle=fake_cycle)
+    result = _materialize_range(defs, engine, ["m1", "gone", "m3"])
     assert result.success
     assert asked == [["m1", "m3"]]
 
@@ -304,17 +279,15 @@ def test_copy_asset_skips_a_deleted_mirror_inside_the_range(defs, config_file, m
 def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(
     defs, config_file, monkeypatch
 ) -> None:
-    import assets.mirror_data
     from mirror_pipeline.engine import CycleFailed
 
-    def failing_cycle(config, link, spark, *, mirrors=None, progress=None):
+    def failing_cycle(link, spark, mirrors=None, progress=None):
         copied = MirrorCopyResult("m1", "m1", (PartitionCopy(0, 0, 5, 0, 5, 5, 50, 0),))
         partial = CycleResult(link, time.time(), 1.0, 2, {"m1": copied})
         raise CycleFailed("mirror 'm2': source topic unreadable", partial)
 
-    monkeypatch.setattr(assets.mirror_data, "run_cycle", failing_cycle)
-    _stub_list_mirrors(monkeypatch, ["m1", "m2"])
-    result = _materialize_range(defs, config_file, ["m1", "m2"], raise_on_error=False)
+    engine = _engine(config_file, ["m1", "m2"], run_cycle=failing_cycle)
+    result = _materialize_range(defs, engine, ["m1", "m2"], raise_on_error=False)
     assert not result.success
     (event,) = result.get_asset_materialization_events()
     assert event.materialization.partition == "m1"
@@ -334,7 +307,7 @@ def test_each_link_has_config_sync_asset_check_job_and_schedule(defs: dg.Definit
         assert asset.group_names_by_key[key] == name
         assert asset.partitions_def == defs.get_assets_def(dg.AssetKey([name, "mirror_data"])).partitions_def
         assert asset.backfill_policy == dg.BackfillPolicy.single_run()
-        assert "mirror_config" in asset.required_resource_keys
+        assert "mirror_engine" in asset.required_resource_keys
         assert "pyspark" not in asset.required_resource_keys  # no Spark session for a config sync
         check_key = dg.AssetCheckKey(key, "config_in_sync")
         assert check_key in repo.asset_graph.asset_check_keys
@@ -366,25 +339,24 @@ def test_each_link_has_config_sync_asset_check_job_and_schedule(defs: dg.Definit
     ],
 )
 def test_config_sync_cron_never_runs_less_often_than_the_interval(ms: int, cron: str) -> None:
-    from assets.config_sync import config_sync_cron
+    from mirror_pipeline_dagster.config_sync import config_sync_cron
 
     assert config_sync_cron(ms) == cron
 
 
 def test_config_sync_schedule_follows_the_links_interval() -> None:
-    from assets import link_definitions
+    from mirror_pipeline_dagster import link_definitions
 
     schedules = {s.name: s for s in link_definitions("west-to-east", config_sync_ms=600_000).schedules}
     assert schedules["west_to_east_config_sync_schedule"].cron_schedule == "*/10 * * * *"
 
 
-def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
-    import assets.config_sync
-    from mirror_pipeline.config_sync import ConfigSyncFailed, ConfigSyncResult, MirrorConfigSync
+def _stub_config_sync(config_file, topics, drifted=(), failing=()):
+    from mirror_pipeline.sync.config_sync import ConfigSyncFailed, ConfigSyncResult, MirrorConfigSync
 
     asked = {}
 
-    def fake_sync(config, link, mirrors=None):
+    def fake_sync(link, mirrors=None):
         asked["sync"] = list(mirrors)
         synced = {
             m: MirrorConfigSync(
@@ -402,7 +374,7 @@ def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
             raise ConfigSyncFailed(f"config sync of link '{link}' failed for mirror '{failing[0]}'", result)
         return result
 
-    def fake_drift(config, link, mirrors=None):
+    def fake_drift(link, mirrors=None):
         asked["drift"] = list(mirrors)
         return {
             m: {"in_sync": m not in drifted, "drift": {"retention.ms": ["1", "2"]} if m in drifted else {},
@@ -410,19 +382,16 @@ def _stub_config_sync(monkeypatch, topics, drifted=(), failing=()):
             for m in mirrors
         }
 
-    monkeypatch.setattr(assets.config_sync, "sync_configs", fake_sync)
-    monkeypatch.setattr(assets.config_sync, "link_config_drift", fake_drift)
-    _stub_list_mirrors(monkeypatch, topics)
-    return asked
+    return asked, _engine(config_file, topics, sync_configs=fake_sync, link_config_drift=fake_drift)
 
 
-def _run_config_sync(defs, config_file, keys, raise_on_error=True):
+def _run_config_sync(defs, engine, keys, raise_on_error=True):
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("west_to_east_mirrors", keys)
     job = defs.get_repository_def().get_job("west_to_east_config_sync")
     return job.execute_in_process(
         instance=instance,
-        resources=_resources(config_file),
+        resources={"mirror_engine": engine},
         tags={
             "dagster/asset_partition_range_start": keys[0],
             "dagster/asset_partition_range_end": keys[-1],
@@ -432,8 +401,8 @@ def _run_config_sync(defs, config_file, keys, raise_on_error=True):
 
 
 def test_config_sync_records_each_mirror_and_the_check_warns_on_drift(defs, config_file, monkeypatch) -> None:
-    asked = _stub_config_sync(monkeypatch, ["m1", "m2", "m3"], drifted=["m2"])
-    result = _run_config_sync(defs, config_file, ["m1", "gone", "m2", "m3"])
+    asked, engine = _stub_config_sync(config_file, ["m1", "m2", "m3"], drifted=["m2"])
+    result = _run_config_sync(defs, engine, ["m1", "gone", "m2", "m3"])
     assert result.success
     assert asked == {"sync": ["m1", "m2", "m3"], "drift": ["m1", "gone", "m2", "m3"]}
     events = {e.materialization.partition: e.materialization.metadata
@@ -456,8 +425,8 @@ def test_config_sync_records_each_mirror_and_the_check_warns_on_drift(defs, conf
 
 
 def test_config_sync_records_the_mirrors_that_synced_when_one_fails(defs, config_file, monkeypatch) -> None:
-    _stub_config_sync(monkeypatch, ["m1", "m2"], failing=["m2"])
-    result = _run_config_sync(defs, config_file, ["m1", "m2"], raise_on_error=False)
+    _, engine = _stub_config_sync(config_file, ["m1", "m2"], failing=["m2"])
+    result = _run_config_sync(defs, engine, ["m1", "m2"], raise_on_error=False)
     assert not result.success
     (event,) = result.get_asset_materialization_events()
     assert event.materialization.partition == "m1"
@@ -469,8 +438,9 @@ def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     defs, config_file, instance, monkeypatch
 ) -> None:
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
-    stub_mirrors(monkeypatch, [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")])
-    result = tick_schedule(defs, config_file, instance, "west_to_east_config_sync_schedule")
+    engine = stub_engine(config_file, list_mirrors=mirrors_answer(
+        [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]))
+    result = tick_schedule(defs, engine, instance, "west_to_east_config_sync_schedule")
     (request,) = result.run_requests
     assert request.run_key == f"west-to-east:config-sync:{TICK.isoformat()}"
     assert request.tags["dagster/asset_partition_range_start"] == "b"

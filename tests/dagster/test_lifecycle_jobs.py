@@ -11,9 +11,9 @@ import dagster as dg
 import yaml
 from confluent_kafka import Producer
 
-from assets.lifecycle_jobs import stop_run_config
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline_dagster.lifecycle_jobs import stop_run_config
 
 LINK = "src-to-dst"
 
@@ -44,7 +44,7 @@ def test_promote_and_failover_jobs_stop_mirrors(tmp_path, source_bootstrap, dest
     failed_over = create_topic(source_bootstrap, unique_name("b"), partitions=1)
     engine.create_mirror(config, LINK, failed_over)
     monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(path))
-    from definitions import build_definitions
+    from mirror_pipeline_dagster.definitions import build_definitions
 
     defs = build_definitions(path)
     instance = dg.DagsterInstance.ephemeral()

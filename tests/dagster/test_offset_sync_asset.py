@@ -14,18 +14,18 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.engine import create_mirror
-from resources import MirrorConfigResource
-from tests.dagster.offline_config import VALID_CONFIG, stub_mirrors, tick_schedule
+from mirror_pipeline_dagster.resources import MirrorEngine
+from tests.dagster.offline_config import VALID_CONFIG, mirrors_answer, stub_engine, tick_schedule
 from tests.dagster.test_copy_asset import PARTITIONS, load_definitions, materialize_mirror, produce_records
 
 LINKS = {"west-to-east": "west_to_east", "east.to.west": "east_to_west"}
 
 
 @pytest.fixture
-def defs(config_file: Path, monkeypatch) -> dg.Definitions:
-    return load_definitions(config_file, monkeypatch)
+def defs(config_file: Path) -> dg.Definitions:
+    return load_definitions(config_file)
 
 
 def test_each_link_has_consumer_offsets_asset_check_job_and_schedule(defs: dg.Definitions) -> None:
@@ -54,12 +54,12 @@ def test_each_link_has_consumer_offsets_asset_check_job_and_schedule(defs: dg.De
         assert schedule.cron_schedule == "* * * * *"  # consumer.offset.sync.ms 30000 -> every minute
 
 
-def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path, monkeypatch) -> None:
+def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path) -> None:
     path = tmp_path / "mirror.yaml"
     path.write_text(VALID_CONFIG.replace(
         "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.ms: 600000\n", 1
     ))
-    repo = load_definitions(path, monkeypatch).get_repository_def()
+    repo = load_definitions(path).get_repository_def()
     assert repo.get_schedule_def("west_to_east_offset_sync_schedule").cron_schedule == "*/10 * * * *"
     assert "consumer.offset.sync.ms=600000" in repo.get_schedule_def("west_to_east_offset_sync_schedule").description
     assert repo.get_schedule_def("east_to_west_offset_sync_schedule").cron_schedule == "* * * * *"
@@ -68,7 +68,7 @@ def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path, monkeyp
 def test_offset_sync_schedule_skips_while_sync_is_off(defs, config_file) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a"])
-        result = tick_schedule(defs, config_file, instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(defs, MirrorEngine(config_path=str(config_file)), instance, "west_to_east_offset_sync_schedule")
     assert result.run_requests == []
     assert "consumer.offset.sync.enable: false" in result.skip_message
 
@@ -80,11 +80,11 @@ def test_offset_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     path.write_text(VALID_CONFIG.replace(
         "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.enable: true\n", 1
     ))
-    defs = load_definitions(path, monkeypatch)
-    stub_mirrors(monkeypatch, [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")])
+    defs = load_definitions(path)
+    engine = stub_engine(path, list_mirrors=mirrors_answer([("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")]))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
-        result = tick_schedule(defs, path, instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(defs, engine, instance, "west_to_east_offset_sync_schedule")
     (request,) = result.run_requests
     assert request.run_key == "west-to-east:offset-sync:2026-01-01T12:00:00+00:00"
     assert request.tags["dagster/asset_partition_range_start"] == "b"
@@ -99,7 +99,7 @@ def test_materialising_with_sync_off_records_that_and_does_nothing(defs, config_
     result = dg.materialize(
         [defs.get_assets_def(dg.AssetKey(["west_to_east", "consumer_offsets"]))],
         partition_key="m1",
-        resources={"mirror_config": MirrorConfigResource(config_path=str(config_file))},
+        resources={"mirror_engine": MirrorEngine(config_path=str(config_file))},
         instance=instance,
     )
     assert result.success
@@ -144,7 +144,7 @@ def test_materialising_the_offsets_asset_lands_the_source_group_on_the_mirror(
         consumer.close()
 
     keys = [dg.AssetKey(["src_to_dst", "mirror_data"]), dg.AssetKey(["src_to_dst", "consumer_offsets"])]
-    result = materialize_mirror(load_definitions(config_path, monkeypatch), keys, mirror, config_path)
+    result = materialize_mirror(load_definitions(config_path), keys, mirror, config_path)
     assert result.success
 
     # A gap-free partition keeps its offsets: the group lands where it stopped on the source.

@@ -39,17 +39,22 @@ def dagster_home(tmp_path: Path) -> Path:
     return home
 
 
-def test_validate_passes_with_a_config(tmp_path: Path, dagster_home: Path) -> None:
+def test_validate_passes_with_a_config_from_any_directory(tmp_path: Path, dagster_home: Path) -> None:
     config = tmp_path / "mirror.yaml"
     config.write_text(VALID_CONFIG)
-    result = validate(REPO, config, dagster_home)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = validate(elsewhere, config, dagster_home)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_validate_passes_on_a_fresh_clone_without_config(tmp_path: Path, dagster_home: Path) -> None:
-    result = validate(tmp_path, None, dagster_home)  # no ./mirror.yaml in this cwd
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "WARNING" not in result.stderr
+def test_a_missing_config_is_the_locations_load_error_naming_the_file(tmp_path: Path, dagster_home: Path) -> None:
+    absent = tmp_path / "absent.yaml"
+    result = validate(tmp_path, absent, dagster_home)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"{absent}: configuration file not found" in output
+    assert "MIRROR_PIPELINE_CONFIG" in output
 
 
 def test_validate_fails_on_an_invalid_config_naming_the_problem(

@@ -15,10 +15,10 @@ import dagster as dg
 
 def main(config_path: str, link: str, mirror: str) -> int:
     os.environ["MIRROR_PIPELINE_CONFIG"] = config_path
-    from assets.naming import LinkNames, dagster_name
-    from definitions import build_definitions
-    from mirror_pipeline.config import load_config
-    from resources import MirrorConfigResource, pyspark_resource
+    from mirror_pipeline.config.loader import load_config
+    from mirror_pipeline_dagster.definitions import build_definitions
+    from mirror_pipeline_dagster.naming import LinkNames, dagster_name
+    from mirror_pipeline_dagster.resources import MirrorEngine, pyspark_resource
 
     defs = build_definitions(config_path)
     names = LinkNames(link)
@@ -28,7 +28,7 @@ def main(config_path: str, link: str, mirror: str) -> int:
         [defs.get_assets_def(names.mirror_data_key)],
         partition_key=mirror,
         resources={
-            "mirror_config": MirrorConfigResource(config_path=config_path),
+            "mirror_engine": MirrorEngine(config_path=config_path),
             "pyspark": pyspark_resource(load_config(config_path).spark),
         },
         instance=instance,

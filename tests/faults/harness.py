@@ -31,9 +31,9 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 
-from mirror_pipeline.config import load_config
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.offset_map import resolve
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.offset_map import resolve
 from tests.kafka_records import read_partition
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,9 +7,18 @@ import signal
 import time
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import FULL, LINK
-from tests.faults.harness import catch_up, compare, kill_session, log_ends, preload, start_cycle, topic_config, wait_exit
+from tests.faults.harness import (
+    catch_up,
+    compare,
+    kill_session,
+    log_ends,
+    preload,
+    start_cycle,
+    topic_config,
+    wait_exit,
+)
 
 PARTITIONS = 4
 BACKLOG = 60_000 if FULL else 20_000  # per partition, so that a kill lands mid-copy

@@ -20,11 +20,22 @@ import time
 import pytest
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import (
-    SOURCE_KINDS, catch_up, compare, kill_pids, kill_session, log_ends, preload, python_workers, session_members,
-    start_cycle, start_dagster_run, topic_config, wait_exit,
+    SOURCE_KINDS,
+    catch_up,
+    compare,
+    kill_pids,
+    kill_session,
+    log_ends,
+    preload,
+    python_workers,
+    session_members,
+    start_cycle,
+    start_dagster_run,
+    topic_config,
+    wait_exit,
 )
 
 KILL_KINDS = ("cycle", "driver", "worker", "dagster")

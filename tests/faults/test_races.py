@@ -14,9 +14,18 @@ import time
 import pytest
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import FULL, LINK
-from tests.faults.harness import assert_clean, catch_up, kill_pids, kill_session, log_ends, preload, start_cycle, wait_exit
+from tests.faults.harness import (
+    assert_clean,
+    catch_up,
+    kill_pids,
+    kill_session,
+    log_ends,
+    preload,
+    start_cycle,
+    wait_exit,
+)
 
 PARTITIONS = 8
 PER_PARTITION = 30_000 if FULL else 20_000

@@ -19,12 +19,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
-from mirror_pipeline.health import track_source_failures
-from mirror_pipeline.states import FOREIGN_WRITE
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.offset_map import Segment
-from mirror_pipeline.state_store import SegmentWriter
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.health import track_source_failures
+from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.model.states import FOREIGN_WRITE
 from tests.faults.conftest import LINK
 from tests.faults.harness import assert_clean, log_ends, preload
 

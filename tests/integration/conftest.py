@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from tests.config_files import write_pair_config
 
 LINK = "west-to-east"

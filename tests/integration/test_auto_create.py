@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli import cli
-from mirror_pipeline.config import load_config
-from mirror_pipeline.errors import MirrorRefused
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.model.errors import MirrorRefused
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
 

@@ -12,7 +12,10 @@ import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirror_pipeline import engine
-from mirror_pipeline.config_sync import (
+from mirror_pipeline.kafka.topic_configs import LONG_MAX, describe_topic_configs
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.sync.config_sync import (
     ConfigSyncFailed,
     config_drift,
     config_sync_key,
@@ -20,9 +23,6 @@ from mirror_pipeline.config_sync import (
     read_sync_records,
     sync_configs,
 )
-from mirror_pipeline.errors import MirrorError
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.topic_configs import LONG_MAX, describe_topic_configs
 from tests.integration.conftest import LINK
 
 
@@ -231,9 +231,9 @@ def test_only_active_and_paused_mirrors_are_synced(config, mirror, admin, source
 def test_the_dagster_asset_syncs_and_its_check_passes(config, write_config, mirror, admin, source_bootstrap, destination_bootstrap) -> None:
     import dagster as dg
 
-    from assets.config_sync import build_config_in_sync_check, build_mirror_config_asset
-    from assets.naming import LinkNames
-    from resources import MirrorConfigResource
+    from mirror_pipeline_dagster.config_sync import build_config_in_sync_check, build_mirror_config_asset
+    from mirror_pipeline_dagster.naming import LinkNames
+    from mirror_pipeline_dagster.resources import MirrorEngine
 
     topic = mirror("dagster")
     set_configs(admin(source_bootstrap), topic, retention_ms="3900000")
@@ -244,7 +244,7 @@ def test_the_dagster_asset_syncs_and_its_check_passes(config, write_config, mirr
         [build_mirror_config_asset(names), build_config_in_sync_check(names)],
         instance=instance,
         partition_key=topic,
-        resources={"mirror_config": MirrorConfigResource(config_path=str(write_config()))},
+        resources={"mirror_engine": MirrorEngine(config_path=str(write_config()))},
     )
     assert result.success
     (event,) = result.get_asset_materialization_events()
@@ -264,7 +264,7 @@ def test_the_dagster_asset_syncs_and_its_check_passes(config, write_config, mirr
         assets=[build_mirror_config_asset(names)],
         asset_checks=[build_config_in_sync_check(names)],
         jobs=[dg.define_asset_job("check_only", selection=dg.AssetSelection.checks_for_assets(names.mirror_config_key))],
-        resources={"mirror_config": MirrorConfigResource(config_path=str(write_config()))},
+        resources={"mirror_engine": MirrorEngine(config_path=str(write_config()))},
     )
     checked = defs.resolve_job_def("check_only").execute_in_process(instance=instance)
     (check,) = checked.get_asset_check_evaluations()

@@ -9,10 +9,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
-from mirror_pipeline.kafka_clients import watermark
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.offset_map import resolve
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka.clients import watermark
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.offset_map import resolve
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_partition, read_topic
 

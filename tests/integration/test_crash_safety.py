@@ -18,12 +18,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
-from mirror_pipeline.kafka_clients import watermark
-from mirror_pipeline.copier import CopyContext, WorkUnit, copy_unit
-from mirror_pipeline.link_context import LinkContext
-from mirror_pipeline.offset_map import Segment
-from mirror_pipeline.state_store import SegmentWriter
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka.clients import watermark
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.replication.copier import CopyContext, WorkUnit, copy_unit
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
 

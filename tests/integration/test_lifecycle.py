@@ -11,8 +11,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
-from mirror_pipeline.errors import ConfigError, MirrorRefused
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.model.errors import ConfigError, MirrorRefused
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
 

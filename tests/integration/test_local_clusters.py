@@ -21,8 +21,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.cli import cli
-from mirror_pipeline.errors import LocalClusterError
 from mirror_pipeline.local.clusters import LocalKafka
+from mirror_pipeline.model.errors import LocalClusterError
 
 pytestmark = pytest.mark.integration
 

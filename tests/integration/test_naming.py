@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import load_config
-from mirror_pipeline.errors import ConfigError, MirrorRefused
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.model.errors import ConfigError, MirrorRefused
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_partition, read_topic
 

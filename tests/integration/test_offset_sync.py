@@ -18,11 +18,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.lifecycle import _render_preview
-from mirror_pipeline.config import load_config
+from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.local.jars import java_command
 from tests.integration.conftest import LINK
 from tests.kafka_records import read_partition
-
 
 # --- helpers ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import yaml
 from confluent_kafka import Producer
 
 from mirror_pipeline import engine
-from mirror_pipeline.config import PipelineConfig, load_config
+from mirror_pipeline.config.loader import PipelineConfig, load_config
 from tests.kafka_records import assert_identical, read_topic
 
 # name -> (source, destination); us-east is the destination of `west-to-east` only.

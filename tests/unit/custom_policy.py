@@ -1,6 +1,6 @@
 """A user replication policy, loaded by dotted path in the config tests."""
 
-from mirror_pipeline.replication_policy import ReplicationPolicy
+from mirror_pipeline.config.replication_policy import ReplicationPolicy
 
 
 class UpperCaseAliasPolicy(ReplicationPolicy):

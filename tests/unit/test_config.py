@@ -4,13 +4,20 @@ from pathlib import Path
 
 import pytest
 
-from mirror_pipeline.config import (
-    CONFIG_ENV_VAR, DEFAULT_CONFIG_FILE, ClusterConfig, LinkConfig, PipelineConfig, SparkSettings,
-    load_config, parse_config, resolve_config_path,
+from mirror_pipeline.config.filters import FilterType, NameFilter, PatternType
+from mirror_pipeline.config.loader import (
+    CONFIG_ENV_VAR,
+    DEFAULT_CONFIG_FILE,
+    ClusterConfig,
+    LinkConfig,
+    PipelineConfig,
+    SparkSettings,
+    load_config,
+    parse_config,
+    resolve_config_path,
 )
-from mirror_pipeline.errors import ConfigError
-from mirror_pipeline.filters import FilterType, NameFilter, PatternType
-from mirror_pipeline.redaction import REDACTED
+from mirror_pipeline.config.redaction import REDACTED
+from mirror_pipeline.model.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-Pa55word"
@@ -400,7 +407,7 @@ def test_every_property_key_maps_to_its_attribute():
         "consumer.offset.sync.ms": 1, "consumer.group.prefix.enable": True,
         "acl.filters": '{"aclFilters": []}', "topic.config.sync.ms": 2,
         "cluster.link.retry.timeout.ms": 3,
-        "replication.policy.class": "mirror_pipeline.replication_policy.LinkNaming",
+        "replication.policy.class": "mirror_pipeline.config.replication_policy.LinkNaming",
         "replication.policy.separator": "_", "offset.translation.mode": "TIMESTAMP",
         "mirror.unit.max.bytes": 4, "mirror.chunk.max.records": 5,
         "mirror.log.start.alignment.max.records": 6, "mirror.writer.fence.wait.ms": 7,
@@ -412,7 +419,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert link.offset_group_filters.filters == (NameFilter("g", PatternType.LITERAL, FilterType.INCLUDE),)
     assert link.acl_filters == {"aclFilters": []}
     assert (link.config_sync_ms, link.retry_timeout_ms, link.policy_class, link.policy_separator) == (
-        2, 3, "mirror_pipeline.replication_policy.LinkNaming", "_")
+        2, 3, "mirror_pipeline.config.replication_policy.LinkNaming", "_")
     assert link.offset_translation_mode == "timestamp"
     assert (link.unit_max_bytes, link.chunk_max_records, link.alignment_max_records, link.fence_wait_ms) == (4, 5, 6, 7)
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
@@ -435,7 +442,7 @@ def test_policy_class_values(value):
 
 @pytest.mark.parametrize("value, reason", [
     ("my_pkg.policies.Custom", "cannot import module 'my_pkg.policies' for policy 'my_pkg.policies.Custom'"),
-    ("tests.unit.custom_policy.NotAPolicy", "is not a subclass of mirror_pipeline.replication_policy.ReplicationPolicy"),
+    ("tests.unit.custom_policy.NotAPolicy", "is not a subclass of mirror_pipeline.config.replication_policy.ReplicationPolicy"),
     ("tests.unit.custom_policy.Missing", "is not a subclass"),
     ("MyPolicy", "unknown policy 'MyPolicy'"),
 ])

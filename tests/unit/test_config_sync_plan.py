@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mirror_pipeline.config_sync import ConfigPlan, plan_config_changes
-from mirror_pipeline.topic_configs import LONG_MAX
+from mirror_pipeline.kafka.topic_configs import LONG_MAX
+from mirror_pipeline.sync.config_sync import ConfigPlan, plan_config_changes
 
 # Effective configs of a fresh topic on a Kafka 4 broker (the subset that matters here).
 DEFAULTS = {

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from mirror_pipeline.errors import ConfigError
-from mirror_pipeline.filters import FilterType, NameFilter, NameFilters, PatternType
+from mirror_pipeline.config.filters import FilterType, NameFilter, NameFilters, PatternType
+from mirror_pipeline.model.errors import ConfigError
 
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 INC, EXC = FilterType.INCLUDE, FilterType.EXCLUDE

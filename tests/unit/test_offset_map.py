@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror_pipeline.offset_map import OffsetMap, Run, Segment, consolidate, resolve, runs_of
+from mirror_pipeline.model.offset_map import OffsetMap, Run, Segment, consolidate, resolve, runs_of
 
 
 def seg(dest_start, runs, source_end, padding=0):

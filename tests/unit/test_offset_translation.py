@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_pipeline.offset_map import Segment, resolve
-from mirror_pipeline.offset_translation import (
-    CLAMPED, COMMITTED, KEPT_AHEAD, UNCHANGED, MirrorPartition, behind, plan_commit, translate, translate_by_timestamp,
+from mirror_pipeline.model.offset_map import Segment, resolve
+from mirror_pipeline.sync.offset_translation import (
+    CLAMPED,
+    COMMITTED,
+    KEPT_AHEAD,
+    UNCHANGED,
+    MirrorPartition,
+    behind,
+    plan_commit,
+    translate,
+    translate_by_timestamp,
     translate_exact,
 )
 

@@ -1,6 +1,6 @@
 import pytest
 
-from mirror_pipeline.redaction import REDACTED, is_secret_key, redact, scrub
+from mirror_pipeline.config.redaction import REDACTED, is_secret_key, redact, scrub
 
 
 @pytest.mark.parametrize("key", [

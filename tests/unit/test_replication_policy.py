@@ -6,12 +6,18 @@ import logging
 
 import pytest
 
-from mirror_pipeline.config import parse_config
-from mirror_pipeline.errors import ConfigError
-from mirror_pipeline.replication_policy import (
-    DefaultReplicationPolicy, IdentityReplicationPolicy, LinkNaming, is_internal_topic, loop_warnings,
-    naming_record, policy_for, reserved_names,
+from mirror_pipeline.config.loader import parse_config
+from mirror_pipeline.config.replication_policy import (
+    DefaultReplicationPolicy,
+    IdentityReplicationPolicy,
+    LinkNaming,
+    is_internal_topic,
+    loop_warnings,
+    naming_record,
+    policy_for,
+    reserved_names,
 )
+from mirror_pipeline.model.errors import ConfigError
 
 CLUSTERS = {alias: {"bootstrap.servers": f"127.0.0.1:{port}"}
             for alias, port in (("us-west", 1), ("us-east", 2), ("eu-west", 3))}
@@ -122,7 +128,7 @@ def test_identity_policy_keeps_names_and_detects_no_loops():
 
 def test_identity_links_forming_a_loop_are_warned_about(caplog):
     identity = {"replication.policy.class": "IdentityReplicationPolicy"}
-    with caplog.at_level(logging.WARNING, logger="mirror_pipeline.config"):
+    with caplog.at_level(logging.WARNING, logger="mirror_pipeline.config.loader"):
         cfg = config(a=("us-west", "us-east", identity), b=("us-east", "eu-west", identity),
                      c=("eu-west", "us-west", identity), d=("us-west", "eu-west", {}))
     warnings = loop_warnings(cfg.links.values())

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_pipeline.errors import MirrorRefused
-from mirror_pipeline.results import MirrorInfo
-from mirror_pipeline.states import (
-    ACTIVE, FOREIGN_WRITE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE, STATES, STOPPED, STOPPING, may_copy,
-    transition, with_flag,
+from mirror_pipeline.model.errors import MirrorRefused
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import (
+    ACTIVE,
+    FOREIGN_WRITE,
+    PAUSED,
+    PENDING_STOPPED,
+    SOURCE_UNAVAILABLE,
+    STATES,
+    STOPPED,
+    STOPPING,
+    may_copy,
+    transition,
+    with_flag,
 )
 
 

@@ -1,0 +1,312 @@
+"""confluent-kafka clients, built in layers: cluster settings, then the role.
+
+Every client carries a role-tagged `client.id` (`mirror-pipeline.<link>.<role>`)
+so broker logs and quotas can tell the pipeline's clients apart. Kafka errors
+are mapped to the engine's error hierarchy here, in one place (`kafka_errors`,
+`produce_all`, and the predicates the few callers that decide on an error's
+code use). Messages name the Kafka error (`error_name`), never quote
+librdkafka's text: it can quote client settings, secrets among them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from typing import Container, Iterable, Iterator, Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.config.redaction import is_secret_key, scrub
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, TopicNotFound
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 15.0
+
+# Role settings the pipeline depends on for correctness; they override the
+# cluster's own settings.
+ROLE_SETTINGS: dict[str, dict[str, object]] = {
+    "admin": {},
+    # Reads the source; never commits offsets, so it never creates a group.
+    "reader": {
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "error",
+        "enable.partition.eof": False,
+        "fetch.max.bytes": 52428800,
+        "max.partition.fetch.bytes": 16777216,
+        "queued.max.messages.kbytes": 262144,
+    },
+    # Writes mirror partitions: idempotent so one attempt's records land once
+    # and in order; `acks=all` so a landed record survives a broker failover.
+    "writer": {
+        "enable.idempotence": True,
+        # Any failure that could leave a hole between landed records stops the
+        # producer instead (timeouts excepted: `repair` verifies those).
+        "enable.gapless.guarantee": True,
+        "acks": "all",
+        "max.in.flight.requests.per.connection": 5,
+        "linger.ms": 10,
+        "compression.type": "none",
+        "queue.buffering.max.messages": 1000000,
+        "queue.buffering.max.kbytes": 1048576,
+        "message.max.bytes": 104857600,
+    },
+    # Reads internal state topics: only what committed transactions wrote.
+    "state-reader": {
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+    },
+    "state-writer": {"enable.idempotence": True, "acks": "all", "linger.ms": 0},
+}
+
+
+def client_config(cluster_properties: Mapping[str, str], link: str, role: str, **overrides: object) -> dict:
+    """librdkafka settings for one client: the cluster's, then the role's, then overrides."""
+    conf: dict[str, object] = dict(cluster_properties)
+    conf.update(ROLE_SETTINGS[role])
+    conf["client.id"] = f"mirror-pipeline.{link}.{role}"
+    if role in ("reader", "state-reader"):
+        # A group id is required by librdkafka even for assign-only consumers;
+        # nothing is ever committed under it.
+        conf.setdefault("group.id", f"mirror-pipeline.{link}.{role}")
+    conf.update(overrides)
+    return conf
+
+
+def quiet_logger() -> logging.Logger:
+    """librdkafka's own log lines go through Python logging (not straight to stderr).
+
+    Its warnings are mostly retries it recovers from by itself (a coordinator
+    loading, a broker reconnecting); failures reach us as errors anyway.
+    """
+    logger = logging.getLogger("mirror_pipeline.librdkafka")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
+    return logger
+
+
+def admin_client(conf: dict) -> AdminClient:
+    return AdminClient({**conf, "logger": quiet_logger()})
+
+
+def producer(conf: dict) -> Producer:
+    return Producer({**conf, "logger": quiet_logger()})
+
+
+def consumer(conf: dict) -> Consumer:
+    return Consumer({**conf, "logger": quiet_logger()})
+
+
+def secrets_of(conf: Mapping[str, object]) -> list[str]:
+    return [str(v) for k, v in conf.items() if is_secret_key(k) and v]
+
+
+def describe_error(exc: BaseException, conf: Mapping[str, object]) -> str:
+    return scrub(str(exc), secrets_of(conf))
+
+
+# --- Kafka errors into the engine's errors ------------------------------------------------------
+
+# Another writer with the same transactional id took over (fenced this one).
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+# The topic does not exist (as the broker or the client reports it).
+UNKNOWN_TOPIC = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID, KafkaError._UNKNOWN_TOPIC})
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError a KafkaException carries (None when it carries none)."""
+    err = exc.args[0] if exc.args else None
+    return err if isinstance(err, KafkaError) else None
+
+
+def error_code(exc: BaseException) -> int | None:
+    err = kafka_error(exc)
+    return None if err is None else err.code()
+
+
+def error_name(exc: BaseException) -> str:
+    """The Kafka error's name (e.g. `TOPIC_AUTHORIZATION_FAILED`), never librdkafka's text."""
+    err = kafka_error(exc)
+    return type(exc).__name__ if err is None else err.name()
+
+
+def error_reason(exc: BaseException) -> str:
+    """What went wrong, for an operator: a broker's own explanation when the broker
+    answered with an error (it never holds client settings), else only the error's
+    name (librdkafka's local errors may quote client settings, secrets included)."""
+    err = kafka_error(exc)
+    if err is None:
+        return type(exc).__name__
+    text = err.str()
+    if err.code() < 0 or not text or text == err.name():
+        return err.name()
+    return f"{err.name()}: {text}"
+
+
+def is_fenced(exc: BaseException) -> bool:
+    return error_code(exc) in FENCED
+
+
+def is_retriable(exc: BaseException) -> bool:
+    err = kafka_error(exc)
+    return err is not None and err.retriable()
+
+
+@contextmanager
+def kafka_errors(what: str, error: type[MirrorError] = MirrorError, ignore: Container[int] = ()) -> Iterator[None]:
+    """Turn a KafkaException raised inside into `error(f"{what}: {reason}")` (see `error_reason`).
+
+    `what` says who failed at what, e.g. "cluster 'east': listing consumer
+    groups failed". Errors whose code is in `ignore` are swallowed.
+    """
+    try:
+        yield
+    except KafkaException as exc:
+        if error_code(exc) in ignore:
+            return
+        raise error(f"{what}: {error_reason(exc)}") from None
+
+
+def produce_all(
+    conf: dict,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None]],
+    what: str,
+    *,
+    partition: int | None = None,
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> None:
+    """Produce (key, value) records to `topic` with one producer and wait for every delivery.
+
+    Raises MirrorError(f"{what}: <why>"), why being the failed deliveries'
+    Kafka error names, or "timed out" when some were not delivered in `timeout`.
+    """
+    failures: list[KafkaError] = []
+    target = {} if partition is None else {"partition": partition}
+    with kafka_errors(what):
+        prod = producer(conf)
+        for key, value in records:
+            prod.produce(topic, key=key, value=value, on_delivery=lambda err, _msg: err and failures.append(err), **target)
+            prod.poll(0)
+        remaining = prod.flush(timeout)
+    if failures:
+        raise MirrorError(f"{what}: {', '.join(sorted({err.name() for err in failures}))}")
+    if remaining:
+        raise MirrorError(f"{what}: timed out")
+
+
+# --- cluster and topic metadata -------------------------------------------------------------------
+
+
+def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
+    """Fail with ClusterUnreachable unless the cluster answers a metadata request."""
+    with kafka_errors(f"cluster '{alias}' ({bootstrap}) did not answer within {timeout:.0f}s", ClusterUnreachable):
+        admin.list_topics(timeout=timeout)
+
+
+def cluster_id(admin: AdminClient, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> str:
+    """The cluster's id: tells the cluster a mirror was created from from another one at the same address."""
+    with kafka_errors(f"cluster '{alias}' did not describe itself", ClusterUnreachable):
+        return admin.describe_cluster(request_timeout=timeout).result().cluster_id or ""
+
+
+def topic_partitions(admin: AdminClient, topic: str, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> int | None:
+    """Partition count of `topic`, or None when it does not exist."""
+    with kafka_errors(f"cluster '{alias}' did not answer within {timeout:.0f}s", ClusterUnreachable):
+        md = admin.list_topics(topic=topic, timeout=timeout)
+    meta = md.topics.get(topic)
+    if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return None
+    if meta.error is not None:
+        raise MirrorError(f"cluster '{alias}': topic '{topic}': {meta.error.str()}")
+    return len(meta.partitions)
+
+
+def partition_counts(admin: AdminClient, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> dict[str, int]:
+    """Every readable topic of the cluster and its partition count, in one request."""
+    with kafka_errors(f"cluster '{alias}' did not answer within {timeout:.0f}s", ClusterUnreachable):
+        md = admin.list_topics(timeout=timeout)
+    return {name: len(meta.partitions) for name, meta in md.topics.items() if meta.error is None}
+
+
+def list_offsets(
+    admin: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    spec: str,
+    alias: str,
+    read_committed: bool = True,
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> dict[tuple[str, int], int]:
+    """Earliest or latest offsets (`spec` = "earliest" | "latest").
+
+    "latest" under read_committed is the last stable offset: the end of what a
+    read_committed consumer can see (R-MT-8).
+    """
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import OffsetSpec
+
+    wanted = {TP(t, p): (OffsetSpec.earliest() if spec == "earliest" else OffsetSpec.latest()) for t, p in partitions}
+    if not wanted:
+        return {}
+    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    # Leadership of a just-created topic or partition takes a moment to
+    # propagate; retriable errors are retried until the deadline.
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        futures = admin.list_offsets(wanted, isolation_level=isolation, request_timeout=timeout)
+        result: dict[tuple[str, int], int] = {}
+        retry = None
+        for tp, fut in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = fut.result().offset
+            except KafkaException as exc:
+                err = exc.args[0]
+                unknown = err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
+                if unknown and time.monotonic() - started > UNKNOWN_GRACE_S:
+                    raise TopicNotFound(f"cluster '{alias}': topic '{tp.topic}' partition {tp.partition} does not exist") from None
+                if not unknown and (err.fatal() or err.code() in _FINAL):
+                    raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}") from None
+                retry = (tp, err)
+        if retry is None:
+            return result
+        if time.monotonic() > deadline:
+            tp, err = retry
+            raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}")
+        time.sleep(0.2)
+
+
+# A partition just added is unknown to a client until its metadata refreshes.
+UNKNOWN_GRACE_S = 5.0
+
+# Errors no retry can mend; anything else (leaders moving, a topic settling)
+# is retried until the deadline.
+_FINAL = (
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION,
+)
+
+
+def watermark(cons: Consumer, topic: str, partition: int, timeout: float = REQUEST_TIMEOUT_S) -> tuple[int, int]:
+    """(log start, log end) of one partition, asked of the broker (never cached).
+
+    Leadership moves (a new topic, a restarted broker) are retried until the timeout.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal() or err.code() in _FINAL or time.monotonic() > deadline:
+                raise MirrorError(f"'{topic}' partition {partition}: reading its offsets failed: {err.name()}") from None
+            time.sleep(0.2)

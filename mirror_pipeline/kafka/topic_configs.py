@@ -1,0 +1,84 @@
+"""Which topic configs a mirror takes from its source (R-CS-1..3, R-CS-5)."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.model.errors import ClusterUnreachable, TopicNotFound
+
+# R-CS-1: always synced, source value wins.
+ALWAYS_SYNCED = (
+    "max.message.bytes",
+    "cleanup.policy",
+    "retention.bytes",
+    "retention.ms",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "message.timestamp.type",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+    "compression.type",
+)
+
+# R-CS-2: taken from the source at creation, then an override on the mirror is kept.
+OVERRIDABLE = (
+    "segment.jitter.ms",
+    "segment.index.bytes",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "min.cleanable.dirty.ratio",
+    "file.delete.delay.ms",
+    "preallocate",
+)
+
+# R-CS-5: these would make the mirror's broker rewrite or reject copied
+# records, so they wait until the topic stops being a mirror.
+TIMESTAMP_BOUNDS = (
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+)
+
+
+# While a topic is a mirror its timestamp bounds are wide open, so that a
+# catch-up of old records is never rejected; the removed (Kafka 4) difference
+# setting is left unset.
+LONG_MAX = "9223372036854775807"
+MIRROR_TIMESTAMP_BOUNDS = {"message.timestamp.before.max.ms": LONG_MAX, "message.timestamp.after.max.ms": LONG_MAX}
+
+
+def split_for_mirror(source: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(configs the mirror gets now, configs held back until promote/failover)."""
+    now: dict[str, str] = {}
+    held: dict[str, str] = {}
+    for name in ALWAYS_SYNCED + OVERRIDABLE:
+        if name not in source:
+            continue
+        value = source[name]
+        if name in TIMESTAMP_BOUNDS:
+            held[name] = value
+            if name in MIRROR_TIMESTAMP_BOUNDS:
+                now[name] = MIRROR_TIMESTAMP_BOUNDS[name]
+        elif name == "message.timestamp.type" and value == "LogAppendTime":
+            held[name] = value
+            now[name] = "CreateTime"  # keep the source's timestamps as copied
+        else:
+            now[name] = value
+    return now, held
+
+
+def describe_topic_configs(admin: AdminClient, topic: str, alias: str, timeout: float = 15.0) -> dict[str, str]:
+    """Effective configs of a topic (explicit and default values alike)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    except KafkaException as exc:
+        if kc.error_code(exc) in kc.UNKNOWN_TOPIC:
+            raise TopicNotFound(f"cluster '{alias}': topic '{topic}' does not exist") from None
+        raise ClusterUnreachable(f"cluster '{alias}': describing configs of '{topic}' failed: {kc.error_name(exc)}") from None
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}

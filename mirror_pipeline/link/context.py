@@ -1,0 +1,123 @@
+"""Everything a verb needs to act on one link: settings, clients, naming, state store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.config.loader import ClusterConfig, LinkConfig, PipelineConfig
+from mirror_pipeline.config.replication_policy import ReplicationPolicy, naming_record, policy_for, reserved_names
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_store import StateStore
+from mirror_pipeline.model.errors import ConfigError, MirrorRefused
+from mirror_pipeline.model.results import MirrorInfo
+
+
+@dataclass
+class LinkContext:
+    config: PipelineConfig
+    link: LinkConfig
+    source: ClusterConfig
+    dest: ClusterConfig
+    naming: ReplicationPolicy
+    store: StateStore = field(repr=False)
+
+    @classmethod
+    def open(cls, config: PipelineConfig, link_name: str) -> "LinkContext":
+        link = config.link(link_name)
+        source, dest = config.cluster(link.source), config.cluster(link.destination)
+        naming = policy_for(link, reserved=reserved_names(config))
+        store = StateStore(link.name, dest.alias, dict(dest.properties),
+                           naming.internal_topic("state"), naming.internal_topic("offset-map"))
+        return cls(config, link, source, dest, naming, store)
+
+    def source_conf(self, role: str, **overrides) -> dict:
+        return kc.client_config(self.source.properties, self.link.name, role, **overrides)
+
+    def dest_conf(self, role: str, **overrides) -> dict:
+        return kc.client_config(self.dest.properties, self.link.name, role, **overrides)
+
+    @cached_property
+    def source_admin(self) -> AdminClient:
+        return kc.admin_client(self.source_conf("admin"))
+
+    @property
+    def dest_admin(self) -> AdminClient:
+        return self.store.admin
+
+    def check_source(self) -> None:
+        kc.check_reachable(self.source_admin, self.source.alias, self.source.bootstrap_servers)
+
+    def check_destination(self) -> None:
+        kc.check_reachable(self.dest_admin, self.dest.alias, self.dest.bootstrap_servers)
+
+    def registry(self) -> dict[str, MirrorInfo]:
+        """This link's mirrors; refuses when the config dropped a link that still has
+        mirrors (R-LC-6) or renamed what names its mirrors (R-CFG-4).
+
+        A link counts as this config's when its mirrors' source cluster is one
+        of the config's clusters: other configs may share the destination.
+        """
+        state = self.store.read_registry()
+        everything = state.mirrors
+        orphaned = {
+            link: sorted(
+                m for m, info in mirrors.items()
+                if info.state != "STOPPED" and info.source_cluster in self.config.clusters
+            )
+            for link, mirrors in everything.items()
+            if link not in self.config.links
+        }
+        orphaned = {link: names for link, names in orphaned.items() if names}
+        if orphaned:
+            where = self.config.path or "the config"
+            details = "; ".join(f"link '{l}' still has mirrors {', '.join(n)}" for l, n in sorted(orphaned.items()))
+            raise ConfigError(
+                f"{where}: {details} on cluster '{self.dest.alias}'. A link with mirrors attached cannot be removed: "
+                f"put it back, then delete, promote or fail over its mirrors first"
+            )
+        mine = everything.get(self.link.name, {})
+        self._recorded_naming = state.links.get(self.link.name)
+        self._check_naming(self._recorded_naming, mine)
+        return mine
+
+    def select(self, topics: list[str] | None) -> list[MirrorInfo]:
+        """The named mirrors of the link (all of them when `topics` is None); unknown names are refused."""
+        registry = self.registry()
+        if topics is None:
+            return sorted(registry.values(), key=lambda m: m.mirror_topic)
+        unknown = [t for t in topics if t not in registry]
+        if unknown:
+            known = ", ".join(sorted(registry)) or "none"
+            raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' (mirrors: {known})")
+        return [registry[t] for t in topics]
+
+    def record_naming(self) -> None:
+        """Remember the naming this link's mirrors are created under; call after `registry()`."""
+        if getattr(self, "_recorded_naming", None) != naming_record(self.link):
+            self.store.put_link_record(naming_record(self.link))
+            self._recorded_naming = naming_record(self.link)
+
+    def _check_naming(self, recorded: dict | None, mirrors: dict[str, MirrorInfo]) -> None:
+        """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""
+        live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
+        if recorded is None or not live:
+            return
+        current = naming_record(self.link)
+        # Keys a record predates are not compared: the record is refreshed at the next create.
+        changed = [key for key in current if key in recorded and recorded[key] != current[key]]
+        if changed:
+            where = self.config.path or "the config"
+            key = changed[0]
+            raise ConfigError(
+                f"{where}: links.{self.link.name}.{key}: cannot change from {_shown(recorded[key])} to "
+                f"{_shown(current[key])}: the link has state on cluster '{self.dest.alias}' "
+                f"(mirrors {', '.join(live)}). Put the old value back, or delete, promote or fail over "
+                f"those mirrors first"
+            )
+
+
+def _shown(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"'{value}'"

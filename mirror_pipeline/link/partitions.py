@@ -1,0 +1,58 @@
+"""Partition growth: a mirror gets the partitions its source gained (R-MT-10, R-CS-1).
+
+Its own module because both the planner (every cycle) and config sync (its
+"always synced" partition count) apply it; neither is the other's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka.admin import NewPartitions
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
+from mirror_pipeline.model.results import MirrorInfo
+
+log = logging.getLogger(__name__)
+
+
+class SourceTopicUnusable(MirrorError):
+    """The source topic is gone or cannot be read: the mirror heads for FAILED (R-LC-5)."""
+
+
+def source_partitions(ctx: LinkContext, info: MirrorInfo) -> int:
+    """The source topic's partition count; read-only."""
+    try:
+        src = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
+    except ClusterUnreachable:
+        raise
+    except MirrorError as exc:  # e.g. the link's principal lost read permission
+        raise SourceTopicUnusable(str(exc)) from None
+    if src is None:
+        raise SourceTopicUnusable(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
+    return src
+
+
+def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
+    """Give the mirror the source's partition count (R-MT-10, R-CS-1): (source partitions, partitions added)."""
+    src = source_partitions(ctx, info)
+    dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
+    if dst is None:
+        raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
+    if src > dst:
+        fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)
+        with kc.kafka_errors(f"mirror '{info.mirror_topic}': adding partitions failed"):
+            fut[info.mirror_topic].result()
+        # Asking for the topic's metadata also refreshes the client's cache,
+        # which later offset requests for the new partitions rely on.
+        deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
+        while kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) != src:
+            if time.monotonic() > deadline:
+                raise MirrorError(f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s")
+            time.sleep(0.2)
+        log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
+        return src, src - dst
+    return src, 0

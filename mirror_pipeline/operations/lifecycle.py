@@ -1,0 +1,147 @@
+"""The verbs that move mirrors between states (R-LC-1..6); the states themselves are in `states`.
+
+Every transition is recorded on the mirror's registry record in the
+destination cluster, with its time and reason, so a new machine with a fresh
+Dagster instance sees the same states. Every verb is idempotent: asking for
+the state a mirror is already in reports it and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.model.errors import MirrorRefused
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import (
+    ACTIVE,
+    FAILED,
+    PAUSED,
+    PENDING_STOPPED,
+    SOURCE_UNAVAILABLE,
+    STOPPED,
+    transition,
+)
+from mirror_pipeline.sync.config_records import config_sync_key
+
+
+@dataclass
+class LifecycleResult:
+    """What a verb did, per mirror: the state before and after and a sentence."""
+
+    verb: str
+    link: str
+    mirrors: dict[str, dict] = field(default_factory=dict)
+
+    def add(self, before: MirrorInfo, after: MirrorInfo, said: str, **extra) -> None:
+        self.mirrors[before.mirror_topic] = {"before": before.state, "after": after.state, "said": said, **extra}
+
+    def to_dict(self) -> dict:
+        return {"verb": self.verb, "link": self.link, "mirrors": self.mirrors}
+
+
+def pause(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    return _move(ctx, topics, "pause", PAUSED, "paused by operator", "paused: copies nothing until resumed",
+                 movable=(ACTIVE, SOURCE_UNAVAILABLE), already=(PAUSED,), refusal="only an ACTIVE mirror can be paused")
+
+
+def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    return _move(ctx, topics, "resume", ACTIVE, "resumed by operator", "resumed: the next cycle copies what accumulated",
+                 movable=(PAUSED,), already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED),
+                 refusal="only a PAUSED mirror can be resumed")
+
+
+def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason: str, said: str, *,
+          movable: tuple[str, ...], already: tuple[str, ...], refusal: str) -> LifecycleResult:
+    """Move mirrors in `movable` states to `to`; those in `already` are reported, others refused."""
+    ctx.check_destination()
+    result = LifecycleResult(verb, ctx.link.name)
+    for info in ctx.select(topics):
+
+        def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+            if current is None:
+                raise MirrorRefused(f"mirror '{info.mirror_topic}' was deleted meanwhile")
+            if current.state in already:
+                return current
+            if current.state not in movable:
+                raise MirrorRefused(f"mirror '{current.mirror_topic}' is {current.state}; {refusal}")
+            return transition(current, to, reason)
+
+        after = ctx.store.update_mirror(info.mirror_topic, decide)
+        if after.state != to or info.state == to:  # already there, or moved elsewhere meanwhile
+            result.add(after, after, "already paused" if after.state == PAUSED else f"not paused ({after.state})")
+            continue
+        if to == PAUSED:
+            # A copy task already running announces no further chunk: the
+            # pause takes effect within one chunk, not at the end of its range.
+            _fence_partitions(ctx, info.mirror_topic)
+        result.add(info, after, said)
+    return result
+
+
+def _fence_partitions(ctx: LinkContext, name: str) -> None:
+    parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
+    for p in range(parts):
+        writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
+        try:
+            writer.fence()
+        finally:
+            writer.close()
+
+
+def _refuse_auto_created(ctx: LinkContext, mirrors: list[MirrorInfo]) -> None:
+    """Auto-create would make a deleted mirror again while its filters select the source (R-AC-4).
+
+    A FAILED mirror (its source topic gone or unreadable) and a STOPPED one (a
+    normal topic now, which auto-create never takes over) may go.
+    """
+    link = ctx.link
+    if not link.auto_create_enable:
+        return
+    kept = [m for m in mirrors if m.state not in (FAILED, STOPPED) and link.auto_create_filters.selects(m.source_topic)]
+    if not kept:
+        return
+    names = ", ".join(f"'{m.mirror_topic}' (source '{m.source_topic}')" for m in kept)
+    raise MirrorRefused(
+        f"link '{link.name}': cannot delete {names}: the link's auto.create.mirror.topics.filters still "
+        f"select the source topic, so auto-create would create the mirror again. Either delete the source "
+        f"topic first (and wait for the mirror to be FAILED), exclude it with an EXCLUDE filter, or turn "
+        f"auto.create.mirror.topics.enable off"
+    )
+
+
+def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
+    """Stop mirroring for good (R-LC-6).
+
+    A mirror that is still a mirror loses its topic on the destination (its
+    data is still on the source); a STOPPED mirror is a normal topic by now and
+    keeps it: only the link's record of it is forgotten. The source is never
+    touched (R-REL-3).
+    """
+    ctx.check_destination()
+    result = LifecycleResult("delete", ctx.link.name)
+    selected = ctx.select(topics)
+    _refuse_auto_created(ctx, selected)
+    for info in selected:
+        segments = ctx.store.read_segments([info.mirror_topic]).segments
+        parts = sorted({p for (_, p) in segments} | set(range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0)))
+        for p in parts:
+            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
+            try:
+                writer.fence()  # no cycle still running may write another chunk
+                writer.write(deletes=[key for key, _ in segments.get((info.mirror_topic, p), [])])
+            finally:
+                writer.close()
+        said = "forgotten; the topic stays (it is a normal topic since it stopped)"
+        if info.state != STOPPED:
+            fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]
+            # Already gone is as good as deleted.
+            with kc.kafka_errors(f"deleting mirror topic '{info.mirror_topic}' failed", ignore=kc.UNKNOWN_TOPIC):
+                fut.result()
+            said = "deleted: mirror topic removed from the destination; the source is untouched"
+        ctx.store.delete_mirror(info.mirror_topic)
+        ctx.store._write_plain(ctx.store.state_topic, config_sync_key(ctx.link.name, info.mirror_topic), None)
+        result.add(info, replace(info, state="DELETED"), said)
+    return result

@@ -1,0 +1,206 @@
+"""Mirror topic verbs: create, list, describe (R-MT-1..3, R-OBS-5)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from confluent_kafka.admin import NewTopic
+
+from mirror_pipeline.config.replication_policy import is_internal_topic
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.errors import MirrorRefused, TopicNotFound
+from mirror_pipeline.model.lag import records_behind
+from mirror_pipeline.model.offset_map import resolve_keyed
+from mirror_pipeline.model.results import MirrorDescription, MirrorInfo, PartitionStatus
+from mirror_pipeline.model.states import ACTIVE
+from mirror_pipeline.sync.config_sync import config_drift
+
+log = logging.getLogger(__name__)
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None = None) -> tuple[MirrorInfo, bool]:
+    """Create a mirror of `source_topic` on the link's destination; (info, created?).
+
+    Running it again for the same source and mirror is a no-op that reports the
+    existing mirror. Every refusal happens before anything is written.
+    """
+    link = ctx.link
+    mirror_topic = mirror_topic or ctx.naming.mirror_topic(source_topic)
+    for name, what in ((source_topic, "source topic"), (mirror_topic, "mirror topic")):
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
+    try:
+        ctx.naming.check_mirror_name(source_topic, mirror_topic)
+    except Exception as exc:
+        raise MirrorRefused(str(exc)) from None
+    if is_internal_topic(source_topic):
+        raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
+    ctx.check_destination()
+    ctx.check_source()
+
+    ctx.store.ensure_topics()
+    registry = ctx.registry()
+    ctx.record_naming()
+    existing = registry.get(mirror_topic)
+    if existing is not None:
+        if existing.source_topic != source_topic:
+            raise MirrorRefused(
+                f"'{mirror_topic}' is already a mirror of '{existing.source_topic}' on link '{link.name}'"
+            )
+        if kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) is not None:
+            return existing, False
+        # Registered but the topic is missing: an earlier create stopped half-way.
+    partitions = kc.topic_partitions(ctx.source_admin, source_topic, ctx.source.alias)
+    if partitions is None:
+        raise TopicNotFound(f"source topic '{source_topic}' does not exist on cluster '{ctx.source.alias}'")
+    try:
+        source_configs = describe_topic_configs(ctx.source_admin, source_topic, ctx.source.alias)
+        kc.list_offsets(ctx.source_admin, [(source_topic, p) for p in range(partitions)], "latest", ctx.source.alias)
+    except Exception as exc:
+        raise MirrorRefused(
+            f"source topic '{source_topic}' on cluster '{ctx.source.alias}' cannot be read with the link's credentials: {exc}"
+        ) from None
+    if existing is None and kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) is not None:
+        raise MirrorRefused(
+            f"a topic named '{mirror_topic}' already exists on cluster '{ctx.dest.alias}'; "
+            f"a normal topic is never turned into a mirror"
+        )
+
+    configs, held = split_for_mirror(source_configs)
+    now = time.time()
+    info = existing or MirrorInfo(
+        link.name, mirror_topic, source_topic, ACTIVE, now, "created", now, held_back=held,
+        history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
+        source_cluster_id=kc.cluster_id(ctx.source_admin, ctx.source.alias),
+    )
+    # Registered first: a topic that exists unregistered could never be claimed again.
+    ctx.store.put_mirror(info)
+    try:
+        with kc.kafka_errors(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed", MirrorRefused):
+            ctx.dest_admin.create_topics(
+                [NewTopic(mirror_topic, num_partitions=partitions, replication_factor=-1, config=configs)],
+                request_timeout=kc.REQUEST_TIMEOUT_S,
+            )[mirror_topic].result()
+    except MirrorRefused:
+        if existing is None:
+            ctx.store.delete_mirror(mirror_topic)  # unregister what the failed create registered
+        raise
+    return info, True
+
+
+def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
+    ctx.check_destination()
+    return sorted(ctx.registry().values(), key=lambda m: m.mirror_topic)
+
+
+def get_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorInfo:
+    mirrors = ctx.registry()
+    if mirror_topic not in mirrors:
+        known = ", ".join(sorted(mirrors)) or "none"
+        raise MirrorRefused(f"no mirror '{mirror_topic}' on link '{ctx.link.name}' (mirrors: {known})")
+    return mirrors[mirror_topic]
+
+
+def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
+    ctx.check_destination()
+    info = get_mirror(ctx, mirror_topic)
+    ctx.check_source()
+    src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
+    dst_parts = kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) or 0
+    src_tps = [(info.source_topic, p) for p in range(src_parts)]
+    dst_tps = [(mirror_topic, p) for p in range(dst_parts)]
+    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
+    dst_start = kc.list_offsets(ctx.dest_admin, dst_tps, "earliest", ctx.dest.alias, read_committed=False)
+    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    segments = ctx.store.read_segments([mirror_topic]).segments
+    rows = []
+    for p in range(src_parts):
+        leo = dst_end.get((mirror_topic, p), 0)
+        res = resolve_keyed(segments.get((mirror_topic, p), []), leo)
+        next_source = res.offset_map.next_source_offset
+        next_source = src_start[(info.source_topic, p)] if next_source is None else next_source
+        rows.append(
+            PartitionStatus(
+                partition=p,
+                source_log_start=src_start[(info.source_topic, p)],
+                source_log_end=src_end[(info.source_topic, p)],
+                mirror_log_start=dst_start.get((mirror_topic, p), 0),
+                mirror_log_end=leo,
+                next_source_offset=next_source,
+                lag=records_behind(src_end[(info.source_topic, p)], next_source),
+                offsets_preserved=res.offset_map.offsets_preserved,
+                offset_map_runs=len(res.offset_map.runs),
+            )
+        )
+    source_configs = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
+    _, held = split_for_mirror(source_configs)
+
+    return MirrorDescription(
+        mirror=info,
+        source_partitions=src_parts,
+        mirror_partitions=dst_parts,
+        partitions=tuple(rows),
+        source_timestamp_type=source_configs.get("message.timestamp.type", "CreateTime"),
+        held_back_configs=held,
+        config=config_drift(ctx, mirror_topic) if kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) else {},
+    )
+
+
+def partition_progress(ctx: LinkContext, info: MirrorInfo, with_source: bool = True):
+    """Per partition: (partition, next source offset to mirror, source end or None)."""
+    parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0
+    ends = kc.list_offsets(ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False)
+    src_end: dict = {}
+    if with_source:
+        src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
+        src_end = kc.list_offsets(ctx.source_admin, [(info.source_topic, p) for p in range(src_parts)], "latest", ctx.source.alias)
+    segments = ctx.store.read_segments([info.mirror_topic]).segments
+    for p in range(parts):
+        omap = resolve_keyed(segments.get((info.mirror_topic, p), []), ends[(info.mirror_topic, p)]).offset_map
+        yield p, omap.next_source_offset or 0, src_end.get((info.source_topic, p)) if with_source else None
+
+
+def link_lags(ctx: LinkContext) -> dict[str, int]:
+    """Source records not yet mirrored, per mirror of the link, in one pass.
+
+    One read of the offset-map topic and one offsets request per cluster,
+    whatever the number of mirrors: the lag sensor asks this every tick. A
+    mirror whose source topic is gone has no lag to tell and is left out (the
+    health sensor fails it); the others are still answered.
+    """
+    ctx.check_destination()
+    mirrors = [m for m in ctx.registry().values() if m.state != "STOPPED"]
+    if not mirrors:
+        return {}
+    ctx.check_source()
+    source_topics = kc.partition_counts(ctx.source_admin, ctx.source.alias)
+    mirrors = [m for m in mirrors if m.source_topic in source_topics]
+    parts = {
+        m.mirror_topic: min(kc.topic_partitions(ctx.dest_admin, m.mirror_topic, ctx.dest.alias) or 0,
+                            source_topics[m.source_topic])
+        for m in mirrors
+    }
+    src_tps = [(m.source_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+    dst_tps = [(m.mirror_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
+    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    segments = ctx.store.read_segments([m.mirror_topic for m in mirrors]).segments
+    lags: dict[str, int] = {}
+    for m in mirrors:
+        total = 0
+        for p in range(parts[m.mirror_topic]):
+            omap = resolve_keyed(segments.get((m.mirror_topic, p), []), dst_end[(m.mirror_topic, p)]).offset_map
+            start = src_start[(m.source_topic, p)]
+            next_source = start if omap.next_source_offset is None else max(start, omap.next_source_offset)
+            total += records_behind(src_end[(m.source_topic, p)], next_source)
+        lags[m.mirror_topic] = total
+    return lags
+
+

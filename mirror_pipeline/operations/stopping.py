@@ -1,0 +1,320 @@
+"""Promote and failover: a mirror becomes a normal writable topic, for good (R-LC-3, R-LC-4, R-LC-8, R-OFS-7)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.model.errors import ClusterUnreachable, ConcurrentWriter, MirrorError, MirrorRefused
+from mirror_pipeline.model.lag import records_behind
+from mirror_pipeline.model.offset_map import resolve_keyed
+from mirror_pipeline.model.offset_results import OffsetSyncResult
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import (
+    ACTIVE,
+    FOREIGN_WRITE,
+    OFFSET_SYNCED_STATES,
+    PAUSED,
+    PENDING_STOPPED,
+    SOURCE_UNAVAILABLE,
+    STOPPED,
+    STOPPING,
+    transition,
+    with_flag,
+)
+from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline.operations.mirrors import describe_mirror, partition_progress
+from mirror_pipeline.replication.repair import InDoubt, settle_in_doubt
+from mirror_pipeline.sync.config_records import read_sync_records
+from mirror_pipeline.sync.config_sync import sync_topic_configs
+from mirror_pipeline.sync.offset_sync import sync_mirrors
+
+
+def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None) -> MirrorInfo:
+    """Make a mirror a normal writable topic, for good (R-LC-3, R-LC-4, R-LC-8).
+
+    Mark, fence, then read -- in that order, each step relying on the one before:
+    1. mark the mirror STOPPING: a copy task checks the mark right after it
+       takes a partition's writer, so one that fences after step 2 never writes;
+    2. fence every partition's writer: a task that fenced before can announce
+       no further chunk;
+    3. wait out the last announced chunk and cut the offset map at what landed
+       (`repair`): the stop point is read after fencing, so it is exact, and
+       nothing from the link lands in the topic after this returns.
+    Then the held-back configs are applied and the state becomes STOPPED.
+    """
+    name = info.mirror_topic
+
+    def mark(current: MirrorInfo | None) -> MirrorInfo | None:
+        if current is None:
+            raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
+        if current.state == STOPPED or STOPPING in current.flags:
+            return current
+        return replace(with_flag(current, STOPPING), reason=f"{reason}: stopping")
+
+    marked = ctx.store.update_mirror(name, mark)
+    if marked.state == STOPPED:
+        return marked
+    last_source, problems = _fence_and_settle(ctx, marked)
+    held = _current_held_back(ctx, info) if held_back is None else held_back
+    _apply_held_back(ctx, name, held)
+
+    def finish(current: MirrorInfo | None) -> MirrorInfo | None:
+        if current is None:
+            raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
+        if current.state == STOPPED:
+            return current
+        said = reason + "".join(f"; {p}" for p in problems)
+        after = transition(current, STOPPED, said, stopped_at=time.time(), last_source_offsets=last_source, held_back=held)
+        return with_flag(after, STOPPING, present=False)
+
+    return ctx.store.update_mirror(name, finish)
+
+
+def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> tuple[dict[int, int], list[str]]:
+    """Steps 2 and 3 of `stop`: per partition, the next source offset the mirror would have copied."""
+    name = info.mirror_topic
+    for attempt in range(attempts):
+        parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
+        writers = {(name, p): SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
+                   for p in range(parts)}
+        try:
+            for w in writers.values():
+                w.fence()
+            segments = ctx.store.read_segments([name]).segments
+            ends = kc.list_offsets(ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias,
+                                   read_committed=False)
+            in_doubt = [
+                InDoubt(name, info.source_topic, p, tuple(segments.get((name, p), [])))
+                for p in range(parts)
+                if resolve_keyed(segments.get((name, p), []), ends[(name, p)]).in_doubt
+            ]
+            settled = settle_in_doubt(ctx, in_doubt, writers)
+            problems = [s.problem for s in settled.values() if s.problem]
+            segments = ctx.store.read_segments([name]).segments
+            last_source = {}
+            for p in range(parts):
+                leo = settled[(name, p)].log_end if (name, p) in settled else ends[(name, p)]
+                res = resolve_keyed(segments.get((name, p), []), leo)
+                last_source[p] = res.offset_map.next_source_offset or 0
+            return last_source, problems
+        except ConcurrentWriter:
+            # A planner or a consolidation fenced a partition after us (it will
+            # see the mark and back off): take the writers again.
+            if attempt + 1 == attempts:
+                raise
+        finally:
+            for w in writers.values():
+                w.close()
+    raise AssertionError("unreachable")
+
+
+def _current_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:
+    """The newest known source values held back: config sync's record, else the creation-time ones.
+
+    The source is not asked: failover must not wait on a source that may be gone.
+    """
+    return dict(read_sync_records(ctx).get(info.mirror_topic, {}).get("held_back") or info.held_back)
+
+
+def source_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:
+    """The source's held-back values as they are now (promote: the source answers)."""
+    return split_for_mirror(describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias))[1]
+
+
+def _apply_held_back(ctx: LinkContext, mirror_topic: str, held_back: dict) -> None:
+    """Give the stopped topic the source's timestamp settings (R-CS-5)."""
+    ops = []
+    for name in MIRROR_TIMESTAMP_BOUNDS:
+        if name in held_back:
+            ops.append(ConfigEntry(name, held_back[name], incremental_operation=AlterConfigOpType.SET))
+        else:
+            ops.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
+    if held_back.get("message.timestamp.type") == "LogAppendTime":
+        ops.append(ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET))
+    resource = ConfigResource(ResourceType.TOPIC, mirror_topic, incremental_configs=ops)
+    with kc.kafka_errors(f"mirror '{mirror_topic}': applying held-back configs failed"):
+        for fut in ctx.dest_admin.incremental_alter_configs([resource]).values():
+            fut.result()
+
+
+def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
+    """Stop at once, whatever the lag and whether the source answers (R-LC-3)."""
+    ctx.check_destination()
+    result = LifecycleResult("failover", ctx.link.name)
+    selected = ctx.select(topics)
+    landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED]))
+    for info in selected:
+        if info.state == STOPPED:
+            result.add(info, info, "already stopped")
+            continue
+        reason = "failover" + (" (cancelled a pending promote)" if info.state == PENDING_STOPPED else "")
+        after = stop(ctx, info, reason)
+        result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets,
+                   **landings.get(info.mirror_topic, {}))
+    return result
+
+
+def _final_offset_sync(ctx: LinkContext, infos: list[MirrorInfo], dry_run: bool = False):
+    """The last offset sync of mirrors about to stop (R-OFS-7), when the link syncs offsets.
+
+    Also clamps destination offsets above the mirror's log end. It never
+    stands in the way of a failover: a failure is reported, not raised.
+    """
+    infos = [m for m in infos if m.state in OFFSET_SYNCED_STATES]
+    if not ctx.link.offset_sync_enable or not infos:
+        return None
+    try:
+        return sync_mirrors(ctx, infos, final=True, dry_run=dry_run)
+    except MirrorError as exc:
+        failed = OffsetSyncResult(ctx.link.name, ctx.link.offset_translation_mode, dry_run=dry_run, final=True)
+        failed.notes.append(f"offset sync failed: {exc}")
+        failed.complete = False
+        return failed
+
+
+def _landings_by_mirror(sync) -> dict[str, dict]:
+    """Per mirror topic: where each synced group lands (for the lifecycle result and the dry run)."""
+    if sync is None:
+        return {}
+    out: dict[str, dict] = {}
+    for g in sync.groups:
+        for p in g.partitions:
+            out.setdefault(p.mirror_topic, {"consumer_groups": []})["consumer_groups"].append({
+                "source_group": g.source_group, "destination_group": g.destination_group, "status": g.status,
+                "partition": p.partition, "source_offset": p.source_offset, "lands_at": p.translated_offset,
+                "destination_offset_before": p.previous_offset, "destination_offset": p.destination_offset,
+                "action": p.action,
+            })
+    if sync.notes:
+        for entry in out.values():
+            entry["offset_sync_notes"] = list(sync.notes)
+    return out
+
+
+def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: float = 300.0, poll_s: float = 1.0) -> LifecycleResult:
+    """Planned migration: finish copying, then stop with zero lag (R-LC-3).
+
+    `copy_cycle(mirror_topics)` runs one replication cycle and returns its
+    CycleResult; promote repeats it until data lag is zero. A failover while
+    it waits cancels the wait.
+    """
+    ctx.check_destination()
+    try:
+        ctx.check_source()
+    except ClusterUnreachable as exc:
+        raise MirrorRefused(f"promote needs the source to be reachable ({exc}); failover stops a mirror without it") from None
+    result = LifecycleResult("promote", ctx.link.name)
+    pending = []
+    for info in ctx.select(topics):
+        if info.state == STOPPED:
+            result.add(info, info, "already stopped")
+            continue
+        if info.state not in (ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE):
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot be promoted (failover can stop it)")
+        if STOPPING in info.flags:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is being stopped by a failover that did not finish; "
+                                f"run failover again to finish it")
+        if FOREIGN_WRITE in info.flags:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
+        def request(current: MirrorInfo | None) -> MirrorInfo | None:
+            if current is None or current.state in (PENDING_STOPPED, STOPPED):
+                return current
+            return transition(current, PENDING_STOPPED, "promote requested")
+
+        after = ctx.store.update_mirror(info.mirror_topic, request)
+        if after is None or after.state == STOPPED:
+            result.add(info, after or info, "stopped meanwhile")
+            continue
+        pending.append((info, after))
+    deadline = time.monotonic() + timeout_s
+    waiting = {after.mirror_topic: (before, after) for before, after in pending}
+    last_failure = ""
+    while waiting:
+        try:
+            copy_cycle(sorted(waiting))
+        except MirrorError as exc:
+            # A failover fencing the mirrors, a concurrent cycle, a passing
+            # broker error: the state check below and the deadline decide.
+            last_failure = f" (last cycle: {exc})"
+        registry = ctx.registry()
+        for name in sorted(waiting):
+            before, _ = waiting[name]
+            current = registry[name]
+            if current.state != PENDING_STOPPED:  # a failover cancelled the wait
+                result.add(before, current, f"promote cancelled: mirror is {current.state}")
+                del waiting[name]
+                continue
+            lag = describe_mirror(ctx, name).lag
+            if lag == 0 and sync_topic_configs(ctx, [name]).mirrors[name].in_sync:
+                offsets = _final_offset_sync(ctx, [current])
+                if offsets is not None and (offsets.offset_sync_lag or not offsets.complete):
+                    # R-LC-3: consumer-offset lag must be zero too (e.g. a group still active on the destination).
+                    last_failure = f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
+                    continue
+                after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current))
+                said = "data, config and offset-sync lag 0" if offsets is not None else "data and config lag 0"
+                result.add(before, after, f"promoted: {said}, now a normal writable topic",
+                           last_source_offsets=after.last_source_offsets, **_landings_by_mirror(offsets).get(name, {}))
+                del waiting[name]
+        if waiting and time.monotonic() > deadline:
+            names = ", ".join(sorted(waiting))
+            raise MirrorError(
+                f"promote of {names} did not reach zero lag within {timeout_s:.0f}s (producers still writing to "
+                f"the source?); the mirrors stay PENDING_STOPPED: run promote again, or failover to stop now"
+                f"{last_failure}"
+            )
+        if waiting:
+            time.sleep(poll_s)
+    return result
+
+
+def preview_stop(ctx: LinkContext, topics: list[str] | None) -> dict:
+    """What a failover would lose now: per partition, records not yet mirrored and the time they span."""
+    ctx.check_destination()
+    try:
+        ctx.check_source()
+        reachable = True
+    except ClusterUnreachable:
+        reachable = False
+    out: dict[str, dict] = {}
+    selected = ctx.select(topics)
+    landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED], dry_run=True))
+    for info in selected:
+        if info.state == STOPPED:
+            out[info.mirror_topic] = {"state": STOPPED, "partitions": [], "note": "already stopped"}
+            continue
+        rows = []
+        for p, next_source, source_end in partition_progress(ctx, info, with_source=reachable):
+            row = {"partition": p, "mirrored_up_to": next_source}
+            if source_end is None:
+                row.update(unmirrored=None, note="source unreachable: unknown")
+            else:
+                row["unmirrored"] = records_behind(source_end, next_source)
+                if row["unmirrored"]:
+                    first, last = _timestamps(ctx, info.source_topic, p, next_source, source_end - 1)
+                    row.update(first_unmirrored_timestamp=first, last_source_timestamp=last)
+            rows.append(row)
+        out[info.mirror_topic] = {"state": info.state, "partitions": rows, **landings.get(info.mirror_topic, {})}
+    return out
+
+
+def _timestamps(ctx: LinkContext, topic: str, partition: int, first: int, last: int) -> tuple[int | None, int | None]:
+    """Timestamps of the first committed records at or after `first` and at or after `last`."""
+    found = []
+    for offset in (first, last):
+        cons = kc.consumer(ctx.source_conf("reader", **{"auto.offset.reset": "latest"}))
+        try:
+            cons.assign([TopicPartition(topic, partition, offset)])
+            msgs = [m for m in cons.consume(1, 5.0) if m.error() is None]
+            found.append(msgs[0].timestamp()[1] if msgs else None)
+        finally:
+            cons.close()
+    return found[0], found[1]

@@ -1,0 +1,204 @@
+"""One replication cycle of a link: plan, copy (one Spark job), record (R-EX-1).
+
+The driver plans and repairs (`planner`), Spark runs one task per work unit
+(`spark.run_units` -> `copier.copy_unit`), and the driver then consolidates
+the offset map, measures the lag left and returns the lineage of the cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Sequence
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.health import track_source_failures, track_source_reachability
+from mirror_pipeline.link.state_store import SegmentWriter, segment_key
+from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
+from mirror_pipeline.model.lag import records_behind
+from mirror_pipeline.model.offset_map import consolidate, resolve_keyed
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
+from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
+from mirror_pipeline.replication.copier import CopyContext, UnitResult
+from mirror_pipeline.replication.planner import Plan, plan_cycle
+from mirror_pipeline.replication.spark_runner import run_units
+
+log = logging.getLogger(__name__)
+
+# Segments a partition may gather before the driver merges them into one.
+CONSOLIDATE_AFTER = 16
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class CycleFailed(MirrorError):
+    """Some mirrors could not be copied; the others were, and their lineage is attached."""
+
+    def __init__(self, message: str, result: CycleResult):
+        super().__init__(message)
+        self.result = result
+
+
+def run_cycle(
+    ctx: LinkContext,
+    spark,
+    mirror_topics: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> CycleResult:
+    started = time.time()
+    ctx.check_destination()
+    registry = ctx.registry()
+    if mirror_topics is not None:
+        unknown = sorted(set(mirror_topics) - set(registry))
+        if unknown:
+            raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
+    selected = [
+        m for m in registry.values()
+        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in WATCHED and not NO_COPY_FLAGS & set(m.flags)
+    ]
+    selected = track_source_reachability(ctx, selected)
+
+    t0 = time.monotonic()
+    plan = plan_cycle(ctx, selected)
+    track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
+    log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
+
+    copy_ctx = CopyContext(
+        source_alias=ctx.source.alias,
+        dest_alias=ctx.dest.alias,
+        source_properties=dict(ctx.source.properties),
+        dest_properties=dict(ctx.dest.properties),
+        offset_map_topic=ctx.store.offset_map_topic,
+        writer_delivery_timeout_ms=max(2000, ctx.link.fence_wait_ms - 1000),
+        state_topic=ctx.store.state_topic,
+    )
+    t0 = time.monotonic()
+    with _ProgressReporter(ctx, plan, progress):
+        results = run_units(spark, plan.units, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units")
+    log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
+
+    _consolidate(ctx, plan)
+    result = _cycle_result(ctx, plan, results, started)
+    errors = dict(plan.errors)
+    fenced = {r.mirror_topic for r in results if r.error_kind == ConcurrentWriter.__name__}
+    if fenced:
+        # A pause or a stop fences the writers of a mirror it marked: that is
+        # the verb winning the race, not another cycle.
+        copyable = ctx.store.copyable()
+        for r in results:
+            if r.error_kind == ConcurrentWriter.__name__ and r.mirror_topic not in copyable:
+                r.error_kind = StateChanged.__name__
+    for r in results:
+        if r.error_kind == StateChanged.__name__:
+            # A pause, promote or failover won the race: not a failure of the cycle.
+            log.info("%s", r.error)
+        elif r.error:
+            errors.setdefault(r.mirror_topic, f"partition {r.partition}: {r.error}")
+    if errors:
+        lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
+        raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {lines}", result)
+    return result
+
+
+def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:
+    by_partition = {(r.mirror_topic, r.partition): r for r in results}
+    tps = [(pp.mirror.source_topic, p) for (_, p), pp in plan.partitions.items()]
+    source_end_now = kc.list_offsets(ctx.source_admin, tps, "latest", ctx.source.alias)
+    mirrors: dict[str, list[PartitionCopy]] = {}
+    sources: dict[str, str] = {}
+    for (mirror, p), pp in sorted(plan.partitions.items()):
+        r = by_partition.get((mirror, p))
+        reached = r.source_until if r else pp.next_source
+        copy = PartitionCopy(
+            partition=p,
+            source_from=pp.next_source,
+            source_until=reached,
+            dest_from=pp.mirror_log_end,
+            dest_until=r.dest_until if r else pp.mirror_log_end,
+            records=r.records if r else 0,
+            bytes=r.bytes if r else 0,
+            lag_after=records_behind(source_end_now[(pp.mirror.source_topic, p)], reached),
+        )
+        mirrors.setdefault(mirror, []).append(copy)
+        sources[mirror] = pp.mirror.source_topic
+    return CycleResult(
+        link=ctx.link.name,
+        started_at=started,
+        duration_s=time.time() - started,
+        work_units=len(plan.units),
+        mirrors={
+            m: MirrorCopyResult(m, sources[m], tuple(parts), plan.partitions_added.get(m, 0)) for m, parts in mirrors.items()
+        },
+    )
+
+
+def _consolidate(ctx: LinkContext, plan: Plan) -> None:
+    """Merge partitions' many small segments into few, so reading state stays cheap."""
+    copied = sorted({u.mirror_topic for u in plan.units})
+    if not copied:
+        return
+    snapshot = ctx.store.read_segments(copied)
+    cons = kc.consumer(ctx.dest_conf("state-reader"))
+    try:
+        for (mirror, p), keyed in snapshot.segments.items():
+            if len(keyed) <= CONSOLIDATE_AFTER:
+                continue
+            res = resolve_keyed(keyed, kc.watermark(cons, mirror, p)[1])
+            merged = consolidate(res.landed)
+            if len(merged) >= len(res.landed):
+                continue  # already packed as far as the segment size allows
+            landed_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in res.landed}
+            merged_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in merged}
+            stale = [k for k, _ in keyed if k in landed_keys and k not in merged_keys]
+            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
+            try:
+                writer.fence()
+                # After fencing, the state decides: a stopping mirror's map is the stop's to write.
+                if mirror in ctx.store.copyable():
+                    writer.write(puts=merged, deletes=stale)
+            finally:
+                writer.close()
+    finally:
+        cons.close()
+
+
+class _ProgressReporter:
+    """Reports records copied of records to copy while the Spark job runs.
+
+    It watches the mirrors' log ends from the driver, so it needs nothing from
+    the Spark tasks and works the same on a cluster.
+    """
+
+    def __init__(self, ctx: LinkContext, plan: Plan, callback: ProgressCallback | None, interval: float = 1.0):
+        self.ctx, self.plan, self.callback, self.interval = ctx, plan, callback, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.total = sum(u.source_until - u.source_from for u in plan.units)
+
+    def __enter__(self):
+        if self.callback and self.plan.units:
+            self.callback(0, self.total)
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+            self._report()
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            self._report()
+
+    def _report(self):
+        tps = [(u.mirror_topic, u.partition) for u in self.plan.units]
+        try:
+            ends = kc.list_offsets(self.ctx.dest_admin, tps, "latest", self.ctx.dest.alias, read_committed=False)
+        except MirrorError:
+            return
+        done = sum(min(ends[(u.mirror_topic, u.partition)] - u.dest_start, u.source_until - u.source_from) for u in self.plan.units)
+        self.callback(max(0, done), self.total)

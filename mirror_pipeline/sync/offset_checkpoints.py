@@ -1,0 +1,49 @@
+"""The checkpoints topic on the destination: every translated group position (R-OFS-5).
+
+A compacted single-partition topic named by the replication policy, keyed
+`<link>/<source group>/<mirror topic>/<partition>`, so the latest translation
+of each group partition survives compaction. `offsets export` reads it: the
+translation stays available even for groups the sync could not commit
+(active on the destination) and after the link's source is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_store import ensure_internal_topics, read_topic
+from mirror_pipeline.model.offset_results import OffsetCheckpoint
+
+
+def ensure_topic(ctx: LinkContext) -> str:
+    """The checkpoints topic's name, creating it when missing (like the state topics)."""
+    topic = ctx.naming.internal_topic("checkpoints")
+    ensure_internal_topics(ctx.dest_admin, ctx.dest.alias, [topic], "or set mirror.checkpoints.topic")
+    return topic
+
+
+def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
+    """Append checkpoints; returns how many were written."""
+    checkpoints = list(checkpoints)
+    if not checkpoints:
+        return 0
+    topic = ensure_topic(ctx)
+    kc.produce_all(ctx.dest_conf("state-writer"), topic, [(cp.key.encode(), cp.to_json()) for cp in checkpoints],
+                   f"cluster '{ctx.dest.alias}': writing checkpoints to '{topic}' failed")
+    return len(checkpoints)
+
+
+def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
+    """The newest checkpoint of every group partition of this link (none when the topic is missing)."""
+    topic = ctx.naming.internal_topic("checkpoints")
+    if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is None:
+        return []
+    prefix = f"{ctx.link.name}/"
+    latest: dict[str, bytes | None] = {}
+    for key, value, _ in read_topic(ctx.dest_conf("state-reader"), ctx.dest_admin, topic, ctx.dest.alias):
+        if key.startswith(prefix):
+            latest[key] = value
+    found = [OffsetCheckpoint.from_json(ctx.link.name, v) for v in latest.values() if v is not None]
+    return sorted(found, key=lambda c: (c.source_group, c.mirror_topic, c.partition))

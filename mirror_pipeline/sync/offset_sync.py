@@ -1,0 +1,301 @@
+"""Consumer offset sync: source groups' positions translated and committed on the destination (R-OFS-1..7).
+
+One sync reads, for every source group the link's group filters select, its
+committed offsets on the mirrored source topics; lands each on the mirror
+(exactly through the offset map, or by timestamp, see `offset_translation`);
+commits it on the destination group when that group has no members there and
+the commit moves it forward; and records every translation in the checkpoints
+topic. Promote and failover run a last, `final` sync that also clamps
+destination offsets above the mirror's log end (R-OFS-7).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Sequence
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError, MirrorError, MirrorRefused
+from mirror_pipeline.model.offset_map import resolve_keyed
+from mirror_pipeline.model.offset_results import (
+    GroupOffsetSync,
+    OffsetCheckpoint,
+    OffsetSyncResult,
+    PartitionOffsetSync,
+)
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
+from mirror_pipeline.sync import offset_checkpoints, offset_groups
+from mirror_pipeline.sync.offset_translation import (
+    CLAMPED,
+    COMMITTED,
+    MODES,
+    TIMESTAMP,
+    WOULD_COMMIT,
+    MirrorPartition,
+    behind,
+    plan_commit,
+    translate,
+)
+
+Position = tuple[str, int]  # (topic, partition)
+GROUP_WORKERS = 8
+
+
+def destination_group(link, source_group: str) -> str:
+    """The group's name on the destination (R-OFS-4)."""
+    return f"{link.prefix}{source_group}" if link.group_prefix_enable and link.prefix else source_group
+
+
+def sync_offsets(ctx: LinkContext, mirrors: Sequence[str] | None = None) -> OffsetSyncResult:
+    """One sync of the named mirrors (all syncable mirrors of the link when None)."""
+    ctx.check_destination()
+    if mirrors is None:
+        infos = [m for m in ctx.select(None) if m.state in OFFSET_SYNCED_STATES]
+    else:
+        infos = ctx.select(list(mirrors))
+        refused = [m for m in infos if m.state not in OFFSET_SYNCED_STATES]
+        if refused:
+            m = refused[0]
+            raise MirrorRefused(
+                f"mirror '{m.mirror_topic}' is {m.state}; offsets are synced only for mirrors that are "
+                f"{', '.join(sorted(OFFSET_SYNCED_STATES))}"
+            )
+    result = sync_mirrors(ctx, infos)
+    if not ctx.link.offset_sync_enable:
+        result.notes.append("consumer.offset.sync.enable is false on this link: synced on request only")
+    return result
+
+
+def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False) -> OffsetSyncResult:
+    """Translate and commit the selected groups' offsets for `infos`.
+
+    `final` (promote, failover): destination offsets above the mirror's log
+    end are clamped, and an unreachable source only limits the sync to that
+    clamp instead of failing it. `dry_run` commits and records nothing.
+    """
+    started = time.monotonic()
+    mode = ctx.link.offset_translation_mode
+    result = OffsetSyncResult(ctx.link.name, mode, dry_run=dry_run, final=final)
+    if ctx.link.offset_group_filters.is_empty:
+        result.notes.append("consumer.offset.group.filters selects no group")
+    if not infos or ctx.link.offset_group_filters.is_empty:
+        return result
+    partitions = mirror_partitions(ctx, infos)
+    try:
+        ctx.check_source()
+        groups = [g for g in offset_groups.list_groups(ctx.source_admin, ctx.source.alias)
+                  if ctx.link.offset_group_filters.selects(g)]
+    except ClusterUnreachable as exc:
+        if not final:
+            raise
+        result.notes.append(f"source unreachable, only destination offsets above the mirror log end were clamped: {exc}")
+        result.complete = False
+        groups = _groups_on_destination(ctx)
+        _sync_groups(ctx, result, partitions, groups, final=True, dry_run=dry_run, source=False)
+    else:
+        _sync_groups(ctx, result, partitions, groups, final=final, dry_run=dry_run, source=True)
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def mirror_partitions(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[Position, MirrorPartition]:
+    """Every partition of the mirrors, keyed by (mirror topic, partition), with its offset map and log bounds."""
+    parts = {m.mirror_topic: kc.topic_partitions(ctx.dest_admin, m.mirror_topic, ctx.dest.alias) or 0 for m in infos}
+    tps = [(m.mirror_topic, p) for m in infos for p in range(parts[m.mirror_topic])]
+    starts = kc.list_offsets(ctx.dest_admin, tps, "earliest", ctx.dest.alias, read_committed=False)
+    ends = kc.list_offsets(ctx.dest_admin, tps, "latest", ctx.dest.alias, read_committed=False)
+    segments = ctx.store.read_segments([m.mirror_topic for m in infos]).segments
+    out = {}
+    for m in infos:
+        for p in range(parts[m.mirror_topic]):
+            omap = resolve_keyed(segments.get((m.mirror_topic, p), []), ends[(m.mirror_topic, p)]).offset_map
+            out[(m.mirror_topic, p)] = MirrorPartition(
+                m.mirror_topic, m.source_topic, p, omap, starts[(m.mirror_topic, p)], ends[(m.mirror_topic, p)]
+            )
+    return out
+
+
+def _groups_on_destination(ctx: LinkContext) -> list[str]:
+    """Source group names of the destination groups the link syncs into (the source may be gone)."""
+    link, out = ctx.link, []
+    for group in offset_groups.list_groups(ctx.dest_admin, ctx.dest.alias):
+        if link.group_prefix_enable and link.prefix:
+            if not group.startswith(link.prefix):
+                continue
+            group = group[len(link.prefix):]
+        if link.offset_group_filters.selects(group):
+            out.append(group)
+    return out
+
+
+def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Position, MirrorPartition], groups: list[str],
+                 *, final: bool, dry_run: bool, source: bool) -> None:
+    """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
+    dest_names = {g: destination_group(ctx.link, g) for g in groups}
+    activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
+    checkpoints: list[OffsetCheckpoint] = []
+    latencies: list[float] = []
+    outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
+
+    def one(group: str) -> float | None:
+        outcome = outcomes[group]
+        return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group),
+                           final=final, dry_run=dry_run, source=source)
+
+    # Each group costs a few round trips to both clusters' coordinators: run them side by side.
+    with ThreadPoolExecutor(max_workers=GROUP_WORKERS) as pool:
+        futures = {g: pool.submit(one, g) for g in groups}
+    for group in groups:
+        outcome = outcomes[group]
+        try:
+            latency = futures[group].result()
+        except MirrorError as exc:
+            # Nothing of this group was committed: its rows say where it stays.
+            outcome.status = f"error: {exc}"
+            outcome.partitions = [replace(p, action="error", destination_offset=p.previous_offset) for p in outcome.partitions]
+            result.offset_sync_lag += max(1, sum(1 for p in outcome.partitions if behind(p.translated_offset, p.destination_offset)))
+            result.groups.append(outcome)
+            continue
+        if latency is None and not outcome.partitions:
+            continue  # the group never consumed a mirrored topic, or nothing to clamp
+        if latency:
+            latencies.append(latency)
+            result.committed += sum(1 for p in outcome.partitions if p.action in (COMMITTED, CLAMPED))
+        result.offset_sync_lag += sum(
+            1 for p in outcome.partitions
+            if p.source_offset is not None and p.action != WOULD_COMMIT and behind(p.translated_offset, p.destination_offset)
+        )
+        if not dry_run:
+            checkpoints += [
+                OffsetCheckpoint(ctx.link.name, group, outcome.destination_group, partitions[(p.mirror_topic, p.partition)].source_topic,
+                                 p.mirror_topic, p.partition, p.source_offset, p.translated_offset, result.mode, time.time())
+                for p in outcome.partitions if p.source_offset is not None
+            ]
+        result.groups.append(outcome)
+    if checkpoints:
+        result.checkpoints_written = offset_checkpoints.write(ctx, checkpoints)
+    result.checkpoint_latency_ms = round(max(latencies), 3) if latencies else None
+
+
+def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
+                busy: str | None, *, final: bool, dry_run: bool, source: bool) -> float | None:
+    """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
+
+    `busy` is why the destination group may not be written (None: it may).
+    """
+    read_at = time.monotonic()
+    landings = _landings(ctx, outcome.source_group, partitions, mode) if source else {}
+    if source and not landings:
+        return None
+    with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
+        previous = dest.committed(list(partitions))
+        if not source:  # where the destination group is, kept within the log
+            landings = {k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end}
+        to_commit: dict[Position, int] = {}
+        for key, (position, translated) in sorted(landings.items()):
+            mp, before = partitions[key], previous.get(key)
+            if busy is not None:
+                offset, action = None, "skipped"
+            else:
+                ahead = position is not None and mp.is_ahead(position)
+                offset, action = plan_commit(translated, before, mp.log_end, final=final, source_ahead=ahead)
+            if offset is not None and dry_run:
+                offset, action = None, action if action == CLAMPED else WOULD_COMMIT
+            elif offset is not None:
+                to_commit[key] = offset
+            outcome.partitions.append(PartitionOffsetSync(
+                key[0], key[1], position, translated, before, action, to_commit.get(key, before)
+            ))
+        if busy is not None:
+            outcome.status = busy if busy.startswith("error:") else f"skipped: {busy}"
+            return None
+        if not to_commit:
+            return None
+        dest.commit(to_commit)
+        return (time.monotonic() - read_at) * 1000
+
+
+def _landings(ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str) -> dict[Position, tuple[int, int]]:
+    """(source position, mirror position) per mirror partition the group has a committed offset for."""
+    sources = sorted({(mp.source_topic, mp.partition) for mp in partitions.values()})
+    with offset_groups.GroupClient(ctx.source_conf("reader"), group, ctx.source.alias) as src:
+        positions = src.committed(sources)
+    wanted = {k: positions[(mp.source_topic, mp.partition)] for k, mp in partitions.items()
+              if (mp.source_topic, mp.partition) in positions}
+    mirror_times = _mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()}) if mode == TIMESTAMP else {}
+    return {k: (pos, translate(partitions[k], pos, mode, mirror_times.get(k))) for k, pos in wanted.items()}
+
+
+def _mirror_offsets_for_times(ctx: LinkContext, wanted: dict[Position, tuple[MirrorPartition, int]]) -> dict[Position, int | None]:
+    """Timestamp mode (R-OFS-6): the source record's timestamp, asked of the mirror."""
+    lookups = {k: (mp, pos) for k, (mp, pos) in wanted.items() if not mp.reached_mirror_end(pos)}
+    stamps = offset_groups.record_timestamps(
+        ctx.source_conf("reader"), {(mp.source_topic, mp.partition): pos for mp, pos in lookups.values()}, ctx.source.alias
+    )
+    times = {k: stamps[(mp.source_topic, mp.partition)] for k, (mp, _pos) in lookups.items()}
+    found = offset_groups.offsets_for_times(
+        ctx.dest_conf("reader"), {k: ts for k, ts in times.items() if ts is not None}, ctx.dest.alias
+    )
+    return {k: found.get(k) for k in lookups}
+
+
+def translate_offset(ctx: LinkContext, topic: str, partition: int, offset: int, mode: str | None = None) -> dict:
+    """Where source position `offset` of `topic` (the source or the mirror topic's name) lands on the mirror."""
+    mode = mode or ctx.link.offset_translation_mode
+    if mode not in MODES:
+        raise ConfigError(f"unknown offset translation mode '{mode}' (expected {' or '.join(MODES)})")
+    if offset < 0:
+        raise ConfigError(f"offset must be 0 or more, got {offset}")
+    ctx.check_destination()
+    info = _mirror_for(ctx, topic)
+    mp = mirror_partitions(ctx, [info]).get((info.mirror_topic, partition))
+    if mp is None:
+        raise ConfigError(f"mirror '{info.mirror_topic}' has no partition {partition}")
+    lookup = {}
+    if mode == TIMESTAMP:
+        ctx.check_source()
+        lookup = _mirror_offsets_for_times(ctx, {(info.mirror_topic, partition): (mp, offset)})
+    translated = translate(mp, offset, mode, lookup.get((info.mirror_topic, partition)))
+    return {
+        "link": ctx.link.name, "mode": mode, "source_topic": info.source_topic, "mirror_topic": info.mirror_topic,
+        "partition": partition, "source_offset": offset, "translated_offset": translated,
+        "mirror_log_start": mp.log_start, "mirror_log_end": mp.log_end, "mirrored_until": mp.mirrored_until,
+        "beyond_mirror": mp.is_ahead(offset), "mirror_state": info.state,
+    }
+
+
+def _mirror_for(ctx: LinkContext, topic: str) -> MirrorInfo:
+    registry = ctx.registry()
+    if topic in registry:
+        return registry[topic]
+    matches = [m for m in registry.values() if m.source_topic == topic]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        names = ", ".join(sorted(m.mirror_topic for m in matches))
+        raise ConfigError(f"source topic '{topic}' has several mirrors on link '{ctx.link.name}' ({names}): name the mirror topic")
+    known = ", ".join(sorted(registry)) or "none"
+    raise ConfigError(f"'{topic}' is neither a mirror topic nor a mirrored source topic of link '{ctx.link.name}' (mirrors: {known})")
+
+
+def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
+    """The latest checkpoints, of the named groups (source or destination names) or of all."""
+    ctx.check_destination()
+    found = offset_checkpoints.read_latest(ctx)
+    if not groups:
+        return found
+    known = {c.source_group for c in found} | {c.destination_group for c in found}
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        have = ", ".join(sorted({c.source_group for c in found})) or "none"
+        raise ConfigError(
+            f"no checkpoints for group {', '.join(repr(g) for g in unknown)} on link '{ctx.link.name}' "
+            f"(groups with checkpoints: {have}); run `mirror-pipeline offsets sync --link {ctx.link.name}` first"
+        )
+    wanted = set(groups)
+    return [c for c in found if c.source_group in wanted or c.destination_group in wanted]
+

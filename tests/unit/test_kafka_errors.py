@@ -1,0 +1,34 @@
+"""Kafka's errors turned into the project's, in one place, never quoting client settings."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_pipeline.kafka.clients import error_reason, kafka_errors
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
+
+
+def raised(code: int, text: str) -> KafkaException:
+    return KafkaException(KafkaError(code, text))
+
+
+def test_a_brokers_error_keeps_its_explanation():
+    exc = raised(KafkaError.INVALID_CONFIG, "Invalid value abc for configuration retention.ms")
+    assert error_reason(exc) == "INVALID_CONFIG: Invalid value abc for configuration retention.ms"
+
+
+def test_a_local_error_shows_only_its_name_since_its_text_may_quote_settings():
+    exc = raised(KafkaError._INVALID_ARG, "sasl.password=hunter2 is not valid")
+    assert error_reason(exc) == "_INVALID_ARG"
+
+
+def test_kafka_errors_raises_the_projects_error_naming_who_failed():
+    with pytest.raises(ClusterUnreachable, match=r"^cluster 'west' did not answer: _TRANSPORT$"):
+        with kafka_errors("cluster 'west' did not answer", ClusterUnreachable):
+            raise raised(KafkaError._TRANSPORT, "broker down at sasl.password=hunter2")
+
+
+def test_kafka_errors_can_let_an_expected_error_pass():
+    with kafka_errors("deleting", MirrorError, ignore={KafkaError.UNKNOWN_TOPIC_OR_PART}):
+        raise raised(KafkaError.UNKNOWN_TOPIC_OR_PART, "gone")
