@@ -46,7 +46,7 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
     resources = {
         # Absolute, so runs resolve the same file whatever their working directory.
         "mirror_engine": MirrorEngine(config_path=str(path)),
-        "pyspark": pyspark_resource(config.spark),
+        "pyspark": pyspark_resource(config),
     }
     defs = Definitions.merge(
         Definitions(resources=resources, jobs=lifecycle_jobs()),

@@ -1,9 +1,13 @@
-"""The `mirror-pipeline` command: runbook verbs over the engine (R-ORC-2)."""
+"""The `mirror-pipeline` command: runbook verbs over the engine (R-ORC-2).
+
+Exit codes and the error boundary: see `mirror_pipeline.cli.common`.
+"""
 
 from __future__ import annotations
 
 import click
 
+from mirror_pipeline.cli.common import DEBUG_ENV, RootGroup
 from mirror_pipeline.cli.demo import demo
 from mirror_pipeline.cli.lifecycle import register as register_lifecycle
 from mirror_pipeline.cli.link import link
@@ -13,10 +17,16 @@ from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mirror-pipeline")
-def cli() -> None:
-    """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster."""
+@click.option("--debug", is_flag=True, envvar=DEBUG_ENV,
+              help=f"On an internal error, print its traceback [also ${DEBUG_ENV}=1].")
+def cli(debug: bool) -> None:
+    """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster.
+
+    Exit codes: 0 done, 1 refused or failed (the message says why), 2 usage
+    error (the message names the argument), 3 internal error, 130 interrupted.
+    """
 
 
 for command in (local, link, mirror, run, demo, offsets):

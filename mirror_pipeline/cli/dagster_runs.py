@@ -12,23 +12,33 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from mirror_pipeline.cli.common import ensure_dagster_home
+from mirror_pipeline.cli.values import shown
+from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster.definitions import build_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import stop_run_config
 
 
 def dagster_instance() -> DagsterInstance:
     """The instance `dagster dev` uses when started as the README shows."""
-    if not os.environ.get("DAGSTER_HOME"):
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
         os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))
+    elif not Path(home).is_dir():
+        raise ConfigError(f"$DAGSTER_HOME {shown(home)} is not a directory: create it, or unset DAGSTER_HOME "
+                          f"to record runs in ./.dagster-home")
     return DagsterInstance.get()
 
 
-def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float):
-    """Run the promote or failover job in-process, recorded in the Dagster instance."""
+def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float, debug: bool = False):
+    """Run the promote or failover job in-process, recorded in the Dagster instance.
+
+    Returns (run id, success, the op's output or the failure's message). The
+    run's own event log keeps every detail; the terminal gets no stack trace
+    unless `debug` asks for Dagster's warnings and errors.
+    """
     job = build_definitions(config_path).get_job_def(verb)
     run_config = stop_run_config(verb, link, topics, timeout_s)
-    # The run's own event log keeps every detail; the terminal gets warnings only.
-    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING" if debug else "CRITICAL"}}}
     result = job.execute_in_process(
         run_config=run_config,
         instance=dagster_instance(),
@@ -37,5 +47,39 @@ def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeou
     )
     if result.success:
         return result.run_id, True, result.output_for_node(f"{verb}_mirrors")
-    failures = [e.step_failure_data.error.message.strip() for e in result.all_events if e.is_step_failure]
-    return result.run_id, False, "; ".join(failures) or "see the run's logs"
+    return result.run_id, False, failure_message(result.all_events)
+
+
+def failure_message(events) -> str:
+    """What went wrong in a failed run, without a stack trace: each step failure's message, else the run's."""
+    failures = [_step_failure(e.step_failure_data) for e in events if e.is_step_failure]
+    if not failures:
+        errors = [getattr(e.event_specific_data, "error", None) for e in events if e.is_failure or e.is_resource_init_failure]
+        failures = [_error_text(error) for error in errors if error is not None]
+    return "; ".join(dict.fromkeys(f for f in failures if f)) or "see the run's logs in the Dagster UI"
+
+
+def _step_failure(data) -> str:
+    # An op's Failure carries the engine's message as its description.
+    user = data.user_failure_data
+    if user is not None and user.description:
+        return user.description.strip()
+    return _error_text(data.error) if data.error is not None else ""
+
+
+def _error_text(error) -> str:
+    """`Class: message (caused by Class: message)`, from Dagster's serialized error, without its stack.
+
+    Dagster's own wrappers ("Error occurred while executing op ...") are named
+    by their message only; the exception they wrap keeps its class.
+    """
+    parts = []
+    while error is not None and len(parts) < 3:
+        text = error.message.strip()
+        head, sep, rest = text.partition(": ")
+        if sep and error.cls_name and head.split(".")[-1] == error.cls_name:
+            wrapper = error.cls_name.startswith("Dagster") and error.cause is not None
+            text = rest.rstrip(":") if wrapper else f"{error.cls_name}: {rest}"
+        parts.append(text)
+        error = error.cause
+    return " (caused by ".join(parts) + ")" * (len(parts) - 1)

@@ -9,16 +9,17 @@ import click
 
 from mirror_pipeline.cli.common import ensure_dagster_home, fail, handle_errors
 from mirror_pipeline.cli.mirror import render_description
+from mirror_pipeline.cli.values import SafePath, WholeNumber, writable_file
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.demo import GROUP, run_demo
 from mirror_pipeline.engine import describe_mirror
 
 
 @click.command()
-@click.option("--records", type=click.IntRange(1, 10_000_000), default=20_000, show_default=True,
+@click.option("--records", type=WholeNumber(1, 10_000_000), default=20_000, show_default=True,
               help="How many records to produce into the source topic.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("mirror.yaml"),
-              show_default=True, help="Where to write the demo's config (an existing file of yours is kept).")
+@click.option("--config", "config_path", type=SafePath(dir_okay=False, path_type=Path), default=Path("mirror.yaml"),
+              callback=writable_file, show_default=True, help="Where to write the demo's config (an existing file of yours is kept).")
 @handle_errors
 def demo(records: int, config_path: Path) -> None:
     """Start a local Kafka pair, mirror a topic through Spark, and compare both sides.

@@ -10,9 +10,21 @@ from __future__ import annotations
 import click
 
 from mirror_pipeline import engine
-from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
+from mirror_pipeline.cli.common import (
+    config_option,
+    debug_requested,
+    emit,
+    fail,
+    handle_errors,
+    json_option,
+    link_option,
+    load,
+    refuse_unknown_mirrors,
+    table,
+)
+from mirror_pipeline.cli.values import TOPIC, Seconds
 
-topics_argument = click.argument("topics", nargs=-1)
+topics_argument = click.argument("topics", nargs=-1, type=TOPIC)
 all_option = click.option("--all", "all_mirrors", is_flag=True, help="Every mirror of the link.")
 
 
@@ -21,7 +33,7 @@ def _chosen(topics: tuple[str, ...], all_mirrors: bool) -> list[str] | None:
         raise click.UsageError("give mirror topics or --all, not both")
     if not all_mirrors and not topics:
         raise click.UsageError("name the mirror topics, or pass --all for every mirror of the link")
-    return None if all_mirrors else list(topics)
+    return None if all_mirrors else list(dict.fromkeys(topics))
 
 
 def _render(d: dict) -> str:
@@ -44,7 +56,8 @@ def register(group: click.Group) -> None:
 
 def _simple(verb: str):
     def command(topics, link, all_mirrors, config_path, as_json):
-        result = getattr(engine, verb)(load(config_path), link, _chosen(topics, all_mirrors))
+        chosen = _chosen(topics, all_mirrors)
+        result = getattr(engine, verb)(load(config_path, link), link, chosen)
         emit(result.to_dict(), as_json, _render)
 
     return command
@@ -55,8 +68,8 @@ def _simple(verb: str):
 @link_option
 @all_option
 @click.option("--dry-run", is_flag=True, help="Show what is not mirrored yet; change nothing.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=300.0, show_default=True,
-              help="Seconds to wait for the lag to reach zero.")
+@click.option("--timeout", "timeout_s", type=Seconds(), default=300.0, show_default=True,
+              help="Seconds to wait for the lag to reach zero (1 to 604800).")
 @config_option
 @json_option
 @handle_errors
@@ -89,7 +102,7 @@ def failover(topics, link, all_mirrors, dry_run, config_path, as_json):
 
 
 @click.command()
-@click.argument("topics", nargs=-1, required=True)
+@click.argument("topics", nargs=-1, required=True, type=TOPIC)
 @link_option
 @config_option
 @json_option
@@ -102,19 +115,21 @@ def delete(topics, link, config_path, as_json):
 
     Example: mirror-pipeline mirror delete orders --link west-to-east
     """
-    emit(engine.delete_mirrors(load(config_path), link, list(topics)).to_dict(), as_json, _render)
+    emit(engine.delete_mirrors(load(config_path, link), link, list(dict.fromkeys(topics))).to_dict(), as_json, _render)
 
 
 def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeout_s=300.0):
-    config = load(config_path)
     chosen = _chosen(topics, all_mirrors)
+    config = load(config_path, link)
     if dry_run:
         emit(engine.preview_stop(config, link, chosen), as_json, _render_preview)
         return
+    # Refused here, before a Dagster run is launched and recorded.
+    refuse_unknown_mirrors(chosen or [], {m.mirror_topic for m in engine.list_mirrors(config, link)}, link, "TOPICS", as_json)
     # Dagster takes seconds to import: only promote and failover need it.
     from mirror_pipeline.cli.dagster_runs import launch_stop_job
 
-    run_id, success, output = launch_stop_job(verb, config.path, link, chosen or [], timeout_s)
+    run_id, success, output = launch_stop_job(verb, config.path, link, chosen or [], timeout_s, debug_requested())
     if not success:
         fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")

@@ -6,6 +6,8 @@ import click
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, load, table
+from mirror_pipeline.cli.values import LINK
+from mirror_pipeline.model.errors import ClusterUnreachable
 
 
 @click.group()
@@ -29,7 +31,7 @@ def list_(config_path: str | None, as_json: bool) -> None:
 
 
 @link.command()
-@click.argument("name")
+@click.argument("name", type=LINK)
 @config_option
 @json_option
 @handle_errors
@@ -38,13 +40,19 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
 
     Example: mirror-pipeline link describe west-to-east
     """
-    config = load(config_path)
+    config = load(config_path, name, given_as="NAME")
     settings = config.link(name).to_dict()
-    mirrors = [m.to_dict() for m in engine.list_mirrors(config, name)]
-    data = {"link": name, "settings": settings, "mirrors": mirrors,
+    # The settings are known without any cluster: a destination that does not
+    # answer leaves only the mirrors unknown, said as such.
+    try:
+        mirrors, mirrors_unknown = [m.to_dict() for m in engine.list_mirrors(config, name)], ""
+    except ClusterUnreachable as exc:
+        mirrors, mirrors_unknown = None, str(exc)
+    data = {"link": name, "settings": settings, "mirrors": mirrors, "mirrors_unknown": mirrors_unknown,
             "source": config.cluster(settings["source"]).redacted(),
             "destination": config.cluster(settings["destination"]).redacted()}
     emit(data, as_json, lambda d: "\n".join(
         [f"link {d['link']}: {settings['source']} -> {settings['destination']}"]
         + [f"  {k}: {v}" for k, v in sorted(d["settings"].items()) if k not in ("source", "destination")]
-        + [f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]))
+        + [f"  mirrors: unknown: {d['mirrors_unknown']}" if d["mirrors"] is None
+           else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]))

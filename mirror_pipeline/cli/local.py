@@ -12,10 +12,12 @@ from pathlib import Path
 import click
 
 from mirror_pipeline.cli.common import emit, handle_errors, json_option
+from mirror_pipeline.cli.values import SafePath, WholeNumber
 from mirror_pipeline.local.clusters import (
     DEFAULT_BASE_PORT,
     DEFAULT_COUNT,
     MAX_CLUSTERS,
+    PORT_STRIDE,
     ClusterInfo,
     LocalKafka,
     default_root,
@@ -25,7 +27,7 @@ from mirror_pipeline.local.jars import ensure_kafka_jars, kafka_version
 dir_option = click.option(
     "--dir",
     "root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=SafePath(file_okay=False, path_type=Path),
     default=None,
     help="Where the clusters live [default: $MIRROR_PIPELINE_LOCAL_DIR or ./.local-kafka].",
 )
@@ -53,14 +55,14 @@ def install(as_json: bool) -> None:
 @click.option(
     "--clusters",
     "count",
-    type=click.IntRange(1, MAX_CLUSTERS),
+    type=WholeNumber(1, MAX_CLUSTERS),
     default=None,
     help=f"How many clusters [default: as last time, else {DEFAULT_COUNT}].",
 )
 @dir_option
 @click.option(
     "--base-port",
-    type=click.IntRange(1024, 65535),
+    type=WholeNumber(1024, 65535),
     default=None,
     help=f"Broker port of the first cluster; cluster i adds i*10000 [default: as last time, else {DEFAULT_BASE_PORT}].",
 )
@@ -69,11 +71,16 @@ def install(as_json: bool) -> None:
 def up(count: int | None, root: Path | None, base_port: int | None, as_json: bool) -> None:
     """Start the clusters (idempotent) and wait until each answers."""
     recorded = LocalKafka.from_root(_root(root))
-    kafka = LocalKafka(
-        recorded.root,
-        count=count if count is not None else recorded.count,
-        base_port=base_port if base_port is not None else recorded.base_port,
-    )
+    count = count if count is not None else recorded.count
+    base_port = base_port if base_port is not None else recorded.base_port
+    top = base_port + (count - 1) * PORT_STRIDE + 1  # cluster i: base_port + i*10000 and the next port
+    if top > 65535:
+        raise click.BadParameter(
+            f"{count} cluster(s) from base port {base_port} need ports up to {top}, past 65535; give a base "
+            f"port of at most {65535 - (count - 1) * PORT_STRIDE - 1}, or fewer clusters",
+            param_hint=["--base-port", "--clusters"],
+        )
+    kafka = LocalKafka(recorded.root, count=count, base_port=base_port)
     started = time.monotonic()
     infos = kafka.up()
     elapsed = time.monotonic() - started

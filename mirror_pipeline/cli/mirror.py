@@ -6,6 +6,7 @@ import click
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, link_option, load, table
+from mirror_pipeline.cli.values import TOPIC
 
 
 @click.group()
@@ -14,9 +15,9 @@ def mirror() -> None:
 
 
 @mirror.command()
-@click.argument("source_topic")
+@click.argument("source_topic", type=TOPIC)
 @link_option
-@click.option("--mirror-topic", default=None, help="Name on the destination [default: the link's naming of SOURCE_TOPIC].")
+@click.option("--mirror-topic", type=TOPIC, default=None, help="Name on the destination [default: the link's naming of SOURCE_TOPIC].")
 @config_option
 @json_option
 @handle_errors
@@ -28,7 +29,7 @@ def create(source_topic: str, link: str, mirror_topic: str | None, config_path: 
 
     Example: mirror-pipeline mirror create orders --link west-to-east
     """
-    info, created = engine.ensure_mirror(load(config_path), link, source_topic, mirror_topic)
+    info, created = engine.ensure_mirror(load(config_path, link), link, source_topic, mirror_topic)
     data = {**info.to_dict(), "created": created}
     emit(
         data,
@@ -50,7 +51,7 @@ def list_(link: str, config_path: str | None, as_json: bool) -> None:
 
     Example: mirror-pipeline mirror list --link west-to-east --json
     """
-    data = [m.to_dict() for m in engine.list_mirrors(load(config_path), link)]
+    data = [m.to_dict() for m in engine.list_mirrors(load(config_path, link), link)]
     emit(
         data,
         as_json,
@@ -61,7 +62,7 @@ def list_(link: str, config_path: str | None, as_json: bool) -> None:
 
 
 @mirror.command()
-@click.argument("mirror_topic")
+@click.argument("mirror_topic", type=TOPIC)
 @link_option
 @config_option
 @json_option
@@ -71,7 +72,7 @@ def describe(mirror_topic: str, link: str, config_path: str | None, as_json: boo
 
     Example: mirror-pipeline mirror describe orders --link west-to-east
     """
-    emit(engine.describe_mirror(load(config_path), link, mirror_topic).to_dict(), as_json, render_description)
+    emit(engine.describe_mirror(load(config_path, link), link, mirror_topic).to_dict(), as_json, render_description)
 
 
 def _when(ts: float) -> str:
@@ -80,15 +81,22 @@ def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _known(value) -> str:
+    """A figure, or '?' when its cluster did not say (never a misleading 0)."""
+    return "?" if value is None else str(value)
+
+
 def render_description(d: dict) -> str:
     head = [
         f"mirror:     {d['mirror_topic']}  (source '{d['source_topic']}', link '{d['link']}')",
         f"state:      {d['state']} since {_when(d['state_time'])}  ({d['reason']})",
-        f"partitions: {d['mirror_partitions']} (source {d['source_partitions']})",
-        f"lag:        {d['lag']} records",
+        f"partitions: {d['mirror_partitions']} (source {_known(d['source_partitions'])})",
+        f"lag:        {_known(d['lag'])} records",
         f"offsets:    {d['offsets']}",
-        f"timestamps: source type {d['source_timestamp_type']}",
+        f"timestamps: source type {_known(d['source_timestamp_type'])}",
     ]
+    if d.get("source_unknown"):
+        head.insert(2, f"source:     unknown, '?' below: {d['source_unknown']}")
     if d["flags"]:
         head.append(f"flags:      {', '.join(d['flags'])}  (copying refused: {d['reason']})")
     if d["failing_since"]:
@@ -109,8 +117,9 @@ def render_description(d: dict) -> str:
         when = "applied when it stopped" if d["state"] == "STOPPED" else "held back until promote/failover"
         head.append(f"source timestamp settings {when}: {held}")
     rows = [
-        [p["partition"], p["source_log_start"], p["source_log_end"], p["mirror_log_start"], p["mirror_log_end"],
-         p["next_source_offset"], p["lag"], "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)"]
+        [p["partition"], _known(p["source_log_start"]), _known(p["source_log_end"]), p["mirror_log_start"],
+         p["mirror_log_end"], _known(p["next_source_offset"]), _known(p["lag"]),
+         "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)"]
         for p in d["partitions"]
     ]
     return "\n".join(head) + "\n\n" + table(

@@ -18,6 +18,7 @@ import click
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
+from mirror_pipeline.cli.values import GROUP, OFFSET, PARTITION, TOPIC, SafePath, writable_file
 
 
 @click.group()
@@ -27,7 +28,7 @@ def offsets() -> None:
 
 @offsets.command()
 @link_option
-@click.option("--mirror", "mirrors", multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
 @config_option
 @json_option
 @handle_errors
@@ -38,7 +39,7 @@ def sync(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: 
 
     Example: mirror-pipeline offsets sync --link west-to-east
     """
-    result = engine.sync_offsets(load(config_path), link, list(mirrors) or None).to_dict()
+    result = engine.sync_offsets(load(config_path, link), link, list(dict.fromkeys(mirrors)) or None).to_dict()
     emit(result, as_json, _render_sync)
     failed = [g["source_group"] for g in result["groups"] if g["status"].startswith("error")]
     if failed:
@@ -71,9 +72,9 @@ def _dash(value) -> str:
 
 @offsets.command()
 @link_option
-@click.option("--group", "groups", multiple=True,
+@click.option("--group", "groups", type=GROUP, multiple=True,
               help="Only this group, by its source or destination name (repeatable) [default: all].")
-@click.option("--output", "output", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--output", "output", type=SafePath(dir_okay=False, writable=True), default=None, callback=writable_file,
               help="Write the CSV to this file [default: standard output].")
 @config_option
 @json_option
@@ -89,7 +90,7 @@ def export(link: str, groups: tuple[str, ...], output: str | None, config_path: 
       kafka-consumer-groups.sh --bootstrap-server <destination> --group <destination group> \\
         --reset-offsets --from-file plan.csv --execute
     """
-    checkpoints = engine.export_offsets(load(config_path), link, list(groups) or None)
+    checkpoints = engine.export_offsets(load(config_path, link), link, list(groups) or None)
     if not checkpoints:
         fail(f"link '{link}' has no offset checkpoints yet: run `mirror-pipeline offsets sync --link {link}` first", as_json)
     with_group = len(groups) != 1
@@ -121,9 +122,10 @@ def reset_plan(checkpoints, with_group: bool) -> str:
 
 @offsets.command()
 @link_option
-@click.option("--topic", required=True, help="The source topic, or its mirror topic.")
-@click.option("--partition", type=click.IntRange(0), required=True)
-@click.option("--offset", type=click.IntRange(0), required=True, help="A consumer position on the source (next offset to read).")
+@click.option("--topic", type=TOPIC, required=True, help="The source topic, or its mirror topic.")
+@click.option("--partition", type=PARTITION, required=True, help="A partition of the topic (0 to 2**31-1).")
+@click.option("--offset", type=OFFSET, required=True,
+              help="A consumer position on the source: the next offset to read (0 to 2**63-1).")
 @click.option("--mode", type=click.Choice(["exact", "timestamp"]), default=None,
               help="Translation mode [default: the link's offset.translation.mode].")
 @config_option
@@ -134,7 +136,7 @@ def translate(link: str, topic: str, partition: int, offset: int, mode: str | No
 
     Example: mirror-pipeline offsets translate --link west-to-east --topic orders --partition 0 --offset 1200
     """
-    emit(engine.translate_offset(load(config_path), link, topic, partition, offset, mode), as_json, _render_translation)
+    emit(engine.translate_offset(load(config_path, link), link, topic, partition, offset, mode), as_json, _render_translation)
 
 
 def _render_translation(d: dict) -> str:

@@ -7,13 +7,24 @@ import sys
 import click
 
 from mirror_pipeline import engine
-from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
+from mirror_pipeline.cli.common import (
+    config_option,
+    emit,
+    fail,
+    handle_errors,
+    json_option,
+    link_option,
+    load,
+    refuse_unknown_mirrors,
+    table,
+)
+from mirror_pipeline.cli.values import TOPIC
 from mirror_pipeline.replication.spark_runner import spark_session
 
 
 @click.command()
 @link_option
-@click.option("--mirror", "mirrors", multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
 @config_option
 @json_option
 @handle_errors
@@ -27,10 +38,13 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
 
     Example: mirror-pipeline run --link west-to-east
     """
-    config = load(config_path)
-    config.link(link)  # fail on an unknown link before starting Spark
+    config = load(config_path, link)  # an unknown link fails before Spark starts
+    auto_create = config.link(link).auto_create_enable
+    mirrors = tuple(dict.fromkeys(mirrors))
+    if mirrors:  # unknown names fail before auto-create or Spark
+        refuse_unknown_mirrors(mirrors, _mirror_names(config, link, mirrors, auto_create), link, "--mirror", as_json)
     # New source topics become mirrors first, so a cycle run without the daemon picks them up (R-AC-1).
-    created = engine.auto_create(config, link) if config.link(link).auto_create_enable else None
+    created = engine.auto_create(config, link) if auto_create else None
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
     spark = spark_session(config.spark)
     try:
@@ -44,6 +58,14 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
     emit(_with_auto_create(result.to_dict(), created), as_json, _render_run)
     if created is not None and created.errors:
         fail("auto-create failed for " + "; ".join(f"'{t}': {e}" for t, e in created.errors.items()), as_json)
+
+
+def _mirror_names(config, link: str, wanted: tuple[str, ...], auto_create: bool) -> set[str]:
+    """The link's mirror topics, and those auto-create is about to make when `wanted` needs them."""
+    names = {m.mirror_topic for m in engine.list_mirrors(config, link)}
+    if auto_create and not set(wanted) <= names:
+        names |= {o["mirror_topic"] for o in engine.auto_create(config, link, dry_run=True).to_dict()["to_create"]}
+    return names
 
 
 def _with_auto_create(cycle: dict, created) -> dict:

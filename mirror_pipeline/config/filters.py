@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Iterator
 
+from mirror_pipeline.config.safe_yaml import shape_problem
 from mirror_pipeline.model.errors import ConfigError
 
 WILDCARD = "*"
@@ -112,11 +113,38 @@ def kind_of(value: Any) -> str:
     return type(value).__name__
 
 
-def unknown_key_hint(key: str, known: Any) -> str:
+def show_key(key: Any) -> str:
+    """A key for a message: quoted whole when short, else by its length (never cut: see `scrub`)."""
+    text = str(key) if isinstance(key, (str, int, float, bool)) or key is None else kind_of(key)
+    if len(text) > 100:
+        return f"of {len(text)} characters"
+    # Control characters escaped, so that a message stays one line.
+    return "'" + (text if text.isprintable() else repr(text)[1:-1]) + "'"
+
+
+def unknown_key_hint(key: Any, known: Any) -> str:
     """`unknown key 'x'` plus the closest known key, if one is close."""
-    close = difflib.get_close_matches(str(key), list(known), n=1)
+    text = str(key) if isinstance(key, str) else ""
+    close = difflib.get_close_matches(text, list(known), n=1) if 0 < len(text) <= 100 else []
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"unknown key '{key}'{hint}"
+    return f"unknown key {show_key(key)}{hint}"
+
+
+def parse_json(text: str) -> Any:
+    """JSON from a setting's string; a ValueError whose message quotes none of the input."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # exc.msg carries no input text, only the problem and position.
+        raise ValueError(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("malformed JSON: nested far too deeply") from None
+    except ValueError:
+        raise ValueError("malformed JSON: a number has too many digits") from None
+    problem = shape_problem(value)
+    if problem:
+        raise ValueError(f"in the JSON, {problem}")
+    return value
 
 
 def _parse_items(value: Any, list_key: str) -> Iterator[NameFilter]:
@@ -129,12 +157,9 @@ def _parse_items(value: Any, list_key: str) -> Iterator[NameFilter]:
         if not value.strip():
             return
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            # exc.msg carries no input text, only the problem and position.
-            raise _Invalid(
-                f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from None
+            value = parse_json(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
     if not isinstance(value, dict):
         raise _Invalid(
             f"expected a mapping with key '{list_key}' (or the same as a JSON string), "
@@ -181,4 +206,4 @@ def _enum(cls: type[StrEnum], raw: Any, at: str, what: str) -> Any:
     try:
         return cls(raw.upper())
     except ValueError:
-        raise _Invalid(f"{at}: unknown {what} '{raw}' (expected {choices})") from None
+        raise _Invalid(f"{at}: unknown {what} {show_key(raw)} (expected {choices})") from None

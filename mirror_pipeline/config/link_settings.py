@@ -3,113 +3,50 @@
 Each field's alias is the property name an operator writes in `mirror.yaml`;
 the attribute is what the engine reads. Values are coerced strictly: a YAML
 file is hand-written, and `enable: yes` or `sync.ms: 30s` silently meaning
-something else is worse than an error.
+something else is worse than an error; every number has an upper bound that
+fits what it feeds, and internal topic names are legal and distinct (the value
+types and their limits: `setting_values`).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
-from typing import Annotated, Any, Callable, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from mirror_pipeline.config.filters import NameFilters, kind_of, unknown_key_hint
-from mirror_pipeline.config.replication_policy import names_mirrors_itself
+from mirror_pipeline.config import setting_values as values
+from mirror_pipeline.config.filters import NameFilters, unknown_key_hint
+from mirror_pipeline.config.replication_policy import (
+    INTERNAL_TOPIC_SETTINGS,
+    ReplicationPolicy,
+    names_mirrors_itself,
+)
 from mirror_pipeline.config.replication_policy import policy_class as load_policy_class
 from mirror_pipeline.model.errors import ConfigError
 
-# Kafka's legal topic characters; a prefix or an internal topic name is part of one.
-_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _FILTER_LIST_KEYS = {"auto_create_filters": "topicFilters", "offset_group_filters": "groupFilters"}
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value if len(value) <= 40 else value[:37] + "...")
-    return kind_of(value)
+def _number(bounds: tuple[int, int, str]) -> Any:
+    return Annotated[int, BeforeValidator(values.whole_number(*bounds))]
 
 
-def _invalid(expected: str, value: Any) -> PydanticCustomError:
-    return PydanticCustomError("setting", "expected {expected}, got {got}",
-                               {"expected": expected, "got": _show(value)})
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise _invalid("true or false", value)
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    raise _invalid("a whole number", value)
-
-
-def _topic_part(empty_is_none: bool) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if value is None or (empty_is_none and value == ""):
-            return None
-        if not isinstance(value, str) or not _TOPIC_CHARS.fullmatch(value):
-            raise _invalid("up to 249 characters from [A-Za-z0-9._-]", value)
-        return value
-    return check
-
-
-def _policy_class(value: Any) -> str:
-    if value is None or value == "":
-        return ""
-    if not isinstance(value, str) or not _CLASS_PATH.fullmatch(value):
-        raise _invalid("DefaultReplicationPolicy, IdentityReplicationPolicy or a dotted "
-                       "path to a replication policy class", value)
-    return value
-
-
-def _lower(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value
-
-
-def _filters(list_key: str) -> Callable[[Any], NameFilters]:
-    def parse(value: Any) -> NameFilters:
-        try:
-            return NameFilters.parse(value, list_key=list_key, where="@")
-        except ConfigError as exc:
-            # The location is rebuilt from pydantic's error path; keep only the reason.
-            raise PydanticCustomError("filters", "{reason}",
-                                      {"reason": str(exc).removeprefix("@: ")}) from None
-    return parse
-
-
-def _acl_filters(value: Any) -> dict:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise PydanticCustomError(
-                "setting", "malformed JSON: {msg} at line {line} column {col}",
-                {"msg": exc.msg, "line": exc.lineno, "col": exc.colno}) from None
-    if not isinstance(value, dict):
-        raise _invalid("a mapping or a JSON object string", value)
-    return value
-
-
-Bool = Annotated[bool, BeforeValidator(_bool)]
-PositiveInt = Annotated[int, BeforeValidator(_int), Field(gt=0)]
-Count = Annotated[int, BeforeValidator(_int), Field(ge=0)]
-Prefix = Annotated[str | None, BeforeValidator(_topic_part(empty_is_none=True))]
-TopicName = Annotated[str | None, BeforeValidator(_topic_part(empty_is_none=False))]
-TopicFilters = Annotated[NameFilters, BeforeValidator(_filters("topicFilters"))]
-GroupFilters = Annotated[NameFilters, BeforeValidator(_filters("groupFilters"))]
+# Whole numbers with their bounds (see `setting_values` for each maximum's reason).
+SyncMs = _number(values.SYNC_MS)
+RetryTimeoutMs = _number(values.RETRY_TIMEOUT_MS)
+UnitMaxBytes = _number(values.UNIT_MAX_BYTES)
+ChunkMaxRecords = _number(values.CHUNK_MAX_RECORDS)
+AlignmentMaxRecords = _number(values.ALIGNMENT_MAX_RECORDS)
+FenceWaitMs = _number(values.FENCE_WAIT_MS)
+LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
+Bool = Annotated[bool, BeforeValidator(values.boolean)]
+Prefix = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=True))]
+TopicName = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=False))]
+TopicFilters = Annotated[NameFilters, BeforeValidator(values.filters("topicFilters"))]
+GroupFilters = Annotated[NameFilters, BeforeValidator(values.filters("groupFilters"))]
 
 
 class LinkSettings(BaseModel):
@@ -123,30 +60,30 @@ class LinkSettings(BaseModel):
     auto_create_filters: TopicFilters = Field(NameFilters(), alias="auto.create.mirror.topics.filters")
     offset_sync_enable: Bool = Field(False, alias="consumer.offset.sync.enable")
     offset_group_filters: GroupFilters = Field(NameFilters(), alias="consumer.offset.group.filters")
-    offset_sync_ms: PositiveInt = Field(30000, alias="consumer.offset.sync.ms")
+    offset_sync_ms: SyncMs = Field(30000, alias="consumer.offset.sync.ms")
     group_prefix_enable: Bool = Field(False, alias="consumer.group.prefix.enable")
     acl_sync_enable: Bool = Field(False, alias="acl.sync.enable")
-    acl_filters: Annotated[dict[str, Any], BeforeValidator(_acl_filters)] = Field(
+    acl_filters: Annotated[dict[str, Any], BeforeValidator(values.acl_filters)] = Field(
         default_factory=dict, alias="acl.filters")
-    config_sync_ms: PositiveInt = Field(5000, alias="topic.config.sync.ms")
-    retry_timeout_ms: PositiveInt = Field(300000, alias="cluster.link.retry.timeout.ms")
+    config_sync_ms: SyncMs = Field(5000, alias="topic.config.sync.ms")
+    retry_timeout_ms: RetryTimeoutMs = Field(300000, alias="cluster.link.retry.timeout.ms")
     # "" is Cluster Linking naming: identity, plus the prefix if there is one.
-    policy_class: Annotated[str, BeforeValidator(_policy_class)] = Field(
+    policy_class: Annotated[str, BeforeValidator(values.policy_class)] = Field(
         "", alias="replication.policy.class")
-    policy_separator: Annotated[str, Field(min_length=1)] = Field(
+    policy_separator: Annotated[str, BeforeValidator(values.separator)] = Field(
         ".", alias="replication.policy.separator")
-    offset_translation_mode: Annotated[Literal["exact", "timestamp"], BeforeValidator(_lower)] = Field(
+    offset_translation_mode: Annotated[Literal["exact", "timestamp"], BeforeValidator(values.lower)] = Field(
         "exact", alias="offset.translation.mode")
     # Bounds one cycle per partition (and so a Dagster run); what is left is the next cycle's.
-    unit_max_bytes: PositiveInt = Field(1024 * 1024 * 1024, alias="mirror.unit.max.bytes")
-    chunk_max_records: PositiveInt = Field(20000, alias="mirror.chunk.max.records")
-    alignment_max_records: Count = Field(1_000_000, alias="mirror.log.start.alignment.max.records")
-    fence_wait_ms: Count = Field(16000, alias="mirror.writer.fence.wait.ms")
+    unit_max_bytes: UnitMaxBytes = Field(1024 * 1024 * 1024, alias="mirror.unit.max.bytes")
+    chunk_max_records: ChunkMaxRecords = Field(20000, alias="mirror.chunk.max.records")
+    alignment_max_records: AlignmentMaxRecords = Field(1_000_000, alias="mirror.log.start.alignment.max.records")
+    fence_wait_ms: FenceWaitMs = Field(16000, alias="mirror.writer.fence.wait.ms")
     state_topic: TopicName = Field(None, alias="mirror.state.topic")
     offset_map_topic: TopicName = Field(None, alias="mirror.offset.map.topic")
     checkpoints_topic: TopicName = Field(None, alias="mirror.checkpoints.topic")
     heartbeats_topic: TopicName = Field(None, alias="mirror.heartbeats.topic")
-    lag_alert_records: Count = Field(0, alias="mirror.lag.alert.records")
+    lag_alert_records: LagAlertRecords = Field(0, alias="mirror.lag.alert.records")
 
     def to_dict(self) -> dict:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""
@@ -178,7 +115,7 @@ class LinkConfig(LinkSettings):
     @model_validator(mode="after")
     def _check_rules(self) -> LinkConfig:
         if self.source == self.destination:
-            raise _rule("destination", f"must differ from source (both are '{self.source}')")
+            raise _rule("destination", f"must differ from source (both are {values.show(self.source)})")
         if self.acl_sync_enable and self.prefix:
             raise _rule("acl.sync.enable", "cannot be true on a link with cluster.link.prefix: "
                         "synced ACLs would name the unprefixed topics")
@@ -191,6 +128,9 @@ class LinkConfig(LinkSettings):
             load_policy_class(self.policy_class)
         except ConfigError as exc:
             raise _rule("replication.policy.class", str(exc)) from None
+        clash = values.internal_name_clash(self._internal_names())
+        if clash:
+            raise _rule(*clash)
         if self.prefix and names_mirrors_itself(self.policy_class):
             raise _rule("cluster.link.prefix", f"cannot be combined with replication.policy.class "
                         f"'{self.policy_class}', which names mirrors itself")
@@ -199,6 +139,13 @@ class LinkConfig(LinkSettings):
             # link no longer creates keeps blocking a mirror's deletion.
             object.__setattr__(self, "auto_create_filters", NameFilters())
         return self
+
+    def _internal_names(self) -> dict[str, tuple[str | None, str]]:
+        """Each internal topic setting: (its configured name or None, the name the link uses)."""
+        defaults = ReplicationPolicy("", "", self.policy_separator)
+        fields = type(self).model_fields
+        return {fields[attr].alias: (getattr(self, attr), getattr(self, attr) or defaults.internal_topic(kind))
+                for kind, attr in INTERNAL_TOPIC_SETTINGS.items()}
 
 
 def _known_keys(model: type[BaseModel]) -> list[str]:
@@ -209,7 +156,7 @@ def validation_problems(exc: ValidationError, at: str, model: type[BaseModel]) -
     """Pydantic errors as `<key path>: <reason>` lines, never quoting input values."""
     problems = []
     for err in exc.errors(include_url=False, include_input=False):
-        loc = [str(part) for part in err["loc"]]
+        loc = [part if isinstance(part, str) and part.isprintable() else repr(part) for part in err["loc"]]
         ctx = err.get("ctx") or {}
         if err["type"] == "extra_forbidden":
             key = loc.pop()

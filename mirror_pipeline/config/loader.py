@@ -1,9 +1,15 @@
 """The configuration file: clusters, links and Spark settings (R-CFG).
 
-Read and validated once, here; the rest of the engine gets frozen, typed
-objects. Every problem becomes one `ConfigError` line `<file>: <key path>:
-<reason>`, all problems at once, and no message ever quotes a cluster
-property's value: the file is where secrets come in (R-CFG-5).
+Read and validated once, here, in one pass; the rest of the engine gets
+frozen, typed objects. Every problem becomes one `ConfigError` line `<file>:
+<key path>: <what is wrong>; <what is allowed>`, all problems at once. No
+message quotes a cluster property's value, and every message is scrubbed of
+the values of secret keys (wherever in the file they sit, so that a YAML alias
+cannot carry one into another key's message) and of every value substituted
+from the environment: the file is where secrets come in (R-CFG-5).
+
+`${NAME}` is replaced by environment variable NAME, `$${` is a literal `${`,
+and any other `${` (unclosed, or not a NAME) is an error.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from mirror_pipeline.config.filters import kind_of, unknown_key_hint
+from mirror_pipeline.config.client_properties import client_property_problems
+from mirror_pipeline.config.filters import kind_of, show_key, unknown_key_hint
 from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_defaults, validation_problems
-from mirror_pipeline.config.redaction import is_secret_key, redact
+from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub_words, secret_leaves
 from mirror_pipeline.config.replication_policy import loop_warnings
+from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
 from mirror_pipeline.model.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -30,18 +37,31 @@ DEFAULT_CONFIG_FILE = "mirror.yaml"
 CONFIG_ENV_VAR = "MIRROR_PIPELINE_CONFIG"
 
 _TOP_KEYS = ("clusters", "defaults", "links", "spark")
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# Cluster aliases and link names become parts of topic names, client ids and transactional ids.
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_NAME_RULE = "must match [A-Za-z0-9._-]+ and have at most 249 characters"
 _PROPERTY = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*")
-# `$${NAME}` is the escape for a literal `${NAME}`.
-_ENV_REF = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PROPERTY_MAX = 100
+# `$${` is a literal `${`; any other `${` must be a whole `${NAME}`.
+_ENV_TOKEN = re.compile(r"\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)\})?")
+_MAX_DIGITS = 100
 
 
 def _scalar_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and abs(value) >= 10**_MAX_DIGITS:
+        return None  # more digits than any property takes (and than str() may print)
     if isinstance(value, (str, int, float)):
         return str(value)
     return None
+
+
+def _key_text(key: Any) -> str:
+    text = str(key) if isinstance(key, (str, int, float, bool)) else kind_of(key)
+    if len(text) > _PROPERTY_MAX:
+        return f"(a key of {len(text)} characters)"
+    return repr(text) if not text or not text.isprintable() else text
 
 
 def _stringify_conf(value: Any) -> Any:
@@ -51,7 +71,7 @@ def _stringify_conf(value: Any) -> Any:
     for key, item in value.items():
         text = _scalar_text(item)
         if text is None:
-            raise ValueError(f"{key}: expected a single value, got {kind_of(item)}")
+            raise ValueError(f"{_key_text(key)}: expected a single value, got {kind_of(item)}")
         out[key] = text
     return out
 
@@ -130,8 +150,8 @@ class PipelineConfig:
         }
 
 
-def _names(items: Mapping[str, Any]) -> str:
-    return ", ".join(sorted(items)) or "(none)"
+def _names(items: Mapping[Any, Any]) -> str:
+    return ", ".join(sorted(_key_text(k) for k in items)) or "(none)"
 
 
 def resolve_config_path(explicit: str | Path | None, env: Mapping[str, str] = os.environ) -> Path:
@@ -146,22 +166,27 @@ def resolve_config_path(explicit: str | Path | None, env: Mapping[str, str] = os
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> PipelineConfig:
     env = os.environ if env is None else env
     resolved = resolve_config_path(path, env)
-    name = str(resolved)
-    try:
-        text = resolved.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{name}: configuration file not found; pass --config PATH "
-                          f"or set {CONFIG_ENV_VAR} to use another file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{name}: is a directory, not a configuration file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{name}: is not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot be read: {exc.strerror}") from None
-    data = _parse_yaml(text, name)
+    # The path as typed may hold control characters: shown escaped, a message stays one line per problem.
+    name = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(resolved))
+    text = read_config_text(resolved, name, f"; pass --config PATH or set {CONFIG_ENV_VAR} to use another file")
+    data = parse_yaml(text, name)
     if data is None:
         raise ConfigError(f"{name}: the file is empty; it needs clusters: and links:")
     return parse_config(data, name, env, path=resolved)
+
+
+@dataclass
+class _Secrets:
+    """What must not appear in a message: secret-key values (raw and expanded) and env values."""
+
+    values: list[str] = field(default_factory=list)
+    # Substituted into keys that are not secret: scrubbed as whole words only (see `scrub_words`).
+    env_values: list[str] = field(default_factory=list)
+
+    def scrubbed(self, problem: str) -> str:
+        # A message shows a string with control characters escaped (`repr`): hide that form too.
+        escaped = [repr(v)[1:-1] for v in (*self.values, *self.env_values) if not v.isprintable()]
+        return scrub_words(scrub(problem, [*self.values, *escaped]), self.env_values)
 
 
 def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str] | None = None,
@@ -171,6 +196,9 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
     if not isinstance(data, dict):
         raise ConfigError(f"{source_name}: expected a mapping with clusters: and links:, "
                           f"got {kind_of(data)}")
+    secrets = _Secrets(values=secret_leaves(data))
+    if shape := shape_problem(data):
+        raise ConfigError(f"{source_name}: {secrets.scrubbed(shape)}")
     problems = [unknown_key_hint(k, _TOP_KEYS) for k in data if k not in _TOP_KEYS]
     fragments: list[str] = []
 
@@ -183,11 +211,11 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
                         f"got {kind_of(raw_clusters)}")
     else:
         for alias, raw in raw_clusters.items():
-            cluster = _parse_cluster(alias, raw, env, problems)
+            cluster = _parse_cluster(alias, raw, env, problems, secrets)
             if cluster:
                 clusters[alias] = cluster
 
-    spark = _parse_spark(data.get("spark"), env, problems, fragments)
+    spark = _parse_spark(data.get("spark"), env, problems, fragments, secrets)
 
     raw_defaults = data.get("defaults") or {}
     bad_defaults: set[str] = set()
@@ -197,7 +225,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
     else:
         found, bad_defaults = check_defaults(raw_defaults)
         problems += found
-    usable_defaults = {k: v for k, v in raw_defaults.items() if k not in bad_defaults}
+    usable_defaults = {k: v for k, v in raw_defaults.items() if str(k) not in bad_defaults}
 
     links: dict[str, LinkConfig] = {}
     if "links" not in data:
@@ -209,7 +237,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
     for name, raw in raw_links.items():
         at = f"links.{name}"
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            problems.append(f"links: link name {name!r} must match [A-Za-z0-9._-]+")
+            problems.append(f"links: link name {show_key(name)} {_NAME_RULE}")
         elif not isinstance(raw, dict):
             problems.append(f"{at}: expected a mapping with source, destination and settings, "
                             f"got {kind_of(raw)}")
@@ -220,7 +248,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
                 links[name] = link
 
     if problems:
-        raise ConfigError("\n".join(f"{source_name}: {p}" for p in problems))
+        raise ConfigError("\n".join(f"{source_name}: {secrets.scrubbed(p)}" for p in problems))
     for warning in loop_warnings(links.values()):
         log.warning("%s: %s", source_name, warning)
     return PipelineConfig(path=path, clusters=clusters, links=links, spark=spark,
@@ -229,16 +257,16 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
 
 def _check_aliases(raw_link: dict, at: str, raw_clusters: Any) -> list[str]:
     known = raw_clusters if isinstance(raw_clusters, dict) else {}
-    return [f"{at}.{role}: unknown cluster '{raw_link[role]}'; known clusters: {_names(known)}"
+    return [f"{at}.{role}: unknown cluster {show_key(raw_link[role])}; known clusters: {_names(known)}"
             for role in ("source", "destination")
             if isinstance(raw_link.get(role), str) and raw_link[role] not in known]
 
 
-def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str],
-                   problems: list[str]) -> ClusterConfig | None:
+def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[str],
+                   secrets: _Secrets) -> ClusterConfig | None:
     at = f"clusters.{alias}"
     if not isinstance(alias, str) or not _NAME.fullmatch(alias):
-        problems.append(f"clusters: alias {alias!r} must match [A-Za-z0-9._-]+")
+        problems.append(f"clusters: alias {show_key(alias)} {_NAME_RULE}")
         return None
     if not isinstance(raw, dict):
         problems.append(f"{at}: expected a mapping of client properties, got {kind_of(raw)}")
@@ -247,8 +275,8 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str],
     properties: dict[str, str] = {}
     fragments: list[str] = []
     for key, value in raw.items():
-        if not isinstance(key, str) or not _PROPERTY.fullmatch(key):
-            problems.append(f"{at}: {key!r} is not a client property name "
+        if not isinstance(key, str) or len(key) > _PROPERTY_MAX or not _PROPERTY.fullmatch(key):
+            problems.append(f"{at}: {show_key(key)} is not a client property name "
                             "(librdkafka names are lowercase and dotted, e.g. bootstrap.servers)")
             continue
         text = _scalar_text(value)
@@ -257,19 +285,27 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str],
             problems.append(f"{at}.{key}: expected a single value (string, number or boolean), "
                             f"got {kind_of(value)}{hint}")
             continue
+        secret = is_secret_key(key)
         properties[key] = _expand(text, env, f"{at}.{key}", problems,
-                                  fragments if is_secret_key(key) else None)
+                                  fragments if secret else secrets.env_values)
+        if secret:
+            secrets.values.append(properties[key])
+    secrets.values.extend(fragments)
     if "bootstrap.servers" not in raw:
         problems.append(f"{at}: bootstrap.servers is required")
     elif not properties.get("bootstrap.servers", "-").strip():
         problems.append(f"{at}.bootstrap.servers: must not be empty")
     if len(problems) > before:
         return None
+    # Only a cluster whose every property has its value is worth checking as a whole.
+    problems += client_property_problems(at, properties)
+    if len(problems) > before:
+        return None
     return ClusterConfig(alias, properties, tuple(fragments))
 
 
 def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
-                 fragments: list[str]) -> SparkSettings:
+                 fragments: list[str], secrets: _Secrets) -> SparkSettings:
     if raw is None:
         return SparkSettings()
     if not isinstance(raw, dict):
@@ -277,11 +313,19 @@ def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
         return SparkSettings()
     raw = dict(raw)
     if isinstance(raw.get("master"), str):
-        raw["master"] = _expand(raw["master"], env, "spark.master", problems, None)
+        raw["master"] = _expand(raw["master"], env, "spark.master", problems, secrets.env_values)
     if isinstance(raw.get("conf"), dict):
-        raw["conf"] = {k: _expand(v, env, f"spark.conf.{k}", problems,
-                                  fragments if is_secret_key(str(k)) else None)
-                       if isinstance(v, str) else v for k, v in raw["conf"].items()}
+        conf = {}
+        for key, value in raw["conf"].items():
+            secret = isinstance(key, str) and is_secret_key(key)
+            if isinstance(value, str):
+                value = _expand(value, env, f"spark.conf.{_key_text(key)}", problems,
+                                fragments if secret else secrets.env_values)
+            if secret and isinstance(value, str):
+                secrets.values.append(value)
+            conf[key] = value
+        raw["conf"] = conf
+    secrets.values.extend(fragments)
     try:
         return SparkSettings.model_validate(raw)
     except ValidationError as exc:
@@ -289,77 +333,32 @@ def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
         return SparkSettings()
 
 
-def _expand(text: str, env: Mapping[str, str], at: str, problems: list[str],
-            secret_fragments: list[str] | None) -> str:
-    """Substitute `${NAME}` from `env`; a missing variable is a problem, named but never guessed."""
+def _expand(text: str, env: Mapping[str, str], at: str, problems: list[str], substituted: list[str]) -> str:
+    """Substitute `${NAME}` from `env` (each value also goes to `substituted`); a missing
+    variable or a malformed reference is a problem, named but never guessed."""
     missing: list[str] = []
+    malformed = False
 
     def substitute(match: re.Match) -> str:
-        escaped, name = match.groups()
-        if escaped:
-            return "${" + name + "}"
+        nonlocal malformed
+        if match.group(0) == "$${":
+            return "${"
+        name = match.group(1)
+        if name is None:
+            malformed = True
+            return ""
         if name not in env:
             missing.append(name)
             return ""
-        if secret_fragments is not None:
-            secret_fragments.append(env[name])
+        substituted.append(env[name])
         return env[name]
 
-    expanded = _ENV_REF.sub(substitute, text)
+    expanded = _ENV_TOKEN.sub(substitute, text)
+    if malformed:
+        problems.append(f"{at}: has a '${{' that does not start a complete reference; allowed: "
+                        "${NAME} (NAME: a letter or _, then letters, digits or _), or $${ for a literal ${")
     if missing:
         names = ", ".join(dict.fromkeys(missing))
         verb = "is" if len(set(missing)) == 1 else "are"
         problems.append(f"{at}: environment variable {names} {verb} not set")
     return expanded
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML as a config author means it.
-
-    Only true/false are booleans (`on`/`yes` stay strings), numbers keep the
-    text they were written with unless it reads back identically (a password
-    `0123` must not become 83), and a repeated key is an error rather than a
-    silent override.
-    """
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                continue
-            if key_node.value in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key_node.value}'", key_node.start_mark)
-            seen.add(key_node.value)
-        return super().construct_mapping(node, deep)
-
-
-def _bool_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
-    text = node.value
-    return text.lower() == "true" if text.lower() in ("true", "false") else text
-
-
-def _number_or_text(construct):
-    def build(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
-        value = construct(loader, node)
-        return value if str(value) == node.value else node.value
-    return build
-
-
-_Loader.add_constructor("tag:yaml.org,2002:bool", _bool_or_text)
-_Loader.add_constructor("tag:yaml.org,2002:int", _number_or_text(yaml.SafeLoader.construct_yaml_int))
-_Loader.add_constructor("tag:yaml.org,2002:float", _number_or_text(yaml.SafeLoader.construct_yaml_float))
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
-
-
-def _parse_yaml(text: str, name: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        # Only problem and position: PyYAML's own message quotes the offending
-        # line, which may be `sasl.password: ...`.
-        mark = exc.problem_mark
-        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(f"{name}: {at}invalid YAML: {exc.problem or 'cannot be parsed'}") from None
-    except yaml.YAMLError:
-        raise ConfigError(f"{name}: invalid YAML") from None

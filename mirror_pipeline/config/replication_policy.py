@@ -15,9 +15,9 @@ add one by dotted class path:
 
 from __future__ import annotations
 
-import importlib
 from typing import Iterable
 
+from mirror_pipeline.config.user_modules import import_user_module
 from mirror_pipeline.model.errors import ConfigError
 
 INTERNAL_PREFIX = "_mirror-pipeline"
@@ -168,17 +168,15 @@ _BUILT_IN = {LINK_NAMING: LinkNaming, DEFAULT_POLICY: DefaultReplicationPolicy,
 
 
 def policy_class(spec: str) -> type[ReplicationPolicy]:
-    """The class `replication.policy.class` names; a user class is imported by dotted path."""
+    """The class `replication.policy.class` names; a user class is imported by dotted path,
+    from the user's own module only (see `user_modules`), and must subclass ReplicationPolicy."""
     if spec in _POLICY_ALIASES:
         return _BUILT_IN[_POLICY_ALIASES[spec]]
     module_name, _, class_name = spec.rpartition(".")
     if not module_name:
         raise ConfigError(f"unknown policy '{spec}': use {DEFAULT_POLICY}, {IDENTITY_POLICY} "
                           f"or a dotted path module.Class")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import module '{module_name}' for policy '{spec}': {exc}") from None
+    module = import_user_module(module_name, spec)
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, ReplicationPolicy)):
         raise ConfigError(f"'{spec}' is not a subclass of mirror_pipeline.config.replication_policy.ReplicationPolicy")

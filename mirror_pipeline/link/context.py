@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
@@ -13,6 +14,10 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import StateStore
 from mirror_pipeline.model.errors import ConfigError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
+
+# Read-only verbs ask a cluster this long whether it answers before they say
+# what they know without it: an operator facing a dead cluster wants an answer in seconds.
+READ_ONLY_PROBE_S = 3.0
 
 
 @dataclass
@@ -47,18 +52,19 @@ class LinkContext:
     def dest_admin(self) -> AdminClient:
         return self.store.admin
 
-    def check_source(self) -> None:
-        kc.check_reachable(self.source_admin, self.source.alias, self.source.bootstrap_servers)
+    def check_source(self, timeout: float = kc.REQUEST_TIMEOUT_S) -> None:
+        kc.check_reachable(self.source_admin, self.source.alias, self.source.bootstrap_servers, timeout)
 
-    def check_destination(self) -> None:
-        kc.check_reachable(self.dest_admin, self.dest.alias, self.dest.bootstrap_servers)
+    def check_destination(self, timeout: float = kc.REQUEST_TIMEOUT_S) -> None:
+        kc.check_reachable(self.dest_admin, self.dest.alias, self.dest.bootstrap_servers, timeout)
 
     def registry(self) -> dict[str, MirrorInfo]:
         """This link's mirrors; refuses when the config dropped a link that still has
         mirrors (R-LC-6) or renamed what names its mirrors (R-CFG-4).
 
-        A link counts as this config's when its mirrors' source cluster is one
-        of the config's clusters: other configs may share the destination.
+        Other config files may share the destination: a link missing from this
+        config counts as dropped from it only when it was declared here (see
+        `_was_declared_here`) and its mirrors come from one of its clusters.
         """
         state = self.store.read_registry()
         everything = state.mirrors
@@ -68,7 +74,7 @@ class LinkContext:
                 if info.state != "STOPPED" and info.source_cluster in self.config.clusters
             )
             for link, mirrors in everything.items()
-            if link not in self.config.links
+            if link not in self.config.links and self._was_declared_here(state.links.get(link))
         }
         orphaned = {link: names for link, names in orphaned.items() if names}
         if orphaned:
@@ -95,10 +101,26 @@ class LinkContext:
         return [registry[t] for t in topics]
 
     def record_naming(self) -> None:
-        """Remember the naming this link's mirrors are created under; call after `registry()`."""
-        if getattr(self, "_recorded_naming", None) != naming_record(self.link):
-            self.store.put_link_record(naming_record(self.link))
-            self._recorded_naming = naming_record(self.link)
+        """Remember the naming this link's mirrors are created under, and which config
+        declared it (its file and its links); call after `registry()`."""
+        record = {**naming_record(self.link), **self._declared_by()}
+        if getattr(self, "_recorded_naming", None) != record:
+            self.store.put_link_record(record)
+            self._recorded_naming = record
+
+    def _declared_by(self) -> dict:
+        path = str(Path(self.config.path).resolve()) if self.config.path else ""
+        return {"declared.in": path, "declared.with": sorted(self.config.links)}
+
+    def _was_declared_here(self, record: dict | None) -> bool:
+        """Whether a link this config lacks was declared by this config: the same file, or a
+        file that held one of this config's links alongside it. Records written before the
+        link's origin was kept cannot tell: they count as this config's (the safe side)."""
+        if not record or "declared.with" not in record:
+            return True
+        here = self._declared_by()
+        return record.get("declared.in") == here["declared.in"] or bool(
+            set(record["declared.with"]) & set(here["declared.with"]))
 
     def _check_naming(self, recorded: dict | None, mirrors: dict[str, MirrorInfo]) -> None:
         """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""

@@ -26,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_configs import describe_topic_configs
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
@@ -69,8 +70,12 @@ class Registry:
 
 
 def transactional_id(link: str, mirror: str, partition: int) -> str:
-    """One writer identity per mirror partition: a new writer fences the previous one."""
-    return f"mirror-pipeline.{link}.{mirror}.{partition}"
+    """One writer identity per mirror partition: a new writer fences the previous one.
+
+    Joined by `/`, which no link or topic name holds, so no two partitions share
+    an identity (with `.`, link `a` + topic `b.c` was link `a.b` + topic `c`).
+    """
+    return f"mirror-pipeline/{link}/{mirror}/{partition}"
 
 
 def state_writer_id(link: str) -> str:
@@ -93,6 +98,13 @@ class SegmentSnapshot:
 def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hint: str) -> None:
     """Create missing internal topics as compacted, single-partition topics; `hint` ends the error."""
     missing = [t for t in topics if kc.topic_partitions(admin, t, alias) is None]
+    for topic in sorted(set(topics) - set(missing)):
+        policy = describe_topic_configs(admin, topic, alias).get("cleanup.policy", "")
+        if "compact" not in policy.split(","):
+            raise MirrorError(
+                f"cluster '{alias}': internal topic '{topic}' exists with cleanup.policy={policy or 'unknown'}; "
+                f"it must be compact (its records are kept by key, never by age): change it, {hint}"
+            )
     if not missing:
         return
     futures = admin.create_topics(

@@ -139,13 +139,15 @@ class MirrorInfo:
 
 @dataclass(frozen=True)
 class PartitionStatus:
+    """One partition of a described mirror; the source's figures are None when the source did not answer."""
+
     partition: int
-    source_log_start: int
-    source_log_end: int
+    source_log_start: int | None
+    source_log_end: int | None
     mirror_log_start: int
     mirror_log_end: int
-    next_source_offset: int
-    lag: int
+    next_source_offset: int | None
+    lag: int | None
     offsets_preserved: bool
     offset_map_runs: int
 
@@ -156,16 +158,21 @@ class PartitionStatus:
 @dataclass(frozen=True)
 class MirrorDescription:
     mirror: MirrorInfo
-    source_partitions: int
+    source_partitions: int | None
     mirror_partitions: int
     partitions: tuple[PartitionStatus, ...]
-    source_timestamp_type: str
+    source_timestamp_type: str | None
     held_back_configs: dict[str, str]
     config: dict = field(default_factory=dict)  # drift, overrides, config-sync lag (R-CS-4)
+    # Why the source's side is unknown ("" when the source answered): the
+    # description then holds what the destination and the registry know.
+    source_unknown: str = ""
 
     @property
-    def lag(self) -> int:
-        return sum(p.lag for p in self.partitions)
+    def lag(self) -> int | None:
+        """Records not yet mirrored; None when the source did not answer (unknown, not zero)."""
+        lags = [p.lag for p in self.partitions]
+        return None if any(lag is None for lag in lags) else sum(lags)
 
     @property
     def offsets_preserved(self) -> bool:
@@ -181,5 +188,6 @@ class MirrorDescription:
             "source_timestamp_type": self.source_timestamp_type,
             "held_back_configs": self.held_back_configs,
             "config": self.config,
+            "source_unknown": self.source_unknown,
             "partitions": [p.to_dict() for p in self.partitions],
         }

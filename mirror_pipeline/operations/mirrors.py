@@ -11,8 +11,8 @@ from confluent_kafka.admin import NewTopic
 from mirror_pipeline.config.replication_policy import is_internal_topic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
-from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.model.errors import MirrorRefused, TopicNotFound
+from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
+from mirror_pipeline.model.errors import MirrorError, MirrorRefused, TopicNotFound
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.results import MirrorDescription, MirrorInfo, PartitionStatus
@@ -43,9 +43,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     ctx.check_destination()
     ctx.check_source()
 
-    ctx.store.ensure_topics()
     registry = ctx.registry()
-    ctx.record_naming()
     existing = registry.get(mirror_topic)
     if existing is not None:
         if existing.source_topic != source_topic:
@@ -78,7 +76,11 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
         source_cluster_id=kc.cluster_id(ctx.source_admin, ctx.source.alias),
     )
-    # Registered first: a topic that exists unregistered could never be claimed again.
+    # Nothing is written before every check above passed: the internal topics
+    # and the link's naming record come first, then the registration (a topic
+    # that exists unregistered could never be claimed again), then the topic.
+    ctx.store.ensure_topics()
+    ctx.record_naming()
     ctx.store.put_mirror(info)
     try:
         with kc.kafka_errors(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed", MirrorRefused):
@@ -94,7 +96,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
 
 
 def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
-    ctx.check_destination()
+    ctx.check_destination(READ_ONLY_PROBE_S)
     return sorted(ctx.registry().values(), key=lambda m: m.mirror_topic)
 
 
@@ -106,50 +108,72 @@ def get_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorInfo:
     return mirrors[mirror_topic]
 
 
+
+
 def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
-    ctx.check_destination()
+    """The mirror per partition. When its source cluster does not answer or its source
+    topic is gone, the source's figures are None and `source_unknown` says why."""
+    ctx.check_destination(READ_ONLY_PROBE_S)
     info = get_mirror(ctx, mirror_topic)
-    ctx.check_source()
-    src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
     dst_parts = kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) or 0
-    src_tps = [(info.source_topic, p) for p in range(src_parts)]
     dst_tps = [(mirror_topic, p) for p in range(dst_parts)]
-    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
-    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
     dst_start = kc.list_offsets(ctx.dest_admin, dst_tps, "earliest", ctx.dest.alias, read_committed=False)
     dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
     segments = ctx.store.read_segments([mirror_topic]).segments
+    source, unknown = _read_source(ctx, info)
+    src_parts = len(source["start"]) if source else None
     rows = []
-    for p in range(src_parts):
+    for p in range(max(dst_parts, src_parts or 0)):
         leo = dst_end.get((mirror_topic, p), 0)
         res = resolve_keyed(segments.get((mirror_topic, p), []), leo)
+        start = source["start"].get(p) if source else None
+        end = source["end"].get(p) if source else None
         next_source = res.offset_map.next_source_offset
-        next_source = src_start[(info.source_topic, p)] if next_source is None else next_source
+        next_source = start if next_source is None else next_source
         rows.append(
             PartitionStatus(
                 partition=p,
-                source_log_start=src_start[(info.source_topic, p)],
-                source_log_end=src_end[(info.source_topic, p)],
+                source_log_start=start,
+                source_log_end=end,
                 mirror_log_start=dst_start.get((mirror_topic, p), 0),
                 mirror_log_end=leo,
                 next_source_offset=next_source,
-                lag=records_behind(src_end[(info.source_topic, p)], next_source),
+                lag=None if end is None or next_source is None else records_behind(end, next_source),
                 offsets_preserved=res.offset_map.offsets_preserved,
                 offset_map_runs=len(res.offset_map.runs),
             )
         )
-    source_configs = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
-    _, held = split_for_mirror(source_configs)
-
     return MirrorDescription(
         mirror=info,
         source_partitions=src_parts,
         mirror_partitions=dst_parts,
         partitions=tuple(rows),
-        source_timestamp_type=source_configs.get("message.timestamp.type", "CreateTime"),
-        held_back_configs=held,
-        config=config_drift(ctx, mirror_topic) if kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) else {},
+        source_timestamp_type=source["configs"].get("message.timestamp.type", "CreateTime") if source else None,
+        held_back_configs=split_for_mirror(source["configs"])[1] if source else dict(info.held_back),
+        config=config_drift(ctx, mirror_topic) if source and dst_parts else {},
+        source_unknown=unknown,
     )
+
+
+def _read_source(ctx: LinkContext, info: MirrorInfo) -> tuple[dict | None, str]:
+    """The source topic's log starts, ends and configs, or None and why they are unknown."""
+    alias, topic = ctx.source.alias, info.source_topic
+    try:
+        kc.check_reachable(ctx.source_admin, alias, ctx.source.bootstrap_servers, timeout=READ_ONLY_PROBE_S)
+        parts = kc.topic_partitions(ctx.source_admin, topic, alias, timeout=READ_ONLY_PROBE_S)
+        if parts is None:
+            return None, f"source topic '{topic}' no longer exists on cluster '{alias}'"
+        tps = [(topic, p) for p in range(parts)]
+        start = kc.list_offsets(ctx.source_admin, tps, "earliest", alias)
+        end = kc.list_offsets(ctx.source_admin, tps, "latest", alias)
+        configs = describe_topic_configs(ctx.source_admin, topic, alias)
+    except MirrorError as exc:
+        return None, str(exc)
+    return {
+        "start": {p: o for (_, p), o in start.items()},
+        "end": {p: o for (_, p), o in end.items()},
+        "configs": configs,
+    }, ""
 
 
 def partition_progress(ctx: LinkContext, info: MirrorInfo, with_source: bool = True):

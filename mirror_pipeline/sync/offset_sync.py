@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError, MirrorError, MirrorRefused
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.offset_results import (
@@ -284,7 +284,7 @@ def _mirror_for(ctx: LinkContext, topic: str) -> MirrorInfo:
 
 def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
     """The latest checkpoints, of the named groups (source or destination names) or of all."""
-    ctx.check_destination()
+    ctx.check_destination(READ_ONLY_PROBE_S)
     found = offset_checkpoints.read_latest(ctx)
     if not groups:
         return found

@@ -73,7 +73,7 @@ def materialize_mirror(defs: dg.Definitions, keys: list[dg.AssetKey], mirror: st
         partition_key=mirror,
         resources={
             "mirror_engine": MirrorEngine(config_path=str(config_path)),
-            "pyspark": pyspark_resource(load_config(config_path).spark),
+            "pyspark": pyspark_resource(load_config(config_path)),
         },
         instance=instance,
     )

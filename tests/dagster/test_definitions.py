@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from tests.dagster.offline_config import TICK, VALID_CONFIG, mirrors_answer, stub_engine, tick_schedule
@@ -446,3 +447,28 @@ def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     assert request.tags["dagster/asset_partition_range_start"] == "b"
     assert request.tags["dagster/asset_partition_range_end"] == "c"
     assert request.tags["mirror-pipeline/config-sync"] == "west-to-east"
+
+
+def test_spark_secrets_stay_out_of_the_repository_snapshot(definitions, tmp_path: Path) -> None:
+    """What the UI shows of a resource is its config: secret Spark settings come from the file at run time."""
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster_shared.serdes import serialize_value
+
+    from mirror_pipeline_dagster.resources.spark import secret_settings
+
+    path = tmp_path / "mirror.yaml"
+    path.write_text(VALID_CONFIG + (
+        "spark:\n  conf:\n"
+        "    spark.hadoop.fs.s3a.secret.key: s3cr3t-value-42\n"
+        "    spark.ssl.keyPassword: kp-value-99\n"
+        "    spark.hadoop.fs.s3a.access.key: AKIA-visible\n"
+    ))
+    defs = definitions.build_definitions(path)
+    snapshot = serialize_value(RepositorySnap.from_def(defs.get_repository_def()))
+    for secret in ("s3cr3t-value-42", "kp-value-99"):
+        assert secret not in snapshot
+    resource = defs.resources["pyspark"]
+    assert "spark.hadoop.fs.s3a.secret.key" not in resource.spark_config
+    assert resource.spark_config["spark.hadoop.fs.s3a.access.key"] == "AKIA-visible"
+    # The run's session still gets them, from the file.
+    assert secret_settings(load_config(resource.config_path))["spark.hadoop.fs.s3a.secret.key"] == "s3cr3t-value-42"

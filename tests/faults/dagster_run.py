@@ -29,7 +29,7 @@ def main(config_path: str, link: str, mirror: str) -> int:
         partition_key=mirror,
         resources={
             "mirror_engine": MirrorEngine(config_path=config_path),
-            "pyspark": pyspark_resource(load_config(config_path).spark),
+            "pyspark": pyspark_resource(load_config(config_path)),
         },
         instance=instance,
         raise_on_error=False,

@@ -12,7 +12,7 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.model.errors import ConfigError, MirrorRefused
+from mirror_pipeline.model.errors import ConfigError, MirrorError, MirrorRefused, TopicNotFound
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
 
@@ -120,6 +120,16 @@ def test_failover_with_lag_and_source_down_stops_at_once(write_config, config, s
     assert configs["message.timestamp.after.max.ms"].value != "9223372036854775807"
 
 
+def test_describe_answers_with_what_the_destination_knows_when_the_source_is_down(write_config, config, mirror):
+    down = with_source(write_config(), DEAD_SOURCE)
+    described = engine.describe_mirror(down, LINK, mirror)
+    assert described.mirror.state == "ACTIVE"
+    assert "did not answer" in described.source_unknown and "us-west" in described.source_unknown
+    assert described.lag is None and described.source_partitions is None
+    assert [p.mirror_log_end for p in described.partitions] == [50, 50]
+    assert described.to_dict()["lag"] is None
+
+
 def test_unreachable_source_recovers_to_active_by_itself(write_config, config, spark, mirror):
     down = with_source(write_config(), DEAD_SOURCE)
     engine.check_health(down, LINK)
@@ -174,6 +184,10 @@ def test_deleted_source_topic_fails_the_mirror_after_the_retry_timeout(write_con
     assert engine.check_health(config, LINK)[topic] == "FAILED"
 
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).records == 0  # copies nothing more
+    failed = engine.describe_mirror(config, LINK, topic)  # answers with what the destination knows
+    assert failed.mirror.state == "FAILED" and "no longer exists" in failed.mirror.reason
+    assert failed.source_unknown.endswith("no longer exists on cluster 'us-west'")
+    assert failed.lag is None and failed.partitions[0].mirror_log_end == 10
     engine.failover(config, LINK, [topic])
     assert state(config, topic).state == "STOPPED"
     produce(destination_bootstrap, topic, 1, partitions=1)
@@ -196,14 +210,30 @@ def test_delete_removes_the_mirror_topic_and_never_the_source(config, mirror, so
     assert mirror in admin(source_bootstrap).list_topics(timeout=10).topics
 
 
-def test_a_link_with_mirrors_cannot_leave_the_config(write_config, config, mirror, tmp_path):
-    data = yaml.safe_load(write_config().read_text())
+def test_a_link_with_mirrors_cannot_leave_the_config(write_config, config, mirror):
+    path = write_config()  # the same file, edited: the link is dropped, another one added
+    data = yaml.safe_load(path.read_text())
     data["links"] = {"other": {"source": "us-west", "destination": "us-east"}}
-    path = tmp_path / "without-link.yaml"
     path.write_text(yaml.safe_dump(data))
 
-    with pytest.raises(ConfigError, match=f"link '{LINK}' still has mirrors .*{mirror}"):
+    with pytest.raises(ConfigError, match=f"^{path}: link '{LINK}' still has mirrors .*{mirror}"):
         engine.list_mirrors(load_config(path), "other")
+
+
+def test_config_files_sharing_a_destination_never_block_each_other(config, mirror, tmp_path, create_topic,
+                                                                    source_bootstrap, unique_name):
+    """Another team's file, with the same cluster names and a link of its own, on the same destination."""
+    data = yaml.safe_load(config.path.read_text())
+    data["links"] = {"their-link": {"source": "us-west", "destination": "us-east", "cluster.link.prefix": "theirs."}}
+    theirs = tmp_path / "theirs" / "mirror.yaml"
+    theirs.parent.mkdir()
+    theirs.write_text(yaml.safe_dump(data))
+    topic = create_topic(source_bootstrap, unique_name())
+
+    info = engine.create_mirror(load_config(theirs), "their-link", topic)
+    assert info.mirror_topic == f"theirs.{topic}"
+    assert mirror in {m.mirror_topic for m in engine.list_mirrors(config, LINK)}  # ours still answers
+    engine.delete_mirrors(load_config(theirs), "their-link", [info.mirror_topic])
 
 
 def test_a_different_cluster_behind_the_source_address_fails_the_link_until_it_is_back(write_config, config, spark, mirror, third_bootstrap, destination_bootstrap):
@@ -226,3 +256,23 @@ def test_config_sync_grows_the_mirror_with_the_source(config, mirror, source_boo
     engine.sync_configs(config, LINK, [mirror])
 
     assert len(admin(destination_bootstrap).list_topics(topic=mirror, timeout=10).topics[mirror].partitions) == 3
+
+
+def test_creating_a_mirror_of_a_missing_topic_writes_nothing(write_config, unique_name, admin, destination_bootstrap):
+    u = unique_name()
+    config = load_config(write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"}))
+    with pytest.raises(TopicNotFound, match="does not exist on cluster 'us-west'"):
+        engine.create_mirror(config, LINK, f"{u}-missing")
+    # Not even the link's internal topics: a refusal changes nothing.
+    assert not [t for t in admin(destination_bootstrap).list_topics(timeout=10).topics if u in t]
+
+
+def test_a_precreated_internal_topic_that_is_not_compacted_is_refused(write_config, unique_name, create_topic,
+                                                                       source_bootstrap, destination_bootstrap):
+    u = unique_name()
+    create_topic(destination_bootstrap, f"_mp.{u}.state")  # cleanup.policy=delete: would lose the registry
+    config = load_config(write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"}))
+    topic = create_topic(source_bootstrap, f"{u}-src")
+    with pytest.raises(MirrorError, match=rf"internal topic '_mp\.{u}\.state' exists with cleanup.policy=delete"):
+        engine.create_mirror(config, LINK, topic)
+    assert engine.list_mirrors(config, LINK) == []

@@ -130,7 +130,7 @@ def test_chain_stacks_names_and_copies_the_data_identically_end_to_end(
     topology, bootstraps, spark, create_topic, unique_name, admin
 ):
     u = unique_name()
-    west, east, eu = bootstraps["us-west"], bootstraps["us-east"], bootstraps["eu-west"]
+    west, eu = bootstraps["us-west"], bootstraps["eu-west"]
     t = create_topic(west, f"{u}-orders", partitions=3)
     config = topology({"west-to-east": [include(u)], "east-to-eu": [include(f"us-west.{u}")]})
 

@@ -141,11 +141,16 @@ def test_duplicate_key_is_an_error(tmp_path):
 
 
 def test_yaml_scalars_keep_their_text(tmp_path):
+    # Cluster properties must be librdkafka's own, so the odd scalars sit in spark.conf,
+    # which is read the same way.
     path = write(tmp_path, """
 clusters:
   a:
     bootstrap.servers: h:1
     sasl.password: 0123
+links: {}
+spark:
+  conf:
     x.sexagesimal: 1:30
     x.hex: 0x1F
     x.int: 42
@@ -154,12 +159,11 @@ clusters:
     x.yes: yes
     x.true: TRUE
     x.date: 2024-01-02
-links: {}
 """)
-    props = load_config(path, {}).cluster("a").properties
-    assert props == {"bootstrap.servers": "h:1", "sasl.password": "0123", "x.sexagesimal": "1:30",
-                     "x.hex": "0x1F", "x.int": "42", "x.float": "1.50", "x.on": "on",
-                     "x.yes": "yes", "x.true": "true", "x.date": "2024-01-02"}
+    cfg = load_config(path, {})
+    assert cfg.cluster("a").properties == {"bootstrap.servers": "h:1", "sasl.password": "0123"}
+    assert cfg.spark.conf == {"x.sexagesimal": "1:30", "x.hex": "0x1F", "x.int": "42", "x.float": "1.50",
+                              "x.on": "on", "x.yes": "yes", "x.true": "true", "x.date": "2024-01-02"}
 
 
 # --- structure ----------------------------------------------------------------------
@@ -214,11 +218,13 @@ def test_all_problems_reported_at_once():
 
 def test_cluster_values_stringified():
     data = base()
-    data["clusters"]["a"].update({"enable.idempotence": True, "retries": 5, "x.f": 0.5,
+    data["clusters"]["a"].update({"enable.idempotence": True, "retries": 5,
                                   "enable.ssl.certificate.verification": False})
-    props = parse_config(data, SRC, {}).cluster("a").properties
+    data["spark"] = {"conf": {"x.f": 0.5}}  # librdkafka has no fractional property
+    cfg = parse_config(data, SRC, {})
+    props = cfg.cluster("a").properties
     assert props["enable.idempotence"] == "true" and props["retries"] == "5"
-    assert props["x.f"] == "0.5" and props["enable.ssl.certificate.verification"] == "false"
+    assert cfg.spark.conf["x.f"] == "0.5" and props["enable.ssl.certificate.verification"] == "false"
 
 
 def test_bootstrap_servers_required():
@@ -261,11 +267,11 @@ def test_cluster_repr_and_str_hide_secrets():
 
 def test_env_expansion_and_escape():
     data = base()
-    data["clusters"]["a"].update({"sasl.username": "${USER_NAME}-x", "x.literal": "$${USER_NAME}",
+    data["clusters"]["a"].update({"sasl.username": "${USER_NAME}-x", "client.rack": "$${USER_NAME}",
                                   "bootstrap.servers": "${HOST}:${PORT}"})
     props = parse_config(data, SRC, {"USER_NAME": "u", "HOST": "h", "PORT": "9"}).cluster("a").properties
     assert props["sasl.username"] == "u-x"
-    assert props["x.literal"] == "${USER_NAME}"
+    assert props["client.rack"] == "${USER_NAME}"
     assert props["bootstrap.servers"] == "h:9"
 
 
@@ -285,8 +291,10 @@ def test_env_is_not_expanded_in_link_settings():
 
 def secret_data() -> dict:
     data = base()
-    data["clusters"]["a"].update({"sasl.password": "${SECRET_PW}", "sasl.mechanism": ["PLAIN"],
-                                  "sasl.jaas.config": 'x required password="${SECRET_PW}";'})
+    # sasl.oauthbearer.config: a secret property that holds the secret as part of a line.
+    data["clusters"]["a"].update({"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u",
+                                  "sasl.password": "${SECRET_PW}", "sasl.mechanism": ["PLAIN"],
+                                  "sasl.oauthbearer.config": 'x required password="${SECRET_PW}";'})
     return data
 
 
