@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from mirror_pipeline.model.text import printable as model_printable
+
 # Kafka's rule for topic names (org.apache.kafka.common.internals.Topic.validate).
 TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]")
 MAX_TOPIC_LENGTH = 249
@@ -25,8 +27,8 @@ SHOWN_CHARS = 80  # longer values are cut in messages
 
 
 def printable(text: str, keep: str = "\n") -> str:
-    """`text` with every non-printable character but those in `keep` escaped as `repr` does (`\\x1b`)."""
-    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+    """`text` escaped for a message; newlines kept unless `keep` says otherwise (multi-line messages exist)."""
+    return model_printable(text, keep)
 
 
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:

@@ -30,6 +30,7 @@ from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub
 from mirror_pipeline.config.replication_policy import loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
 from mirror_pipeline.model.errors import ConfigError
+from mirror_pipeline.model.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     env = os.environ if env is None else env
     resolved = resolve_config_path(path, env)
     # The path as typed may hold control characters: shown escaped, a message stays one line per problem.
-    name = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(resolved))
+    name = printable(str(resolved))
     text = read_config_text(resolved, name, f"; pass --config PATH or set {CONFIG_ENV_VAR} to use another file")
     data = parse_yaml(text, name)
     if data is None:

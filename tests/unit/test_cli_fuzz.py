@@ -569,12 +569,7 @@ def test_every_argv_ends_as_one_clear_outcome(offline):
                             f"stderr {result.stderr[:1000]!r}\nbroken:\n  " + "\n  ".join(broken))
 
     case()
-
-
-def test_outcomes_cover_every_exit_code_and_the_engine():
-    """The generator is not degenerate: it made successes, failures, usage errors and engine calls."""
-    if not STATS["exit"]:
-        pytest.skip("run with the fuzz test")
+    # The generator is not degenerate: it made successes, failures, usage errors and engine calls.
     assert {0, 1, 2} <= set(STATS["exit"]), STATS["exit"]
     assert STATS["reached"]["cases"] > 0, STATS["reached"]
 

@@ -1,0 +1,8 @@
+"""Text as a message shows it: one line, no raw control character."""
+
+from __future__ import annotations
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with every non-printable character but those in `keep` escaped as `repr` does (`\\x1b`)."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
