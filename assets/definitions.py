@@ -21,6 +21,7 @@ from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster import dagster_name, link_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import lifecycle_jobs
 from mirror_pipeline_dagster.resources import MirrorEngine, pyspark_resource
+from mirror_pipeline_dagster.verify_check import verify_definitions
 
 # The project folder: `assets/` (this package) sits in it next to workspace.yaml.
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -54,6 +55,7 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
             link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms)
             for name in sorted(config.links)
         ),
+        *(verify_definitions(name) for name in sorted(config.links)),
     )
     with warnings.catch_warnings():
         # Binding resources to a sensor's op job makes Dagster 1.13 warn that the

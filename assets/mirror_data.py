@@ -15,9 +15,11 @@ import warnings
 from typing import Callable
 
 from dagster import (
+    AssetCheckKey,
     AssetExecutionContext,
     AssetMaterialization,
     AssetsDefinition,
+    AssetSelection,
     BackfillPolicy,
     BetaWarning,
     DynamicPartitionsDefinition,
@@ -125,9 +127,11 @@ def _mirrors_to_copy(context: AssetExecutionContext, mirror_engine, names: LinkN
 
 def build_replicate_job(names: LinkNames):
     """All of the link's mirrors that a run covers, in one run (tagged for the concurrency limit)."""
+    # Not the link's verify: it has its own daily job, and every cycle would read both clusters again.
+    verify = AssetSelection.checks(AssetCheckKey(names.mirror_data_key, "mirror_verified"))
     return define_asset_job(
         names.replicate_job,
-        selection=[names.mirror_data_key],
+        selection=AssetSelection.assets(names.mirror_data_key) - verify,
         tags=names.run_tags,
         description=f"One replication cycle of link '{names.link}' over the mirrors the run covers.",
     )

@@ -14,13 +14,18 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
 from mirror_pipeline.operations import auto_create as auto_create_scan
-from mirror_pipeline.operations import lifecycle, mirrors, stopping
+from mirror_pipeline.operations import lifecycle, mirrors
+from mirror_pipeline.operations import reverse as reversing
+from mirror_pipeline.operations import stopping
 from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.replication import cycle
 from mirror_pipeline.replication.cycle import CycleFailed, ProgressCallback
 from mirror_pipeline.sync import offset_sync
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
+from mirror_pipeline.verification import planner as verification
+from mirror_pipeline.verification.planner import VerifyOptions
+from mirror_pipeline.verification.results import VerifyResult
 
 __all__ = [
     "CycleFailed",
@@ -36,6 +41,7 @@ __all__ = [
     "failover",
     "preview_stop",
     "delete_mirrors",
+    "reverse",
     "check_health",
     "health_changes",
     "sync_configs",
@@ -48,6 +54,8 @@ __all__ = [
     "OffsetCheckpoint",
     "auto_create",
     "AutoCreateResult",
+    "verify_mirrors",
+    "VerifyResult",
 ]
 
 
@@ -132,6 +140,23 @@ def delete_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str]) ->
     return lifecycle.delete(LinkContext.open(config, link), list(mirrors))
 
 
+def reverse(config: PipelineConfig, link: str, mirrors: Sequence[str], reverse_link: str | None = None,
+            start: bool = True, dry_run: bool = False, realign_groups: bool = False) -> LifecycleResult:
+    """Failback (R-LC-7): the old sources of stopped mirrors become mirrors of them on the reverse link.
+
+    `reverse_link` None: the one link the config declares from `link`'s
+    destination to its source. `start` False leaves the new mirrors PAUSED.
+    Records the old source holds that the new mirror would not are saved to
+    `<topic>.diverged` first. `dry_run` changes nothing and says per partition
+    what would happen. Consumer groups are translated back under offset sync's
+    rules; `realign_groups` also moves groups backwards to their translation
+    (their offsets on the old source are stale once the applications moved).
+    """
+    back = reversing.reverse_link_for(config, link, reverse_link)
+    return reversing.reverse(LinkContext.open(config, link), LinkContext.open(config, back), list(mirrors),
+                             start=start, dry_run=dry_run, realign_groups=realign_groups)
+
+
 def check_health(config: PipelineConfig, link: str) -> dict[str, str]:
     """Probe the source and move mirrors between ACTIVE, SOURCE_UNAVAILABLE and FAILED."""
     return health.check_health(LinkContext.open(config, link))
@@ -184,3 +209,30 @@ def translate_offset(
     `mode` None is the link's `offset.translation.mode`.
     """
     return offset_sync.translate_offset(LinkContext.open(config, link), topic, partition, offset, mode)
+
+
+# --- verify (R-REL-4) -------------------------------------------------------------
+
+
+def verify_mirrors(
+    config: PipelineConfig,
+    link: str,
+    spark,
+    mirrors: Sequence[str] | None = None,
+    sample: float = 1.0,
+    from_offset: int | None = None,
+    until_offset: int | None = None,
+    max_bytes_per_second: int | None = None,
+    seed: str = "",
+) -> VerifyResult:
+    """Compare mirrors with their sources over their common range, in one Spark job.
+
+    Per partition and checksum range, both sides' checksums of (offsets, key,
+    value, headers, timestamp) are compared; a difference is narrowed to the
+    first differing source offset. `sample` compares that fraction of the
+    ranges, spread over each partition (`seed` moves the pick); offsets are
+    source offsets, `until_offset` excluded; `max_bytes_per_second` caps what
+    all tasks read together. Reads only; any mirror state can be verified.
+    """
+    options = VerifyOptions(sample, from_offset, until_offset, max_bytes_per_second, seed)
+    return verification.verify(LinkContext.open(config, link), spark, _names(mirrors), options)

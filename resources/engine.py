@@ -54,6 +54,12 @@ class MirrorEngine(ConfigurableResource):
     def auto_create_plan(self, link: str) -> engine.AutoCreateResult:
         return engine.auto_create(self.load(), link, dry_run=True)
 
+    def verify_mirrors(self, link: str, spark, mirrors: Optional[Sequence[str]] = None, sample: float = 1.0,
+                       max_bytes_per_second: Optional[int] = None, seed: str = "") -> engine.VerifyResult:
+        """Reads only, but runs a Spark job: called by the `mirror_verified` check in its own runs."""
+        return engine.verify_mirrors(self.load(), link, spark, mirrors=mirrors, sample=sample,
+                                     max_bytes_per_second=max_bytes_per_second, seed=seed)
+
     # --- writes: only ever called inside runs -----------------------------------
 
     def run_cycle(self, link: str, spark, mirrors: Optional[Sequence[str]] = None, progress=None) -> CycleResult:
@@ -76,3 +82,7 @@ class MirrorEngine(ConfigurableResource):
 
     def failover(self, link: str, mirrors: Sequence[str]) -> engine.LifecycleResult:
         return engine.failover(self.load(), link, mirrors)
+
+    def reverse(self, link: str, mirrors: Sequence[str], reverse_link: Optional[str], start: bool,
+                dry_run: bool = False, realign_groups: bool = False) -> engine.LifecycleResult:
+        return engine.reverse(self.load(), link, mirrors, reverse_link, start, dry_run, realign_groups)

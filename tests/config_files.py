@@ -22,3 +22,24 @@ def write_pair_config(path: Path, source_bootstrap: str, destination_bootstrap: 
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def write_two_way_config(path: Path, west_bootstrap: str, east_bootstrap: str, forward: str, back: str,
+                         tag: str, link_settings: dict | None = None, defaults: dict | None = None) -> Path:
+    """Links both ways between the pair (`forward` us-west -> us-east, `back` the other way), each with
+    internal topics of its own named after `tag`, so their records never reach other tests' registries."""
+
+    def link(source: str, destination: str, side: str) -> dict:
+        own = {f"mirror.{kind}.topic": f"_{tag}-{side}.{kind.replace('.', '-')}"
+               for kind in ("state", "offset.map", "checkpoints")}
+        return {"source": source, "destination": destination, **own, **(link_settings or {})}
+
+    data = {
+        "clusters": {"us-west": {"bootstrap.servers": west_bootstrap},
+                     "us-east": {"bootstrap.servers": east_bootstrap}},
+        "defaults": {"mirror.writer.fence.wait.ms": 4000, **(defaults or {})},
+        "links": {forward: link("us-west", "us-east", "we"), back: link("us-east", "us-west", "ew")},
+        "spark": {"master": "local[2]"},
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -68,3 +68,21 @@ def assert_identical(source: dict[int, list[Record]], mirror: dict[int, list[Rec
         assert len(mirror[p]) == len(source[p]), f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}"
         for s, m in zip(source[p], mirror[p]):
             assert m == s, f"partition {p}: source {s} != mirror {m}"
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit offsets for `group` without joining it (the group stays Empty)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> dict[int, int | None]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
+    finally:
+        c.close()

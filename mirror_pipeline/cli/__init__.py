@@ -15,6 +15,7 @@ from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
 from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
+from mirror_pipeline.cli.verify import verify
 
 
 @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,6 +33,7 @@ def cli(debug: bool) -> None:
 for command in (local, link, mirror, run, demo, offsets):
     cli.add_command(command)
 register_lifecycle(mirror)
+mirror.add_command(verify)
 
 
 def main() -> None:

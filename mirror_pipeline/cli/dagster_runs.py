@@ -1,4 +1,4 @@
-"""Promote and failover from the CLI run as the Dagster jobs of the same name.
+"""Promote, failover and reverse from the CLI run as the Dagster jobs of the same name.
 
 So a runbook's promote is recorded in the same Dagster instance the UI shows
 (`$DAGSTER_HOME`, else `./.dagster-home`), exactly like one launched there.
@@ -15,7 +15,7 @@ from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.cli.values import shown
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster.definitions import build_definitions
-from mirror_pipeline_dagster.lifecycle_jobs import stop_run_config
+from mirror_pipeline_dagster.lifecycle_jobs import REVERSE_JOB, reverse_run_config, stop_run_config
 
 
 def dagster_instance() -> DagsterInstance:
@@ -30,14 +30,25 @@ def dagster_instance() -> DagsterInstance:
 
 
 def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float, debug: bool = False):
-    """Run the promote or failover job in-process, recorded in the Dagster instance.
+    """Run the promote or failover job in-process, recorded in the Dagster instance (see `launch_job`)."""
+    return launch_job(verb, config_path, link, stop_run_config(verb, link, topics, timeout_s), debug)
+
+
+def launch_reverse_job(config_path, link: str, topics: list[str], reverse_link: str | None, start: bool,
+                       realign_groups: bool, debug: bool = False):
+    """Run the reverse job in-process, recorded in the Dagster instance (see `launch_job`)."""
+    run_config = reverse_run_config(link, topics, reverse_link or "", start, realign_groups=realign_groups)
+    return launch_job(REVERSE_JOB, config_path, link, run_config, debug)
+
+
+def launch_job(verb: str, config_path, link: str, run_config: dict, debug: bool = False):
+    """Run a lifecycle job in-process, recorded in the Dagster instance.
 
     Returns (run id, success, the op's output or the failure's message). The
     run's own event log keeps every detail; the terminal gets no stack trace
     unless `debug` asks for Dagster's warnings and errors.
     """
     job = build_definitions(config_path).get_job_def(verb)
-    run_config = stop_run_config(verb, link, topics, timeout_s)
     run_config["loggers"] = {"console": {"config": {"log_level": "WARNING" if debug else "CRITICAL"}}}
     result = job.execute_in_process(
         run_config=run_config,

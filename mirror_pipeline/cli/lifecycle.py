@@ -1,6 +1,6 @@
-"""`mirror-pipeline mirror pause|resume|promote|failover|delete`: the runbook verbs (R-LC, R-ORC-3).
+"""`mirror-pipeline mirror pause|resume|promote|failover|delete|reverse`: the runbook verbs (R-LC, R-ORC-3).
 
-Promote and failover launch the Dagster jobs of the same name, so a run
+Promote, failover and reverse launch the Dagster jobs of the same name, so a run
 started here is recorded in the same Dagster instance the UI shows
 (`$DAGSTER_HOME`, else `./.dagster-home`).
 """
@@ -22,7 +22,7 @@ from mirror_pipeline.cli.common import (
     refuse_unknown_mirrors,
     table,
 )
-from mirror_pipeline.cli.values import TOPIC, Seconds
+from mirror_pipeline.cli.values import LINK, TOPIC, Seconds
 
 topics_argument = click.argument("topics", nargs=-1, type=TOPIC)
 all_option = click.option("--all", "all_mirrors", is_flag=True, help="Every mirror of the link.")
@@ -52,6 +52,7 @@ def register(group: click.Group) -> None:
     group.add_command(promote)
     group.add_command(failover)
     group.add_command(delete)
+    group.add_command(reverse)
 
 
 def _simple(verb: str):
@@ -126,13 +127,79 @@ def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeou
         return
     # Refused here, before a Dagster run is launched and recorded.
     refuse_unknown_mirrors(chosen or [], {m.mirror_topic for m in engine.list_mirrors(config, link)}, link, "TOPICS", as_json)
-    # Dagster takes seconds to import: only promote and failover need it.
-    from mirror_pipeline.cli.dagster_runs import launch_stop_job
-
-    run_id, success, output = launch_stop_job(verb, config.path, link, chosen or [], timeout_s, debug_requested())
+    run_id, success, output = _dagster_runs().launch_stop_job(verb, config.path, link, chosen or [], timeout_s,
+                                                              debug_requested())
     if not success:
         fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")
+
+
+def _dagster_runs():
+    """The Dagster side of the lifecycle verbs, imported when a job is launched."""
+    # Dagster takes seconds to import: only promote, failover and reverse need it.
+    import mirror_pipeline.cli.dagster_runs as dagster_runs
+
+    return dagster_runs
+
+
+@click.command()
+@click.argument("topics", nargs=-1, required=True, type=TOPIC)
+@link_option
+@click.option("--reverse-link", default=None, type=LINK,
+              help="The link copying the other way [default: the one the config declares].")
+@click.option("--paused", is_flag=True, help="Leave the new mirrors PAUSED (reverse-and-pause) instead of copying.")
+@click.option("--realign-groups", is_flag=True,
+              help="Move consumer groups back to their translation even when that is backwards "
+                   "(their offsets on the old source are stale once the applications moved).")
+@click.option("--dry-run", is_flag=True, help="Show per partition what reverse would do and save; change nothing.")
+@config_option
+@json_option
+@handle_errors
+def reverse(topics, link, reverse_link, paused, realign_groups, dry_run, config_path, as_json):
+    """Failback: make the old sources of stopped mirrors follow them (R-LC-7).
+
+    After promote or failover of TOPICS on LINK (A -> B), each one's source
+    topic on A becomes a mirror of it on the reverse link (B -> A). Where A's
+    topic holds exactly what was mirrored, it continues in place with the same
+    offsets; otherwise it is rebuilt from B, and every record it would drop
+    (a divergent tail, or records B no longer holds) is first saved to
+    '<topic>.diverged' on A and reported per partition.
+
+    Example: mirror-pipeline mirror reverse orders --link west-to-east --dry-run
+    """
+    chosen = list(dict.fromkeys(topics))
+    config = load(config_path, link)
+    if dry_run:
+        emit(engine.reverse(config, link, chosen, reverse_link, dry_run=True).to_dict(), as_json, render_reverse)
+        return
+    refuse_unknown_mirrors(chosen, {m.mirror_topic for m in engine.list_mirrors(config, link)}, link, "TOPICS", as_json)
+    run_id, success, output = _dagster_runs().launch_reverse_job(config.path, link, chosen, reverse_link, not paused,
+                                                                 realign_groups, debug_requested())
+    if not success:
+        fail(f"reverse failed (Dagster run {run_id}): {output}", as_json)
+    emit({**output, "dagster_run_id": run_id}, as_json, lambda d: render_reverse(d) + f"\n\nDagster run {run_id}")
+
+
+def render_reverse(d: dict) -> str:
+    if not d["mirrors"]:
+        return "no mirrors"
+    lines = []
+    for name, m in sorted(d["mirrors"].items()):
+        lines.append(f"{name} (link '{d['link']}', {m['before']}): followed by '{m.get('new_mirror')}' on link "
+                     f"'{m.get('reverse_link')}' ({m['after'] if m['after'] != m['before'] else 'not yet'}): {m['said']}")
+        rows = [[p["partition"], p["action"], p["source_log_start"], p["source_log_end"], p["mirrored_up_to"],
+                 p["saved_records"], ", ".join(f"{a}..{b - 1}" for a, b in p["saved_ranges"]) or "-", p["reason"]]
+                for p in m.get("partitions", [])]
+        if rows:
+            lines.append(table(["PARTITION", "ACTION", "LOG-START", "LOG-END", "MIRRORED-UP-TO", "SAVED",
+                                "SAVED OFFSETS", "WHY"], rows))
+        if m.get("saved_topic"):
+            lines.append(f"saved to: '{m['saved_topic']}' on the old source's cluster (header mirror-pipeline.origin "
+                         f"names each record's partition and offset)")
+        for g in m.get("consumer_groups", []):
+            lines.append(f"group '{g['group']}': {g['status']} {g['partitions']}")
+        lines += [f"note: {n}" for n in m.get("offset_sync_notes", [])]
+    return "\n".join(lines)
 
 
 def _render_preview(d: dict) -> str:

@@ -99,6 +99,12 @@ def render_description(d: dict) -> str:
         head.insert(2, f"source:     unknown, '?' below: {d['source_unknown']}")
     if d["flags"]:
         head.append(f"flags:      {', '.join(d['flags'])}  (copying refused: {d['reason']})")
+    if d.get("reverse_of"):
+        r = d["reverse_of"]
+        progress = "" if r.get("phase") == "done" else f"; in progress ({r.get('phase')}): run reverse again to finish"
+        saved = f"; records it would have dropped saved to '{r['saved_topic']}'" if r.get("saved_topic") else ""
+        head.append(f"reversed:   made by reverse of mirror '{r.get('mirror')}' on link '{r.get('link')}' "
+                    f"({r.get('action')}){saved}{progress}")
     if d["failing_since"]:
         head.append(f"failing:    source topic unusable since {_when(d['failing_since'])}; FAILED after the retry timeout")
     if d["state"] == "STOPPED":

@@ -120,6 +120,9 @@ class MirrorInfo:
     # The source cluster's alias in the config that created the mirror, and its cluster id.
     source_cluster: str = ""
     source_cluster_id: str = ""
+    # A mirror made by `reverse` (R-LC-7): the stopped mirror it follows, the plan
+    # per partition and how far carrying it out got (see `operations.reverse`).
+    reverse_of: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -27,7 +27,10 @@ FOREIGN_WRITE = "FOREIGN_WRITE"
 # A promote or failover is stopping the mirror: set before it fences the
 # writers, so no copy task that starts afterwards writes another record (R-LC-8).
 STOPPING = "STOPPING"
-NO_COPY_FLAGS = frozenset({FOREIGN_WRITE, STOPPING})
+# A reverse is turning the old source topic into this mirror (R-LC-7): its
+# data is being saved or rebuilt, nothing may be copied into it until that is done.
+REVERSING = "REVERSING"
+NO_COPY_FLAGS = frozenset({FOREIGN_WRITE, STOPPING, REVERSING})
 
 # States a replication cycle copies in (a SOURCE_UNAVAILABLE mirror is retried).
 COPYING = frozenset({ACTIVE, PENDING_STOPPED, SOURCE_UNAVAILABLE})

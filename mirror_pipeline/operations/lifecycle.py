@@ -20,6 +20,7 @@ from mirror_pipeline.model.states import (
     FAILED,
     PAUSED,
     PENDING_STOPPED,
+    REVERSING,
     SOURCE_UNAVAILABLE,
     STOPPED,
     transition,
@@ -112,6 +113,15 @@ def _refuse_auto_created(ctx: LinkContext, mirrors: list[MirrorInfo]) -> None:
     )
 
 
+def refuse_reversing(infos: list[MirrorInfo], then: str) -> None:
+    """A mirror a reverse is still setting up may hold the only copy of records it has yet to save:
+    nothing but the reverse touches it until the reverse finished."""
+    for info in infos:
+        if REVERSING in info.flags:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is being set up by a reverse that did not finish; "
+                                f"run reverse again to finish it, then {then}")
+
+
 def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     """Stop mirroring for good (R-LC-6).
 
@@ -123,6 +133,7 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     ctx.check_destination()
     result = LifecycleResult("delete", ctx.link.name)
     selected = ctx.select(topics)
+    refuse_reversing(selected, "delete it")
     _refuse_auto_created(ctx, selected)
     for info in selected:
         segments = ctx.store.read_segments([info.mirror_topic]).segments

@@ -29,7 +29,7 @@ from mirror_pipeline.model.states import (
     transition,
     with_flag,
 )
-from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline.operations.lifecycle import LifecycleResult, refuse_reversing
 from mirror_pipeline.operations.mirrors import describe_mirror, partition_progress
 from mirror_pipeline.replication.repair import InDoubt, settle_in_doubt
 from mirror_pipeline.sync.config_records import read_sync_records
@@ -150,6 +150,7 @@ def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
     ctx.check_destination()
     result = LifecycleResult("failover", ctx.link.name)
     selected = ctx.select(topics)
+    refuse_reversing(selected, "promote or fail it over")
     landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED]))
     for info in selected:
         if info.state == STOPPED:
@@ -222,6 +223,7 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
         if STOPPING in info.flags:
             raise MirrorRefused(f"mirror '{info.mirror_topic}' is being stopped by a failover that did not finish; "
                                 f"run failover again to finish it")
+        refuse_reversing([info], "promote or fail it over")
         if FOREIGN_WRITE in info.flags:
             raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
         def request(current: MirrorInfo | None) -> MirrorInfo | None:

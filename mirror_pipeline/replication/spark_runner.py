@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -33,9 +33,6 @@ RESULT_SCHEMA = pa.schema(
         ("error_kind", pa.string()),
         ("error", pa.string()),
     ]
-)
-RESULT_DDL = ", ".join(
-    f"{f.name} {'string' if f.type == pa.string() else 'long'}" for f in RESULT_SCHEMA
 )
 
 # Settings the copy job's correctness depends on: they win over user settings.
@@ -93,19 +90,35 @@ def spark_session(settings):
 
 def run_units(spark, units: Sequence[WorkUnit], ctx: CopyContext, description: str = "") -> list[UnitResult]:
     """Copy every unit in one Spark job, one task per unit; one result per unit."""
-    if not units:
-        return []
-    units = list(units)
+    rows = run_tasks(spark, units, lambda unit: copy_unit(unit, ctx).to_row(), RESULT_SCHEMA, description)
+    return [UnitResult(**row) for row in rows]
 
-    def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+
+def run_tasks(spark, items: Sequence, run_one: Callable[[object], dict], schema: pa.Schema,
+              description: str = "") -> list[dict]:
+    """`run_one(item)` for every item in one Spark job, one task each; its result rows, as dicts of `schema`.
+
+    `items` and `run_one` are shipped to the tasks, so they must be picklable
+    plain values (clients are built inside the task).
+    """
+    if not items:
+        return []
+    items = list(items)
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [copy_unit(units[i], ctx).to_row() for i in batch.column("id").to_pylist()]
-            yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+            rows = [run_one(items[i]) for i in batch.column("id").to_pylist()]
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     if description:
         try:
             spark.sparkContext.setJobDescription(description)
         except Exception:  # Spark Connect has no SparkContext; the description is cosmetic.
             pass
-    frame = spark.range(0, len(units), 1, numPartitions=len(units)).mapInArrow(copy_partition, RESULT_DDL)
-    return [UnitResult(**row.asDict()) for row in frame.collect()]
+    frame = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(run_partition, ddl_of(schema))
+    return [row.asDict() for row in frame.collect()]
+
+
+def ddl_of(schema: pa.Schema) -> str:
+    """Spark's DDL for a schema of strings and 64-bit integers."""
+    return ", ".join(f"{f.name} {'string' if f.type == pa.string() else 'long'}" for f in schema)

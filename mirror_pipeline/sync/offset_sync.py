@@ -33,6 +33,7 @@ from mirror_pipeline.sync.offset_translation import (
     CLAMPED,
     COMMITTED,
     MODES,
+    REALIGNED,
     TIMESTAMP,
     WOULD_COMMIT,
     MirrorPartition,
@@ -70,12 +71,15 @@ def sync_offsets(ctx: LinkContext, mirrors: Sequence[str] | None = None) -> Offs
     return result
 
 
-def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False) -> OffsetSyncResult:
+def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False,
+                 realign: bool = False) -> OffsetSyncResult:
     """Translate and commit the selected groups' offsets for `infos`.
 
     `final` (promote, failover): destination offsets above the mirror's log
     end are clamped, and an unreachable source only limits the sync to that
     clamp instead of failing it. `dry_run` commits and records nothing.
+    `realign` (a reverse, when the operator asks) moves a destination group
+    that is ahead of its translation back to it: its offsets there are stale.
     """
     started = time.monotonic()
     mode = ctx.link.offset_translation_mode
@@ -97,7 +101,7 @@ def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = Fal
         groups = _groups_on_destination(ctx)
         _sync_groups(ctx, result, partitions, groups, final=True, dry_run=dry_run, source=False)
     else:
-        _sync_groups(ctx, result, partitions, groups, final=final, dry_run=dry_run, source=True)
+        _sync_groups(ctx, result, partitions, groups, final=final, dry_run=dry_run, source=True, realign=realign)
     result.duration_s = time.monotonic() - started
     return result
 
@@ -133,7 +137,7 @@ def _groups_on_destination(ctx: LinkContext) -> list[str]:
 
 
 def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Position, MirrorPartition], groups: list[str],
-                 *, final: bool, dry_run: bool, source: bool) -> None:
+                 *, final: bool, dry_run: bool, source: bool, realign: bool = False) -> None:
     """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
@@ -144,7 +148,7 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     def one(group: str) -> float | None:
         outcome = outcomes[group]
         return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group),
-                           final=final, dry_run=dry_run, source=source)
+                           final=final, dry_run=dry_run, source=source, realign=realign)
 
     # Each group costs a few round trips to both clusters' coordinators: run them side by side.
     with ThreadPoolExecutor(max_workers=GROUP_WORKERS) as pool:
@@ -164,7 +168,7 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
             continue  # the group never consumed a mirrored topic, or nothing to clamp
         if latency:
             latencies.append(latency)
-            result.committed += sum(1 for p in outcome.partitions if p.action in (COMMITTED, CLAMPED))
+            result.committed += sum(1 for p in outcome.partitions if p.action in (COMMITTED, CLAMPED, REALIGNED))
         result.offset_sync_lag += sum(
             1 for p in outcome.partitions
             if p.source_offset is not None and p.action != WOULD_COMMIT and behind(p.translated_offset, p.destination_offset)
@@ -182,7 +186,7 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
 
 
 def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
-                busy: str | None, *, final: bool, dry_run: bool, source: bool) -> float | None:
+                busy: str | None, *, final: bool, dry_run: bool, source: bool, realign: bool = False) -> float | None:
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
@@ -202,7 +206,8 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
                 offset, action = None, "skipped"
             else:
                 ahead = position is not None and mp.is_ahead(position)
-                offset, action = plan_commit(translated, before, mp.log_end, final=final, source_ahead=ahead)
+                offset, action = plan_commit(translated, before, mp.log_end, final=final, source_ahead=ahead,
+                                             realign=realign)
             if offset is not None and dry_run:
                 offset, action = None, action if action == CLAMPED else WOULD_COMMIT
             elif offset is not None:

@@ -26,6 +26,7 @@ UNCHANGED = "unchanged"
 KEPT_AHEAD = "kept (destination ahead)"
 CLAMPED = "clamped to mirror log end"
 WOULD_COMMIT = "would commit"  # dry run (failover preview)
+REALIGNED = "moved back to its translation"  # reverse with realigned groups: the old offset was stale
 
 
 @dataclass(frozen=True)
@@ -99,15 +100,20 @@ def plan_commit(
     *,
     source_ahead: bool = False,
     final: bool = False,
+    realign: bool = False,
 ) -> tuple[int | None, str]:
     """(offset to commit on the destination or None, action) for one group partition.
 
     Never moves a destination group backwards (R-OFS-3, R-OFS-6), with one
     exception at promote and failover (`final`, R-OFS-7): an offset above the
     mirror's log end is clamped down to it, since a group there would skip the
-    records the topic receives once it is writable.
+    records the topic receives once it is writable. And one at a reverse when
+    the operator asks (`realign`): the group's offset on the old source is
+    stale, the one it moved to is the truth.
     """
     if previous is not None and previous > translated:
+        if realign:
+            return translated, REALIGNED
         if final and previous > log_end:
             return log_end, CLAMPED
         return None, KEPT_AHEAD

@@ -472,3 +472,31 @@ def test_spark_secrets_stay_out_of_the_repository_snapshot(definitions, tmp_path
     assert resource.spark_config["spark.hadoop.fs.s3a.access.key"] == "AKIA-visible"
     # The run's session still gets them, from the file.
     assert secret_settings(load_config(resource.config_path))["spark.hadoop.fs.s3a.secret.key"] == "s3cr3t-value-42"
+
+
+def test_the_reverse_job_takes_an_explicit_topic_list_and_runs_the_engine_verb(defs, config_file, instance) -> None:
+    from mirror_pipeline.operations.lifecycle import LifecycleResult
+    from mirror_pipeline_dagster.lifecycle_jobs import reverse_run_config
+
+    job = defs.get_job_def("reverse")
+    with pytest.raises(dg.DagsterInvalidConfigError, match="topics"):
+        job.execute_in_process(run_config={"ops": {"reverse_mirrors": {"config": {"link": "west-to-east"}}}},
+                               instance=instance)
+    calls = []
+
+    def reverse(link, topics, reverse_link, start, dry_run, realign_groups):
+        calls.append((link, list(topics), reverse_link, start, dry_run, realign_groups))
+        return LifecycleResult("reverse", link, {"orders": {"before": "STOPPED", "after": "PAUSED", "said": "reversed",
+                                                            "new_mirror": "orders", "reverse_link": "east.to.west"}})
+
+    result = job.execute_in_process(
+        run_config=reverse_run_config("west-to-east", ["orders"], start=False), instance=instance,
+        resources={"mirror_engine": stub_engine(config_file, reverse=reverse)})
+
+    assert result.success
+    assert calls == [("west-to-east", ["orders"], None, False, False, False)]
+    assert result.output_for_node("reverse_mirrors")["mirrors"]["orders"]["after"] == "PAUSED"
+    empty = job.execute_in_process(run_config=reverse_run_config("west-to-east", []), instance=instance,
+                                   resources={"mirror_engine": stub_engine(config_file, reverse=reverse)},
+                                   raise_on_error=False)
+    assert not empty.success and len(calls) == 1

@@ -87,7 +87,7 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
         checked = dg.materialize(checks, selection=dg.AssetSelection.all_asset_checks(),  # resources bound already
                                  instance=instance, raise_on_error=False)
         evaluations = {e.check_name: e.passed for e in checked.get_asset_check_evaluations()}
-        assert {"lag_under_threshold", "no_foreign_writes", "config_in_sync"} <= set(evaluations)
+        assert {"lag_under_threshold", "no_foreign_writes", "config_in_sync", "mirror_verified"} <= set(evaluations)
         assert evaluations["lag_under_threshold"] is False and evaluations["config_in_sync"] is False
 
         # Each sensor and schedule: they find work, and only ask for runs.
@@ -103,6 +103,7 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
         assert {name for name, runs in requested.items() if runs} == {
             f"{GROUP}_lag_sensor", f"{GROUP}_health_sensor", f"{GROUP}_auto_create_sensor",
             f"{GROUP}_replicate_schedule", f"{GROUP}_config_sync_schedule", f"{GROUP}_offset_sync_schedule",
+            f"{GROUP}_verify_schedule",
         }
 
         assert _snapshot(admin, (source_bootstrap, destination_bootstrap), u) == before

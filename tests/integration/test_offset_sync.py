@@ -14,14 +14,14 @@ import time
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.lifecycle import _render_preview
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.local.jars import java_command
 from tests.integration.conftest import LINK
-from tests.kafka_records import read_partition
+from tests.kafka_records import commit, committed, read_partition
 
 # --- helpers ----------------------------------------------------------------------------
 
@@ -60,24 +60,6 @@ def produce_transactions(bootstrap: str, topic: str, txn_id: str, batches: int =
             tx.abort_transaction(30)
         else:
             tx.commit_transaction(30)
-
-
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit offsets for `group` without joining it (the group stays Empty)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        c.close()
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> dict[int, int | None]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
-        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
-    finally:
-        c.close()
 
 
 def expected_landing(source: list, mirror: list, position: int, mirror_end: int) -> int:

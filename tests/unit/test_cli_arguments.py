@@ -30,7 +30,7 @@ def config(tmp_path, monkeypatch):
         raise AssertionError("a refused argument must not reach the engine")
 
     for verb in ("list_mirrors", "describe_mirror", "ensure_mirror", "pause", "resume", "preview_stop",
-                 "delete_mirrors", "sync_offsets", "export_offsets", "translate_offset", "auto_create"):
+                 "delete_mirrors", "reverse", "sync_offsets", "export_offsets", "translate_offset", "auto_create"):
         monkeypatch.setattr(engine, verb, no_kafka)
     return str(write_pair_config(tmp_path / "mirror.yaml", "127.0.0.1:1", "127.0.0.1:1", LINK))
 
@@ -123,6 +123,8 @@ ESCAPED = r"'orders\x1b[31m\x07'"
     (["mirror", "promote", CONTROL, "--link", LINK], "TOPICS"),
     (["mirror", "failover", CONTROL, "--link", LINK], "TOPICS"),
     (["mirror", "delete", CONTROL, "--link", LINK], "TOPICS"),
+    (["mirror", "reverse", CONTROL, "--link", LINK], "TOPICS"),
+    (["mirror", "reverse", "orders", "--link", LINK, "--reverse-link", CONTROL], "'--reverse-link'"),
     (["run", "--mirror", CONTROL, "--link", LINK], "'--mirror'"),
     (["offsets", "sync", "--mirror", CONTROL, "--link", LINK], "'--mirror'"),
     (["offsets", "translate", "--topic", CONTROL, "--partition", "0", "--offset", "0", "--link", LINK], "'--topic'"),
@@ -189,6 +191,7 @@ def test_a_usage_error_with_json_is_json(config):
     (["mirror", "nosuch\x1b"], r"'nosuch\x1b'"),
     (["mirror", "pause", "orders", "--all", "--link", LINK], "give mirror topics or --all, not both"),
     (["mirror", "pause", "--link", LINK], "name the mirror topics, or pass --all"),
+    (["mirror", "reverse", "--link", LINK], "Missing argument 'TOPICS...'"),
     (["offsets", "translate", "--link", LINK, "--topic", "t", "--partition", "0", "--offset", "0",
       "--mode", "fast\x07"], "'--mode'"),
 ])

@@ -38,6 +38,7 @@ LAYERS = {
     "link": 3,
     "replication": 4,
     "sync": 4,
+    "verification": 4,  # verify reads both clusters through the link; the engine calls it
     "operations": 5,
     "engine": 6,
     "local": 6,

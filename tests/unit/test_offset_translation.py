@@ -9,6 +9,7 @@ from mirror_pipeline.sync.offset_translation import (
     CLAMPED,
     COMMITTED,
     KEPT_AHEAD,
+    REALIGNED,
     UNCHANGED,
     MirrorPartition,
     behind,
@@ -100,6 +101,12 @@ def test_commit_plan_moves_forward_only():
     assert plan_commit(40, 70, 50) == (None, KEPT_AHEAD)
     assert plan_commit(40, 70, 50, final=True) == (50, CLAMPED)
     assert plan_commit(40, 45, 50, final=True) == (None, KEPT_AHEAD)
+
+
+def test_a_reverse_may_realign_stale_groups_backwards_when_asked():
+    assert plan_commit(40, 45, 50, realign=True) == (40, REALIGNED)
+    assert plan_commit(40, 30, 50, realign=True) == (40, COMMITTED)
+    assert plan_commit(40, 40, 50, realign=True) == (None, UNCHANGED)
 
 
 def test_lag_counts_groups_behind_their_translation():

@@ -1,0 +1,392 @@
+"""Reverse (failback, R-LC-7): the old source topic becomes a mirror of the topic it fed.
+
+After promote or failover of mirror M on link L (A -> B), `reverse` makes the
+source topic S on A a mirror of M on the reverse link R (B -> A), a link the
+config declares. Per partition `model.reverse_plan` decides whether S can
+follow M in place or must be rebuilt; before a rebuild deletes S, the records
+it would drop are saved (`divergence`) and reported.
+
+Crash safety: the plan is recorded first, on R's registry record of S
+(PAUSED, flagged REVERSING, so no cycle copies into it), and every later step
+is idempotent and records how far it got (`phase`): running reverse again
+after a crash, or concurrently, carries out the same recorded plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.model.errors import MirrorError, MirrorRefused
+from mirror_pipeline.model.offset_map import Segment, resolve_keyed
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.reverse_plan import (
+    CONTINUE,
+    REBUILD,
+    PartitionFacts,
+    PartitionReverse,
+    decide_partition,
+    new_source_partition,
+    topic_action,
+)
+from mirror_pipeline.model.states import ACTIVE, PAUSED, REVERSING, STOPPED
+from mirror_pipeline.operations import divergence
+from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline.sync.offset_sync import sync_mirrors
+
+PLANNED, SAVED, REBUILT = "planned", "saved", "rebuilt"
+TOPIC_GONE_S = 60.0
+
+
+def reverse_link_for(config: PipelineConfig, link: str, named: str | None) -> str:
+    """The link that copies the other way: `named`, else the one declared link from L's destination to L's source."""
+    forward = config.link(link)
+    if named:
+        back = config.link(named)
+        if (back.source, back.destination) != (forward.destination, forward.source):
+            raise MirrorRefused(f"link '{named}' copies {back.source} -> {back.destination}; the reverse of link "
+                                f"'{link}' must copy {forward.destination} -> {forward.source}")
+        return named
+    found = sorted(name for name, l in config.links.items()
+                   if (l.source, l.destination) == (forward.destination, forward.source))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise MirrorRefused(
+            f"no link copies {forward.destination} -> {forward.source}, the reverse of link '{link}': declare one "
+            f"in the config (links: <name>: source: {forward.destination}, destination: {forward.source}) and run "
+            f"reverse again")
+    raise MirrorRefused(f"links {', '.join(found)} all copy {forward.destination} -> {forward.source}: "
+                        f"name the one to use with --reverse-link")
+
+
+def reverse(ctx: LinkContext, back: LinkContext, topics: list[str], start: bool = True,
+            dry_run: bool = False, realign_groups: bool = False) -> LifecycleResult:
+    """Make the old sources of the stopped mirrors `topics` of `ctx`'s link follow them on link `back`."""
+    ctx.check_destination()
+    back.check_destination()
+    result = LifecycleResult("reverse" + (" (dry run)" if dry_run else ""), ctx.link.name)
+    selected = ctx.select(topics)
+    for info in selected:
+        if info.state != STOPPED:
+            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state} on link '{ctx.link.name}': promote or "
+                                f"fail it over first (reverse makes its old source follow it)")
+    for info in selected:
+        _reverse_one(ctx, back, info, start, dry_run, realign_groups, result)
+    return result
+
+
+def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: bool, dry_run: bool,
+                 realign_groups: bool, result: LifecycleResult) -> None:
+    old_source = stopped.source_topic
+    current = back.registry().get(old_source)
+    if current is not None and current.state != STOPPED and not _is_ours(current, ctx, stopped):
+        if current.source_topic == stopped.mirror_topic and REVERSING not in current.flags:
+            result.add(stopped, current, f"already reversed: '{old_source}' follows it on link '{back.link.name}' "
+                                         f"({current.state})", new_mirror=old_source, reverse_link=back.link.name)
+            return
+        raise MirrorRefused(f"'{old_source}' is already a mirror of '{current.source_topic}' on link "
+                            f"'{back.link.name}' ({current.state})")
+    plan = current.reverse_of if current is not None and _is_ours(current, ctx, stopped) else None
+    if plan is None:
+        plan = make_plan(ctx, back, stopped, start)
+    if dry_run:
+        result.add(stopped, stopped, _plan_sentence(plan, back, dry_run=True), **_report(plan, back, old_source))
+        return
+    info = _record_plan(back, stopped, plan)
+    plan = info.reverse_of
+    if plan["action"] == REBUILD:
+        plan = _rebuild(back, info, plan)
+    else:
+        _continue_in_place(back, info, plan)
+    after = _finish(back, info.mirror_topic, plan)
+    groups = _translate_groups(back, after, realign_groups)
+    result.add(stopped, after, _plan_sentence(plan, back, dry_run=False), **_report(plan, back, old_source), **groups)
+
+
+def _is_ours(current: MirrorInfo, ctx: LinkContext, stopped: MirrorInfo) -> bool:
+    """Whether `current` is a reverse of `stopped` still being carried out."""
+    of = current.reverse_of or {}
+    return REVERSING in current.flags and (of.get("link"), of.get("mirror")) == (ctx.link.name, stopped.mirror_topic)
+
+
+# --- the plan -----------------------------------------------------------------------------------------
+
+
+def make_plan(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: bool) -> dict:
+    """Per partition of the old source: continue or rebuild, and what a rebuild would drop (counted)."""
+    ctx.check_source()
+    back.check_source()
+    old, new_source = stopped.source_topic, stopped.mirror_topic
+    a_alias, b_alias = back.dest.alias, back.source.alias
+    b_parts = kc.topic_partitions(back.source_admin, new_source, b_alias)
+    if b_parts is None:
+        raise MirrorRefused(f"'{new_source}' no longer exists on cluster '{b_alias}': there is nothing to follow")
+    a_parts = kc.topic_partitions(back.dest_admin, old, a_alias) or 0
+    a_tps = [(old, p) for p in range(a_parts)]
+    b_tps = [(new_source, p) for p in range(b_parts)]
+    a_start = kc.list_offsets(back.dest_admin, a_tps, "earliest", a_alias)
+    a_end = kc.list_offsets(back.dest_admin, a_tps, "latest", a_alias, read_committed=False)
+    a_stable = kc.list_offsets(back.dest_admin, a_tps, "latest", a_alias)
+    open_txn = sorted(p for (_, p), end in a_end.items() if a_stable[(old, p)] < end)
+    if open_txn:
+        raise MirrorRefused(f"'{old}' on cluster '{a_alias}' has a transaction still open in partitions "
+                            f"{', '.join(map(str, open_txn))}: its records cannot be told apart yet; retry once it "
+                            f"ends (a dead producer's transaction is aborted after its timeout)")
+    b_start = kc.list_offsets(back.source_admin, b_tps, "earliest", b_alias, read_committed=False)
+    b_end = kc.list_offsets(back.source_admin, b_tps, "latest", b_alias, read_committed=False)
+    segments = ctx.store.read_segments([new_source]).segments
+    partitions: list[PartitionReverse] = []
+    for p in range(a_parts):
+        omap = None
+        if p < b_parts:
+            res = resolve_keyed(segments.get((new_source, p), []), b_end[(new_source, p)])
+            if res.in_doubt:
+                raise MirrorRefused(f"mirror '{new_source}' partition {p}: its offset map was not settled when it "
+                                    f"stopped; run failover on it again, then reverse")
+            omap = res.offset_map
+        facts = PartitionFacts(p, a_start[(old, p)], a_end[(old, p)], stopped.last_source_offsets.get(p),
+                               b_start.get((new_source, p)), b_end.get((new_source, p)))
+        partitions.append(decide_partition(facts, omap))
+    partitions += [new_source_partition(p) for p in range(a_parts, b_parts)]
+    action = topic_action(partitions) if a_parts else REBUILD
+    reader = back.dest_conf("reader")
+    counts = {str(p.partition): _count(reader, old, p) for p in partitions if p.saved_ranges}
+    saved = divergence.saved_topic_name(old) if any(c["records"] for c in counts.values()) else ""
+    if saved and kc.topic_partitions(back.dest_admin, saved, a_alias) is not None:
+        raise MirrorRefused(f"a topic named '{saved}' already exists on cluster '{a_alias}', where this reverse "
+                            f"saves the records it would drop: rename or delete it, then run reverse again")
+    return {
+        "link": ctx.link.name, "mirror": new_source, "action": action, "start": start, "phase": PLANNED,
+        "planned_at": time.time(), "partitions": [p.to_dict() for p in partitions], "saved_topic": saved,
+        "saved_counts": counts, "old_partitions": a_parts, "new_partitions": b_parts,
+        "old_topic_id": _topic_id(back, old) if a_parts and action == REBUILD else "",
+    }
+
+
+def _count(reader: dict, topic: str, part: PartitionReverse) -> dict:
+    total = divergence.RangeCount()
+    for start, end in part.saved_ranges:
+        total = total.plus(divergence.count_records(reader, topic, part.partition, start, end))
+    return {"records": total.records, "first_timestamp": total.first_timestamp, "last_timestamp": total.last_timestamp}
+
+
+def _topic_id(back: LinkContext, topic: str) -> str:
+    fut = back.dest_admin.describe_topics(TopicCollection([topic]), request_timeout=kc.REQUEST_TIMEOUT_S)[topic]
+    with kc.kafka_errors(f"cluster '{back.dest.alias}': describing '{topic}' failed", ignore=kc.UNKNOWN_TOPIC):
+        return str(fut.result().topic_id)
+    return ""
+
+
+def _record_plan(back: LinkContext, stopped: MirrorInfo, plan: dict) -> MirrorInfo:
+    """Register the old source as a paused, REVERSING mirror of link `back`, holding the plan (first write)."""
+    back.store.ensure_topics()
+    back.record_naming()
+    source_configs = describe_topic_configs(back.source_admin, stopped.mirror_topic, back.source.alias)
+    cluster_id = kc.cluster_id(back.source_admin, back.source.alias)
+    name = stopped.source_topic
+
+    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+        if current is not None and REVERSING in current.flags:
+            if (current.reverse_of.get("link"), current.reverse_of.get("mirror")) == (plan["link"], plan["mirror"]):
+                return current  # carried on from an earlier attempt
+        if current is not None and current.state != STOPPED:
+            raise MirrorRefused(f"'{name}' became a mirror of '{current.source_topic}' on link '{back.link.name}' meanwhile")
+        now = time.time()
+        said = f"reverse of mirror '{plan['mirror']}' on link '{plan['link']}': in progress"
+        return MirrorInfo(back.link.name, name, stopped.mirror_topic, PAUSED, now, said, now,
+                          held_back=split_for_mirror(source_configs)[1], flags=(REVERSING,),
+                          history=((now, "", PAUSED, said),), source_cluster=back.source.alias,
+                          source_cluster_id=cluster_id, reverse_of=plan)
+
+    return back.store.update_mirror(name, decide)
+
+
+def _set_phase(back: LinkContext, name: str, plan: dict, phase: str) -> dict:
+    new_plan = {**plan, "phase": phase}
+
+    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+        _still_reversing(current, back, name)
+        return replace(current, reverse_of=new_plan)
+
+    back.store.update_mirror(name, decide)
+    return new_plan
+
+
+# --- carrying it out ----------------------------------------------------------------------------------
+
+
+def _rebuild(back: LinkContext, info: MirrorInfo, plan: dict) -> dict:
+    """Save what would be dropped, then delete the old topic and create it again as an empty mirror."""
+    name = info.mirror_topic
+    if plan["phase"] == PLANNED:
+        if plan["saved_topic"]:
+            _save(back, info, plan)
+        plan = _set_phase(back, name, plan, SAVED)
+    if plan["phase"] == SAVED:
+        if plan["old_topic_id"] and _topic_id(back, name) == plan["old_topic_id"]:
+            _delete_topic(back, name)
+        _create_mirror_topic(back, info, plan)
+        _clear_old_segments(back, name, plan["new_partitions"], {})
+        plan = _set_phase(back, name, plan, REBUILT)
+    return plan
+
+
+def _save(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
+    name, alias = info.mirror_topic, back.dest.alias
+    parts = [PartitionReverse.from_dict(p) for p in plan["partitions"]]
+    max_bytes = int(describe_topic_configs(back.dest_admin, name, alias).get("max.message.bytes", 1048588))
+    divergence.ensure_saved_topic(back.dest_admin, alias, plan["saved_topic"], plan["old_partitions"], max_bytes)
+    ranges = {p.partition: p.saved_ranges for p in parts if p.saved_ranges}
+    writer_id = f"mirror-pipeline/{back.link.name}/{name}/diverged"
+    saved = divergence.save_ranges(back.dest_conf("state-writer"), back.dest_conf("reader"), writer_id, name,
+                                   plan["saved_topic"], ranges, alias)
+    short = {p: (plan["saved_counts"][str(p)]["records"], got.records) for p, got in saved.items()
+             if got.records != plan["saved_counts"][str(p)]["records"]}
+    if short:
+        detail = "; ".join(f"partition {p}: {want} to save, {got} saved" for p, (want, got) in sorted(short.items()))
+        raise MirrorError(f"saving the records '{name}' would drop to '{plan['saved_topic']}' did not add up ({detail}); "
+                          f"nothing was deleted: run reverse again")
+
+
+def _delete_topic(back: LinkContext, name: str) -> None:
+    fut = back.dest_admin.delete_topics([name], request_timeout=kc.REQUEST_TIMEOUT_S)[name]
+    with kc.kafka_errors(f"cluster '{back.dest.alias}': deleting '{name}' for its rebuild failed",
+                         ignore=kc.UNKNOWN_TOPIC):
+        fut.result()
+
+
+def _create_mirror_topic(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
+    """Create the old source again with the new source's partitions and configs (a deletion finishes first)."""
+    name, alias = info.mirror_topic, back.dest.alias
+    configs = split_for_mirror(describe_topic_configs(back.source_admin, info.source_topic, back.source.alias))[0]
+    deadline = time.monotonic() + TOPIC_GONE_S
+    while True:
+        existing = _topic_id(back, name)
+        if existing and existing != plan["old_topic_id"]:
+            ends = kc.list_offsets(back.dest_admin, [(name, p) for p in range(kc.topic_partitions(back.dest_admin, name, alias) or 0)],
+                                   "latest", alias, read_committed=False)
+            if any(ends.values()):
+                raise MirrorRefused(f"'{name}' on cluster '{alias}' was created again by someone else and holds records; "
+                                    f"delete it (its old records are saved in '{plan['saved_topic'] or 'nothing to save'}') "
+                                    f"and run reverse again")
+            return  # an earlier attempt of this reverse created it
+        fut = back.dest_admin.create_topics(
+            [NewTopic(name, num_partitions=plan["new_partitions"], replication_factor=-1, config=configs)],
+            request_timeout=kc.REQUEST_TIMEOUT_S)[name]
+        try:
+            with kc.kafka_errors(f"cluster '{alias}': creating '{name}' as a mirror failed", MirrorRefused):
+                fut.result()
+            return
+        except MirrorRefused:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # the deletion is still under way
+
+
+def _continue_in_place(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
+    """Keep the old source's records: its map is the identity up to where the stopped mirror left off."""
+    name = info.mirror_topic
+    _mirror_mode_configs(back, name)
+    pins = {}
+    for part in (PartitionReverse.from_dict(p) for p in plan["partitions"]):
+        start, end = part.source_log_start, part.mirrored_up_to
+        if end > 0:
+            runs = ((start, end - start),) if end > start else ()
+            pins[part.partition] = Segment(start, runs, end, written_at=time.time())
+    _clear_old_segments(back, name, plan["new_partitions"], pins)
+
+
+def _mirror_mode_configs(back: LinkContext, name: str) -> None:
+    """A mirror keeps copied timestamps and takes old ones: CreateTime, bounds wide open (R-CS-5)."""
+    ops = [ConfigEntry("message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET)]
+    ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in MIRROR_TIMESTAMP_BOUNDS.items()]
+    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
+    with kc.kafka_errors(f"cluster '{back.dest.alias}': setting '{name}' up as a mirror failed"):
+        for fut in back.dest_admin.incremental_alter_configs([resource]).values():
+            fut.result()
+
+
+def _clear_old_segments(back: LinkContext, name: str, partitions: int, pins: dict[int, Segment]) -> None:
+    """Per partition, in one transaction: drop an earlier generation's map of `name`, write the new pin."""
+    old = back.store.read_segments([name]).segments
+    for p in sorted(set(range(partitions)) | {p for (_, p) in old} | set(pins)):
+        pin = pins.get(p)
+        keep = {f"{back.link.name}/{name}/{p}/{pin.dest_start:020d}"} if pin else set()
+        deletes = [key for key, _ in old.get((name, p), []) if key not in keep]
+        if not deletes and pin is None:
+            continue
+        writer = SegmentWriter(back.store.dest_properties, back.link.name, name, p, back.store.offset_map_topic)
+        try:
+            writer.fence()
+            writer.write(puts=[pin] if pin else [], deletes=deletes)
+        finally:
+            writer.close()
+
+
+def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -> None:
+    """Every step after the plan is recorded re-checks it is still the reverse's to take (R-LC-8)."""
+    if current is None or REVERSING not in current.flags or current.state == STOPPED:
+        what = "deleted" if current is None else current.state
+        raise MirrorRefused(f"the reverse of '{name}' on link '{back.link.name}' stopped: the mirror is {what} meanwhile")
+
+
+def _finish(back: LinkContext, name: str, plan: dict) -> MirrorInfo:
+    to = ACTIVE if plan["start"] else PAUSED
+    said = f"reversed: follows '{plan['mirror']}'" + ("" if plan["start"] else "; paused until resumed")
+
+    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+        _still_reversing(current, back, name)
+        now = time.time()
+        history = (current.history + ((now, current.state, to, said),))[-20:]
+        return replace(current, state=to, state_time=now, reason=said, history=history,
+                       flags=tuple(f for f in current.flags if f != REVERSING), reverse_of={**plan, "phase": "done"})
+
+    return back.store.update_mirror(name, decide)
+
+
+def _translate_groups(back: LinkContext, info: MirrorInfo, realign: bool) -> dict:
+    """Groups that moved to the new source, translated back through the new mirror's map (R-OFS rules;
+    `realign`: also backwards, over offsets the groups left behind on the old source)."""
+    if not back.link.offset_sync_enable:
+        return {"offset_sync_notes": [f"consumer.offset.sync.enable is off on link '{back.link.name}': "
+                                      f"no consumer group was translated"]}
+    try:
+        sync = sync_mirrors(back, [info], realign=realign)
+    except MirrorError as exc:
+        return {"offset_sync_notes": [f"offset sync failed: {exc}"]}
+    groups = [{"group": g.destination_group, "status": g.status,
+               "partitions": {p.partition: p.destination_offset for p in g.partitions}} for g in sync.groups]
+    return {"consumer_groups": groups, "offset_sync_notes": list(sync.notes)}
+
+
+# --- what it says ----------------------------------------------------------------------------------------
+
+
+def _plan_sentence(plan: dict, back: LinkContext, dry_run: bool) -> str:
+    new = f"'{plan['mirror']}' on link '{back.link.name}'"
+    saved = sum(c["records"] for c in plan["saved_counts"].values())
+    keep = f"; {saved} records it would drop saved to '{plan['saved_topic']}'" if saved else "; nothing to save"
+    if plan["action"] == CONTINUE:
+        what = f"old source follows {new} in place: same offsets, no data copied again"
+    else:
+        what = f"old source rebuilt as a mirror of {new}, copied from its log start{keep}"
+    return ("would be: " if dry_run else "") + what
+
+
+def _report(plan: dict, back: LinkContext, new_mirror: str) -> dict:
+    rows = []
+    for part in plan["partitions"]:
+        count = plan["saved_counts"].get(str(part["partition"]), {})
+        rows.append({**part, "saved_records": count.get("records", 0),
+                     "saved_first_timestamp": count.get("first_timestamp"),
+                     "saved_last_timestamp": count.get("last_timestamp")})
+    return {"reverse_link": back.link.name, "new_mirror": new_mirror, "action": plan["action"], "saved_topic": plan["saved_topic"], "partitions": rows}
