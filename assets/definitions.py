@@ -19,6 +19,7 @@ from dagster import BetaWarning, Definitions, definitions
 from mirror_pipeline.config.loader import CONFIG_ENV_VAR, DEFAULT_CONFIG_FILE, load_config
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster import dagster_name, link_definitions
+from mirror_pipeline_dagster.acl_sync import acl_sync_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import lifecycle_jobs
 from mirror_pipeline_dagster.resources import MirrorEngine, pyspark_resource
 from mirror_pipeline_dagster.verify_check import verify_definitions
@@ -56,6 +57,8 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
             for name in sorted(config.links)
         ),
         *(verify_definitions(name) for name in sorted(config.links)),
+        *(acl_sync_definitions(name, config.link(name).acl_sync_ms)
+          for name in sorted(config.links) if config.link(name).acl_sync_enable),
     )
     with warnings.catch_warnings():
         # Binding resources to a sensor's op job makes Dagster 1.13 warn that the

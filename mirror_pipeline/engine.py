@@ -10,6 +10,7 @@ from typing import Sequence
 
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.link import health
+from mirror_pipeline.link import required_acls as least_privilege
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
@@ -21,7 +22,8 @@ from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.replication import cycle
 from mirror_pipeline.replication.cycle import CycleFailed, ProgressCallback
-from mirror_pipeline.sync import offset_sync
+from mirror_pipeline.sync import acl_sync, offset_sync
+from mirror_pipeline.sync.acl_plan import AclSyncFailed, AclSyncResult
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 from mirror_pipeline.verification import planner as verification
 from mirror_pipeline.verification.planner import VerifyOptions
@@ -56,6 +58,11 @@ __all__ = [
     "AutoCreateResult",
     "verify_mirrors",
     "VerifyResult",
+    "sync_acls",
+    "acl_sync_status",
+    "AclSyncResult",
+    "AclSyncFailed",
+    "required_acls",
 ]
 
 
@@ -211,6 +218,27 @@ def translate_offset(
     return offset_sync.translate_offset(LinkContext.open(config, link), topic, partition, offset, mode)
 
 
+# --- ACL sync (R-ACL-1) -------------------------------------------------------------
+
+
+def sync_acls(config: PipelineConfig, link: str, dry_run: bool = False) -> AclSyncResult:
+    """Copy the source's ACL bindings that `acl.filters` select to the destination, topic
+    names mapped by the link's naming, and delete the ones this link created that the
+    source no longer has (R-ACL-1).
+
+    Nothing happens when `acl.sync.enable` is false (the result says so). A
+    cluster without an authorizer is refused. Bindings the link did not create
+    are never touched. `dry_run` changes nothing and lists what would be created
+    and deleted. Raises `AclSyncFailed` (carrying the result) when it stopped part-way.
+    """
+    return acl_sync.sync_acls(LinkContext.open(config, link), dry_run)
+
+
+def acl_sync_status(config: PipelineConfig, link: str) -> dict:
+    """The link's last recorded ACL sync: `at`, `created`, `deleted`, `error` ({} before the first)."""
+    return acl_sync.acl_sync_status(LinkContext.open(config, link))
+
+
 # --- verify (R-REL-4) -------------------------------------------------------------
 
 
@@ -236,3 +264,19 @@ def verify_mirrors(
     """
     options = VerifyOptions(sample, from_offset, until_offset, max_bytes_per_second, seed)
     return verification.verify(LinkContext.open(config, link), spark, _names(mirrors), options)
+
+
+# --- security (R-ACL-3) -------------------------------------------------------------
+
+
+def required_acls(config: PipelineConfig, link: str, topics: Sequence[str], groups: Sequence[str] = ()) -> dict:
+    """The least privilege of the link's principals, to mirror `topics` and sync `groups`.
+
+    Patterns: `orders` a name, `pay.*` a prefix, `*` every name. Returns
+    {"source": [grant, ...], "destination": [grant, ...]}, each grant a resource
+    pattern, its operations and why. Reads no cluster.
+    """
+    ctx = LinkContext.open(config, link)
+    dest_groups = [ctx.link.prefix + g if ctx.link.group_prefix_enable and ctx.link.prefix else g for g in groups]
+    return least_privilege.link_acls(link, ctx.naming, list(topics), list(groups), dest_groups,
+                                     acl_sync=ctx.link.acl_sync_enable)

@@ -71,6 +71,9 @@ class MirrorEngine(ConfigurableResource):
     def sync_offsets(self, link: str, mirrors: Optional[Sequence[str]] = None) -> engine.OffsetSyncResult:
         return engine.sync_offsets(self.load(), link, mirrors=mirrors)
 
+    def sync_acls(self, link: str, dry_run: bool = False) -> engine.AclSyncResult:
+        return engine.sync_acls(self.load(), link, dry_run=dry_run)
+
     def check_health(self, link: str) -> dict[str, str]:
         return engine.check_health(self.load(), link)
 

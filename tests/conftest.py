@@ -9,6 +9,10 @@ The test clusters live in `<repo>/.local-kafka/test` on ports 11592/21592/31592,
 away from a demo's 19092 and below Linux's ephemeral port range (32768-60999),
 where an outgoing connection may hold a port at any moment. Set MIRROR_PIPELINE_KEEP_TEST_KAFKA=1 to leave them
 running after the session (the next session then reuses them in under a second).
+
+`secure_kafka` is a second, secured pair (sasl_ssl, SCRAM-SHA-512 users, ACLs
+enforced) in `<repo>/.local-kafka/test-secure` on ports 12592/22592, with the
+same sharing rules; it too starts only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -28,14 +32,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.local.clusters import LocalKafka
 
+# Fixtures of the secured pair's link (`principals`, `secured_link`), for any test module that asks.
+pytest_plugins = ["tests.secured_link"]
+
 REPO = Path(__file__).resolve().parents[1]
 TEST_KAFKA_ROOT = REPO / ".local-kafka" / "test"
 SESSIONS_DIR = REPO / ".local-kafka" / "test-sessions"
 TEST_KAFKA_BASE_PORT = 11592
 TEST_KAFKA_COUNT = 3
 KEEP_ENV = "MIRROR_PIPELINE_KEEP_TEST_KAFKA"
+TEST_SECURE_ROOT = REPO / ".local-kafka" / "test-secure"
+SECURE_SESSIONS_DIR = REPO / ".local-kafka" / "test-secure-sessions"
+TEST_SECURE_BASE_PORT = 12592
+TEST_SECURE_COUNT = 2
+TEST_SECURE_MODE = "sasl_ssl"
 
-_KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "third_bootstrap"}
+_KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "third_bootstrap", "secure_kafka"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,18 +80,44 @@ def local_kafka() -> Iterator[LocalKafka]:
                 kafka.down()
 
 
+@pytest.fixture(scope="session")
+def secure_kafka() -> Iterator[LocalKafka]:
+    """Two running sasl_ssl clusters, us-west and us-east, that authenticate and authorize.
+
+    `secure_kafka.client_properties(user, cluster)` gives a client's settings
+    (`admin`, the default, is a super user); `secure_kafka.create_user(name)`
+    adds a principal without ACLs to both clusters. Shared between pytest runs
+    like `local_kafka`, with leases of its own.
+    """
+    kafka = LocalKafka(
+        root=TEST_SECURE_ROOT, count=TEST_SECURE_COUNT, base_port=TEST_SECURE_BASE_PORT, security=TEST_SECURE_MODE
+    )
+    with _session_lock(SECURE_SESSIONS_DIR):
+        if not _live_leases(SECURE_SESSIONS_DIR) and not any(info.running for info in kafka.status()):
+            shutil.rmtree(TEST_SECURE_ROOT, ignore_errors=True)  # fresh credentials and no old topics
+        (SECURE_SESSIONS_DIR / str(os.getpid())).touch()
+        kafka.up()
+    try:
+        yield kafka
+    finally:
+        with _session_lock(SECURE_SESSIONS_DIR):
+            (SECURE_SESSIONS_DIR / str(os.getpid())).unlink(missing_ok=True)
+            if not _live_leases(SECURE_SESSIONS_DIR) and not os.environ.get(KEEP_ENV):
+                kafka.down()
+
+
 @contextlib.contextmanager
-def _session_lock() -> Iterator[None]:
-    SESSIONS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(SESSIONS_DIR / ".lock", "w") as handle:
+def _session_lock(sessions_dir: Path = SESSIONS_DIR) -> Iterator[None]:
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    with open(sessions_dir / ".lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 
-def _live_leases() -> list[int]:
+def _live_leases(sessions_dir: Path = SESSIONS_DIR) -> list[int]:
     """Pids of other pytest runs using the test clusters; stale lease files are removed."""
     live = []
-    for lease in SESSIONS_DIR.iterdir():
+    for lease in sessions_dir.iterdir():
         if not lease.name.isdigit() or int(lease.name) == os.getpid():
             continue
         try:

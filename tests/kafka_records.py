@@ -8,6 +8,13 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+#: A cluster as the helpers take it: its bootstrap address, or a client's whole settings (secured clusters).
+Cluster = str | dict
+
+
+def client_settings(cluster: Cluster) -> dict:
+    return {"bootstrap.servers": cluster} if isinstance(cluster, str) else dict(cluster)
+
 
 @dataclass(frozen=True)
 class Record:
@@ -24,11 +31,11 @@ class Record:
         return (self.partition, self.key, self.value, self.headers, self.timestamp, self.timestamp_type)
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, committed_only: bool = True, timeout: float = 60) -> list[Record]:
+def read_partition(bootstrap: Cluster, topic: str, partition: int, committed_only: bool = True, timeout: float = 60) -> list[Record]:
     """Every record of a partition from its log start to its current end."""
     cons = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_settings(bootstrap),
             "group.id": f"test-reader-{uuid.uuid4().hex[:6]}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed" if committed_only else "read_uncommitted",
@@ -57,7 +64,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, committed_only: b
         cons.close()
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Record]]:
+def read_topic(bootstrap: Cluster, topic: str, partitions: int) -> dict[int, list[Record]]:
     return {p: read_partition(bootstrap, topic, p) for p in range(partitions)}
 
 
@@ -70,17 +77,17 @@ def assert_identical(source: dict[int, list[Record]], mirror: dict[int, list[Rec
             assert m == s, f"partition {p}: source {s} != mirror {m}"
 
 
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+def commit(bootstrap: Cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit offsets for `group` without joining it (the group stays Empty)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({**client_settings(bootstrap), "group.id": group, "enable.auto.commit": False})
     try:
         c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     finally:
         c.close()
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> dict[int, int | None]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+def committed(bootstrap: Cluster, group: str, topic: str, partitions: int = 1) -> dict[int, int | None]:
+    c = Consumer({**client_settings(bootstrap), "group.id": group, "enable.auto.commit": False})
     try:
         got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
         return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from mirror_pipeline.cli.acls import acls
 from mirror_pipeline.cli.common import DEBUG_ENV, RootGroup
 from mirror_pipeline.cli.demo import demo
 from mirror_pipeline.cli.lifecycle import register as register_lifecycle
@@ -34,6 +35,7 @@ for command in (local, link, mirror, run, demo, offsets):
     cli.add_command(command)
 register_lifecycle(mirror)
 mirror.add_command(verify)
+link.add_command(acls)
 
 
 def main() -> None:

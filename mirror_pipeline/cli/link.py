@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from mirror_pipeline import engine
-from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, load, table
+from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, load, table
 from mirror_pipeline.cli.values import LINK
-from mirror_pipeline.model.errors import ClusterUnreachable
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 
 
 @click.group()
@@ -51,8 +53,80 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
     data = {"link": name, "settings": settings, "mirrors": mirrors, "mirrors_unknown": mirrors_unknown,
             "source": config.cluster(settings["source"]).redacted(),
             "destination": config.cluster(settings["destination"]).redacted()}
+    if config.link(name).acl_sync_enable:
+        data["acl_sync"] = _last_acl_sync(config, name, mirrors_unknown)
     emit(data, as_json, lambda d: "\n".join(
         [f"link {d['link']}: {settings['source']} -> {settings['destination']}"]
         + [f"  {k}: {v}" for k, v in sorted(d["settings"].items()) if k not in ("source", "destination")]
         + [f"  mirrors: unknown: {d['mirrors_unknown']}" if d["mirrors"] is None
-           else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]))
+           else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]
+        + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])))
+
+
+def _last_acl_sync(config, name: str, destination_unknown: str) -> dict:
+    """The last ACL sync as recorded, or {"unknown": why}: describe answers without it."""
+    if destination_unknown:
+        return {"unknown": destination_unknown}
+    try:
+        return engine.acl_sync_status(config, name) or {"never": True}
+    except MirrorError as exc:
+        return {"unknown": str(exc)}
+
+
+def _render_last_acl_sync(last: dict) -> str:
+    if "unknown" in last:
+        return f"unknown: {last['unknown']}"
+    if last.get("never"):
+        return "never"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last["at"]))
+    outcome = f", error: {last['error']}" if last.get("error") else ""
+    return f"{when}, {last.get('created', 0)} created, {last.get('deleted', 0)} deleted{outcome}"
+
+
+@link.command("sync-acls")
+@click.argument("name", type=LINK)
+@click.option("--dry-run", is_flag=True, help="Change nothing; list the bindings that would be created and deleted.")
+@config_option
+@json_option
+@handle_errors
+def sync_acls(name: str, dry_run: bool, config_path: str | None, as_json: bool) -> None:
+    """Sync the link's ACLs once: the source's bindings that acl.filters select are created on
+    the destination (topic names as the link names mirrors), and the bindings this link
+    created that the source no longer has are deleted (R-ACL-1). Bindings the link did not
+    create are never touched. Both clusters need an authorizer.
+
+    Example: mirror-pipeline link sync-acls west-to-east --dry-run
+    """
+    config = load(config_path, name, given_as="NAME")
+    try:
+        result = engine.sync_acls(config, name, dry_run=dry_run).to_dict()
+    except engine.AclSyncFailed as exc:
+        emit(exc.result.to_dict(), as_json, _render_acl_sync)
+        fail(str(exc), as_json)
+    emit(result, as_json, _render_acl_sync)
+
+
+def _render_acl_sync(d: dict) -> str:
+    if not d["enabled"]:
+        return d["message"]
+    verb = ("would create", "would delete") if d["dry_run"] else ("created", "deleted")
+    lines = [f"link '{d['link']}'{' (dry run)' if d['dry_run'] else ''}: {d['selected']} of {d['source_bindings']} "
+             f"source binding(s) selected; {len(d['created'])} {verb[0]}, {len(d['deleted'])} {verb[1]}, "
+             f"{d['in_sync_bindings']} already in place, {d['foreign']} destination binding(s) not the link's "
+             f"(left alone)"]
+    rows = [[verb[0], *_binding_cells(b)] for b in d["created"]] + [[verb[1], *_binding_cells(b)] for b in d["deleted"]]
+    if rows:
+        lines += ["", table(["ACTION", "RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
+                            rows)]
+    lines += [f"skipped {_binding_text(s['binding'])}: {s['reason']}" for s in d["skipped"]]
+    return "\n".join(lines)
+
+
+def _binding_cells(b: dict) -> list[str]:
+    return [b["resourceType"], b["name"], b["patternType"], b["principal"], b["host"], b["operation"],
+            b["permissionType"]]
+
+
+def _binding_text(b: dict) -> str:
+    return f"{b['permissionType']} {b['principal']} {b['operation']} on {b['resourceType']} {b['patternType']} " \
+           f"'{b['name']}'"

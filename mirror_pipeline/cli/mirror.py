@@ -105,6 +105,8 @@ def render_description(d: dict) -> str:
         saved = f"; records it would have dropped saved to '{r['saved_topic']}'" if r.get("saved_topic") else ""
         head.append(f"reversed:   made by reverse of mirror '{r.get('mirror')}' on link '{r.get('link')}' "
                     f"({r.get('action')}){saved}{progress}")
+    if d.get("read_only"):
+        head.append(f"read-only:  {d['read_only']}")
     if d["failing_since"]:
         head.append(f"failing:    source topic unusable since {_when(d['failing_since'])}; FAILED after the retry timeout")
     if d["state"] == "STOPPED":

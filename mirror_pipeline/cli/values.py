@@ -155,6 +155,21 @@ def writable_file(ctx, param, value):
     return value
 
 
+class NamePattern(click.ParamType):
+    """A name (`orders`), a prefix (`pay.*`) or every name (`*`), the name checked by `inner`."""
+
+    name = "pattern"
+
+    def __init__(self, inner: click.ParamType):
+        self.inner = inner
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str) or value == "*":
+            return value
+        name = value[:-1] if value.endswith("*") else value
+        return self.inner.convert(name, param, ctx) + ("*" if value.endswith("*") else "")
+
+
 TOPIC = KafkaName("topic name")
 LINK = KafkaName("link name", max_length=None, dots_allowed=True)
 GROUP = GroupName()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import PydanticCustomError
 
 from mirror_pipeline.config import setting_values as values
+from mirror_pipeline.config.acl_filters import AclFilters
 from mirror_pipeline.config.filters import NameFilters, unknown_key_hint
 from mirror_pipeline.config.replication_policy import (
     INTERNAL_TOPIC_SETTINGS,
@@ -63,8 +64,9 @@ class LinkSettings(BaseModel):
     offset_sync_ms: SyncMs = Field(30000, alias="consumer.offset.sync.ms")
     group_prefix_enable: Bool = Field(False, alias="consumer.group.prefix.enable")
     acl_sync_enable: Bool = Field(False, alias="acl.sync.enable")
-    acl_filters: Annotated[dict[str, Any], BeforeValidator(values.acl_filters)] = Field(
-        default_factory=dict, alias="acl.filters")
+    acl_filters: Annotated[AclFilters, BeforeValidator(values.acl_filters)] = Field(
+        AclFilters(), alias="acl.filters")
+    acl_sync_ms: SyncMs = Field(60000, alias="acl.sync.ms")
     config_sync_ms: SyncMs = Field(5000, alias="topic.config.sync.ms")
     retry_timeout_ms: RetryTimeoutMs = Field(300000, alias="cluster.link.retry.timeout.ms")
     # "" is Cluster Linking naming: identity, plus the prefix if there is one.
@@ -84,6 +86,10 @@ class LinkSettings(BaseModel):
     checkpoints_topic: TopicName = Field(None, alias="mirror.checkpoints.topic")
     heartbeats_topic: TopicName = Field(None, alias="mirror.heartbeats.topic")
     lag_alert_records: LagAlertRecords = Field(0, alias="mirror.lag.alert.records")
+    # The link's principal on the destination, for the read-only guard (R-ACL-3) when the
+    # client settings cannot tell it (TLS client certificates, Kerberos, OAuth).
+    link_principal: Annotated[str | None, BeforeValidator(values.principal)] = Field(
+        None, alias="mirror.link.principal")
 
     def to_dict(self) -> dict:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""
@@ -96,6 +102,8 @@ class LinkSettings(BaseModel):
             value = getattr(self, attr)
             if isinstance(value, NameFilters):
                 value = value.to_json(_FILTER_LIST_KEYS[attr])
+            elif isinstance(value, AclFilters):
+                value = value.to_json()
             out[field.alias or attr] = copy.deepcopy(value)
         return out
 
@@ -119,6 +127,8 @@ class LinkConfig(LinkSettings):
         if self.acl_sync_enable and self.prefix:
             raise _rule("acl.sync.enable", "cannot be true on a link with cluster.link.prefix: "
                         "synced ACLs would name the unprefixed topics")
+        if self.acl_sync_enable and self.acl_filters.is_empty:
+            raise _rule("acl.filters", "at least one filter is required when acl.sync.enable is true")
         if self.group_prefix_enable and not self.prefix:
             raise _rule("consumer.group.prefix.enable", "needs cluster.link.prefix to be set")
         if self.auto_create_enable and self.auto_create_filters.is_empty:

@@ -6,7 +6,7 @@ bound that fits what it feeds:
 
 | setting | allowed | why the maximum |
 | --- | --- | --- |
-| `consumer.offset.sync.ms`, `topic.config.sync.ms` | 1 .. 86400000 | the sync runs on a cron schedule, which repeats at least daily |
+| `consumer.offset.sync.ms`, `topic.config.sync.ms`, `acl.sync.ms` | 1 .. 86400000 | the sync runs on a cron schedule, which repeats at least daily |
 | `cluster.link.retry.timeout.ms` | 1 .. 2147483647 | Kafka's and librdkafka's int32 ms settings (about 24.8 days) |
 | `mirror.unit.max.bytes` | 1 .. 1099511627776 | 1 TiB: one Spark task's share of one cycle |
 | `mirror.chunk.max.records` | 1 .. 1000000 | a chunk is queued in the writer at once, whose queue holds 1000000 records |
@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping
 
 from pydantic_core import PydanticCustomError
 
-from mirror_pipeline.config.filters import NameFilters, kind_of, parse_json
+from mirror_pipeline.config.acl_filters import AclFilters
+from mirror_pipeline.config.filters import NameFilters, kind_of
 from mirror_pipeline.model.errors import ConfigError
 
 TOPIC_CHARS = "[A-Za-z0-9._-]"
@@ -115,6 +116,18 @@ def policy_class(value: Any) -> str:
     return value
 
 
+# A Kafka principal as ACLs name it: `Type:name` (`User:mirror`, `User:CN=mirror,O=ops`).
+_PRINCIPAL = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}:[^\s\x00-\x1f]{1,255}")
+
+
+def principal(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _PRINCIPAL.fullmatch(value) or value.endswith(":*"):
+        raise invalid("a Kafka principal such as User:mirror (not a wildcard)", value)
+    return value
+
+
 def lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
@@ -130,17 +143,12 @@ def filters(list_key: str) -> Callable[[Any], NameFilters]:
     return parse
 
 
-def acl_filters(value: Any) -> dict:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}
-    if isinstance(value, str):
-        try:
-            value = parse_json(value)
-        except ValueError as exc:
-            raise PydanticCustomError("setting", "{reason}", {"reason": str(exc)}) from None
-    if not isinstance(value, dict):
-        raise invalid("a mapping or a JSON object string", value)
-    return value
+def acl_filters(value: Any) -> AclFilters:
+    try:
+        return AclFilters.parse(value, where="@")
+    except ConfigError as exc:
+        # The location is rebuilt from pydantic's error path; keep only the reason.
+        raise PydanticCustomError("filters", "{reason}", {"reason": str(exc).removeprefix("@: ")}) from None
 
 
 def internal_name_clash(names: Mapping[str, tuple[str | None, str]]) -> tuple[str, str] | None:

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
+from mirror_pipeline.kafka.handshake import DropHandshakeLogs, HandshakeFailures, explain
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, TopicNotFound
 
 log = logging.getLogger(__name__)
@@ -88,11 +89,17 @@ def quiet_logger() -> logging.Logger:
     logger = logging.getLogger("mirror_pipeline.librdkafka")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.ERROR)
+        logger.addFilter(DropHandshakeLogs())
     return logger
 
 
 def admin_client(conf: dict) -> AdminClient:
-    return AdminClient({**conf, "logger": quiet_logger()})
+    """An AdminClient that remembers its last handshake failure (`admin.handshake_failures`)."""
+    failures = HandshakeFailures()
+    admin = AdminClient({**conf, "logger": quiet_logger(), "error_cb": failures})
+    admin.handshake_failures = failures
+    admin.handshake_conf = {k: v for k, v in conf.items() if k in ("sasl.mechanism", "sasl.mechanisms", "sasl.username")}
+    return admin
 
 
 def producer(conf: dict) -> Producer:
@@ -205,9 +212,31 @@ def produce_all(
 
 
 def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
-    """Fail with ClusterUnreachable unless the cluster answers a metadata request."""
-    with kafka_errors(f"cluster '{alias}' ({bootstrap}) did not answer within {timeout:.0f}s", ClusterUnreachable):
-        admin.list_topics(timeout=timeout)
+    """Fail with ClusterUnreachable unless the cluster answers a metadata request.
+
+    Asked in short rounds, so that a refused login or a failed TLS handshake
+    (which no retry mends) is reported at once and by name, not as a timeout.
+    """
+    failures: HandshakeFailures | None = getattr(admin, "handshake_failures", None)
+    if failures is not None:
+        failures.clear()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=max(0.1, min(_PROBE_ROUND_S, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            admin.poll(0)  # serves the error callback, which hears of handshake failures
+            if failures is not None and failures.last is not None:
+                raise ClusterUnreachable(
+                    f"cluster '{alias}' ({bootstrap}): {explain(failures.last, admin.handshake_conf)}") from None
+            if time.monotonic() >= deadline:
+                raise ClusterUnreachable(
+                    f"cluster '{alias}' ({bootstrap}) did not answer within {timeout:.0f}s: {error_reason(exc)}") from None
+
+
+# A metadata request is retried this often while a cluster is probed.
+_PROBE_ROUND_S = 1.0
 
 
 def cluster_id(admin: AdminClient, alias: str, timeout: float = REQUEST_TIMEOUT_S) -> str:
@@ -223,6 +252,10 @@ def topic_partitions(admin: AdminClient, topic: str, alias: str, timeout: float 
     meta = md.topics.get(topic)
     if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return None
+    if meta.error is not None and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        raise MirrorError(f"cluster '{alias}': the link's principal may not see topic '{topic}' "
+                          f"(TOPIC_AUTHORIZATION_FAILED: it needs DESCRIBE on it; `mirror-pipeline link acls` "
+                          f"lists every right the link needs)")
     if meta.error is not None:
         raise MirrorError(f"cluster '{alias}': topic '{topic}': {meta.error.str()}")
     return len(meta.partitions)

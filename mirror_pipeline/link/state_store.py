@@ -2,8 +2,9 @@
 
 Two topics, named by the replication policy (R-TP-4):
 - the *state* topic: one record per mirror (`mirror/<link>/<mirror topic>`),
-  the registry of mirrors and their lifecycle state (R-LC-1), and one per link
-  (`link/<link>`) with the naming its mirrors were created under (R-CFG-4);
+  the registry of mirrors and their lifecycle state (R-LC-1), one per link
+  (`link/<link>`) with the naming its mirrors were created under (R-CFG-4),
+  and one per link (`acl/<link>`): the ACL bindings it created (R-ACL-1);
 - the *offset-map* topic: the segments of every mirrored partition
   (`<link>/<mirror topic>/<partition>/<mirror offset>`), see `offset_map`.
 
@@ -59,6 +60,10 @@ def mirror_key(link: str, mirror: str) -> str:
 
 def link_key(link: str) -> str:
     return f"link/{link}"
+
+
+def acl_key(link: str) -> str:
+    return f"acl/{link}"
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,16 @@ class StateStore:
 
     def put_link_record(self, record: dict) -> None:
         self._write_plain(self.state_topic, link_key(self.link), json.dumps(record, sort_keys=True).encode())
+
+    def read_acl_record(self) -> dict:
+        """What ACL sync recorded for this link ({} before its first sync)."""
+        exists = self._exists(self.state_topic)
+        records = read_topic(self.conf("state-reader"), self.admin, self.state_topic, self.dest_alias) if exists else ()
+        found = [value for key, value, _ in records if key == acl_key(self.link)]
+        return json.loads(found[-1]) if found and found[-1] is not None else {}
+
+    def put_acl_record(self, record: dict) -> None:
+        self._write_plain(self.state_topic, acl_key(self.link), json.dumps(record, sort_keys=True).encode())
 
     def put_mirror(self, info: MirrorInfo) -> None:
         """Register or replace a mirror's record unconditionally (creation; everything else decides with `update_mirror`)."""

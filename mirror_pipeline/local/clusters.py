@@ -10,9 +10,13 @@ Only what `up` started is ever signalled: a pid file alone is not trusted (pids
 get reused), so the pid's command line must still name this cluster's
 `server.properties` before it receives a signal.
 
+A root's clusters share one security mode (`plaintext`, `ssl`,
+`sasl_plaintext`, `sasl_ssl`), recorded with the layout; `security` keeps the
+credentials of a secured root and says what a client needs to connect.
+
 This module runs the clusters; `layout` says where each one's ports and files
-are, `server_config` writes its broker config, and `processes` watches, signals
-and reads the logs of the broker processes.
+are, `server_config` writes its broker config, `storage` formats it, and
+`processes` watches, signals and reads the logs of the broker processes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from mirror_pipeline.local.certificates import write_private
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
 from mirror_pipeline.local.layout import ClusterLayout, read_layout, write_layout
 from mirror_pipeline.local.processes import (
@@ -41,11 +45,22 @@ from mirror_pipeline.local.processes import (
     port_open,
     send_signal,
     tail_file,
-    tail_text,
     track_child,
     wait_exit,
 )
-from mirror_pipeline.local.server_config import random_cluster_id, server_properties
+from mirror_pipeline.local.security import (
+    ADMIN_USER,
+    PLAINTEXT,
+    add_user,
+    check_mode,
+    client_settings,
+    ensure_credentials,
+    install_scram_user,
+    is_sasl,
+    read_credentials,
+)
+from mirror_pipeline.local.server_config import server_properties
+from mirror_pipeline.local.storage import format_storage, is_formatted
 from mirror_pipeline.model.errors import LocalClusterError
 
 DEFAULT_NAMES = ["us-west", "us-east", "eu-west", "ap-south", "ap-northeast"]
@@ -61,8 +76,6 @@ DEFAULT_HEAP = "-Xmx768m -Xms256m"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 SERVER_LOG4J = Path(__file__).with_name("log4j2.properties")
-
-_FORMATTED_MARKER = ".formatted"
 
 
 def default_root() -> Path:
@@ -99,7 +112,9 @@ class ClusterInfo:
 class LocalKafka:
     """`count` single-node KRaft clusters under `root`, cluster i on `base_port + i*10000`."""
 
-    def __init__(self, root: Path, count: int = DEFAULT_COUNT, base_port: int = DEFAULT_BASE_PORT):
+    def __init__(
+        self, root: Path, count: int = DEFAULT_COUNT, base_port: int = DEFAULT_BASE_PORT, security: str = PLAINTEXT
+    ):
         if not 1 <= count <= MAX_CLUSTERS:
             raise LocalClusterError(f"cluster count must be 1 to {MAX_CLUSTERS}, got {count}")
         top = base_port + (count - 1) * PORT_STRIDE + 1
@@ -111,6 +126,7 @@ class LocalKafka:
         self.root = Path(root).expanduser().resolve()
         self.count = count
         self.base_port = base_port
+        self.security = check_mode(security)
         self._clusters = [
             ClusterLayout(cluster_name(i), base_port + i * PORT_STRIDE, self.root / cluster_name(i))
             for i in range(count)
@@ -125,10 +141,13 @@ class LocalKafka:
         layout = read_layout(root)
         if layout is None:
             return cls(root)
-        return cls(root, count=layout["count"], base_port=layout["base_port"])
+        return cls(root, count=layout["count"], base_port=layout["base_port"], security=layout["security"])
 
     def __repr__(self) -> str:
-        return f"LocalKafka(root={str(self.root)!r}, count={self.count}, base_port={self.base_port})"
+        return (
+            f"LocalKafka(root={str(self.root)!r}, count={self.count}, base_port={self.base_port}, "
+            f"security={self.security!r})"
+        )
 
     @property
     def names(self) -> list[str]:
@@ -138,6 +157,13 @@ class LocalKafka:
     def bootstraps(self) -> list[str]:
         """Bootstrap addresses in cluster order (whether or not they are running)."""
         return [c.bootstrap for c in self._clusters]
+
+    def client_properties(self, user: str = ADMIN_USER, cluster: int | str = 0) -> dict[str, str]:
+        """The librdkafka settings to reach `cluster` (index or name) as `user`: never print them.
+
+        Plaintext clusters have no users: just `bootstrap.servers`. `admin` is a super user.
+        """
+        return client_settings(read_credentials(self.root, self.security), self._cluster(cluster).bootstrap, user)
 
     # -- public verbs --------------------------------------------------------
 
@@ -157,15 +183,17 @@ class LocalKafka:
 
     def _up(self, timeout: float) -> list[ClusterInfo]:
         self._check_layout()
-        write_layout(self.root, self.count, self.base_port)
+        write_layout(self.root, self.count, self.base_port, self.security)
+        creds = ensure_credentials(self.root, self.security)
 
         to_start = [c for c in self._clusters if self._running_pid(c) is None]
         for cluster in to_start:
             cluster.pid_file.unlink(missing_ok=True)
             self._check_ports_free(cluster)
             cluster.dir.mkdir(parents=True, exist_ok=True)
-            cluster.properties.write_text(server_properties(cluster))
-        self._format([c for c in to_start if not (c.dir / _FORMATTED_MARKER).exists()])
+            # 0600: a secured broker's config holds its own passwords.
+            write_private(cluster.properties, server_properties(cluster, self.security, creds))
+        format_storage([c for c in to_start if not is_formatted(c)], creds)
         for cluster in to_start:
             self._start(cluster)
 
@@ -207,7 +235,30 @@ class LocalKafka:
             cluster.pid_file.unlink(missing_ok=True)
         return [ClusterInfo(c.name, c.bootstrap, False, pid, c.dir) for c, pid in stopping]
 
+    def create_user(self, name: str) -> None:
+        """Give every cluster a user `name` with no ACL (idempotent); its secret is kept with the others.
+
+        SASL modes: a random SCRAM-SHA-512 password, set through `admin` on each
+        formatted cluster (a later format adds it). ssl mode: a certificate `CN=<name>`.
+        """
+        if self.security == PLAINTEXT or not self.root.is_dir():
+            add_user(read_credentials(self.root, self.security), name)  # refuses: no users, or no `up` yet
+        with self._lock():
+            stopped = [c.name for c in self._clusters if is_formatted(c) and self._running_pid(c) is None]
+            if is_sasl(self.security) and stopped:
+                raise LocalClusterError(f"start {', '.join(stopped)} with `local up` before creating user {name!r}")
+            creds = add_user(read_credentials(self.root, self.security), name)
+            for cluster in self._clusters if is_sasl(self.security) else []:
+                if is_formatted(cluster):
+                    install_scram_user(self.client_properties(ADMIN_USER, cluster.name), name, creds.password(name))
+
     # -- internals -----------------------------------------------------------
+
+    def _cluster(self, which: int | str) -> ClusterLayout:
+        for index, cluster in enumerate(self._clusters):
+            if which in (index, cluster.name):
+                return cluster
+        raise LocalClusterError(f"no local cluster {which!r}; the clusters are {', '.join(self.names)}")
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -235,16 +286,16 @@ class LocalKafka:
         formatted root cannot simply move to other ports.
         """
         layout = read_layout(self.root)
-        if layout is None or layout == {"count": self.count, "base_port": self.base_port}:
+        if layout is None or layout == {"count": self.count, "base_port": self.base_port, "security": self.security}:
             return
-        previous = LocalKafka(self.root, layout["count"], layout["base_port"])
-        if layout["base_port"] != self.base_port:
-            formatted = [c.name for c in previous._clusters if (c.dir / _FORMATTED_MARKER).exists()]
-            if formatted:
+        previous = LocalKafka(self.root, layout["count"], layout["base_port"], layout["security"])
+        formatted = [c.name for c in previous._clusters if is_formatted(c)]
+        # Formatted storage holds the controller's address and the SCRAM users of its mode.
+        for key, flag in (("base_port", "--base-port"), ("security", "--security")):
+            if layout[key] != getattr(self, key) and formatted:
                 raise LocalClusterError(
-                    f"{self.root} holds clusters made for base port {layout['base_port']} "
-                    f"({', '.join(formatted)}); use --base-port {layout['base_port']}, "
-                    "or run `local down` and delete that directory to start afresh"
+                    f"{self.root} holds clusters made for {flag} {layout[key]} ({', '.join(formatted)}); "
+                    f"use {flag} {layout[key]}, or run `local down` and delete that directory to start afresh"
                 )
         orphans = [
             c.name for c in previous._clusters[self.count :] if previous._running_pid(c) is not None
@@ -263,38 +314,6 @@ class LocalKafka:
                     f"another process (not the broker started from {cluster.dir}); stop it or "
                     "choose another --base-port"
                 )
-
-    def _format(self, clusters: list[ClusterLayout]) -> None:
-        """Format KRaft storage for first-time clusters, all in parallel (one JVM each)."""
-        running: list[tuple[ClusterLayout, subprocess.Popen]] = []
-        for cluster in clusters:
-            shutil.rmtree(cluster.log_dirs, ignore_errors=True)  # leftovers of a failed format
-            cmd = java_command(
-                "kafka.tools.StorageTool",
-                "format", "--standalone",
-                "-t", random_cluster_id(),
-                "-c", str(cluster.properties),
-                heap="-Xmx256m",
-            )  # fmt: skip
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
-            )
-            running.append((cluster, proc))
-        failures = []
-        for cluster, proc in running:
-            try:
-                output, _ = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-                failures.append(f"{cluster.name}: no result after 120 s\n{tail_text(output)}")
-                continue
-            if proc.returncode != 0:
-                failures.append(f"{cluster.name}: exit {proc.returncode}\n{tail_text(output)}")
-            else:
-                (cluster.dir / _FORMATTED_MARKER).write_text(output)
-        if failures:
-            raise LocalClusterError("formatting Kafka storage failed for " + "\n".join(failures))
 
     def _start(self, cluster: ClusterLayout) -> None:
         heap = os.environ.get(HEAP_ENV) or DEFAULT_HEAP
@@ -331,6 +350,7 @@ class LocalKafka:
     def _wait_ready(self, cluster: ClusterLayout, deadline: float, timeout: float) -> None:
         """Wait until the broker serves a metadata request; on failure stop it and explain."""
         admin = None
+        probe = self.client_properties(ADMIN_USER, cluster.name)
         while True:
             pid = self._running_pid(cluster)
             if pid is None:
@@ -343,7 +363,7 @@ class LocalKafka:
                 )
             if port_open(cluster.port):
                 if admin is None:
-                    admin = admin_client(cluster.bootstrap)
+                    admin = admin_client(cluster.bootstrap, probe)
                 if answers_metadata(admin, min(5.0, max(0.5, deadline - time.monotonic()))):
                     return
             if time.monotonic() >= deadline:

@@ -1,7 +1,8 @@
 """Where the local clusters are: each one's ports and files, and the root's record of them.
 
-`clusters.json` in the root records the cluster count and base port of the
-last `up`, so a later `status`, `down` or `up` finds the same clusters.
+`clusters.json` in the root records the cluster count, base port and security
+mode of the last `up`, so a later `status`, `down` or `up` finds the same
+clusters.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LAYOUT_FILE = "clusters.json"
 
@@ -50,13 +52,19 @@ class ClusterLayout:
         return self.dir / "console.log"
 
 
-def read_layout(root: Path) -> dict[str, int] | None:
+def read_layout(root: Path) -> dict[str, Any] | None:
+    """`{"count", "base_port", "security"}` of the last `up`; a record older than security modes is plaintext."""
     try:
         data = json.loads((Path(root) / LAYOUT_FILE).read_text())
-        return {"count": int(data["count"]), "base_port": int(data["base_port"])}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {
+            "count": int(data["count"]),
+            "base_port": int(data["base_port"]),
+            "security": str(data.get("security", "plaintext")),
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def write_layout(root: Path, count: int, base_port: int) -> None:
-    (root / LAYOUT_FILE).write_text(json.dumps({"count": count, "base_port": base_port}) + "\n")
+def write_layout(root: Path, count: int, base_port: int, security: str = "plaintext") -> None:
+    record = {"count": count, "base_port": base_port, "security": security}
+    (root / LAYOUT_FILE).write_text(json.dumps(record) + "\n")

@@ -97,12 +97,17 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def admin_client(bootstrap: str) -> Any:
-    """An AdminClient that stays quiet while the broker is still coming up."""
+def admin_client(bootstrap: str, settings: dict[str, str] | None = None) -> Any:
+    """An AdminClient that stays quiet while the broker is still coming up.
+
+    `settings` are the client settings of a secured cluster (security
+    protocol, credentials); they never reach a log, since logging is off.
+    """
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(
         {
+            **(settings or {}),
             "bootstrap.servers": bootstrap,
             "reconnect.backoff.max.ms": 500,
             "log_level": 0,

@@ -6,10 +6,29 @@ import base64
 import uuid
 
 from mirror_pipeline.local.layout import ClusterLayout
+from mirror_pipeline.local.security import (
+    BROKER_USER,
+    CONTROLLER_USER,
+    PLAINTEXT,
+    SCRAM_MECHANISM,
+    SSL,
+    Credentials,
+    is_sasl,
+    is_tls,
+    protocol,
+)
+from mirror_pipeline.model.errors import LocalClusterError
+
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
-def server_properties(cluster: ClusterLayout) -> str:
-    """Broker+controller config for a one-node dev cluster (replication factor 1 everywhere)."""
+def server_properties(cluster: ClusterLayout, security: str = PLAINTEXT, creds: Credentials | None = None) -> str:
+    """Broker+controller config for a one-node dev cluster (replication factor 1 everywhere).
+
+    In plaintext mode the listeners are PLAINTEXT and there is no authorizer;
+    any other mode needs the root's credentials (see `_secured`).
+    """
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -39,8 +58,65 @@ def server_properties(cluster: ClusterLayout) -> str:
         # its transaction is aborted: check for timed-out ones every second.
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
+    if security != PLAINTEXT:
+        if creds is None:
+            raise LocalClusterError(f"security mode {security} needs the root's credentials")
+        settings.update(_secured(cluster, security, creds))
     header = f"# Written by mirror-pipeline `local up` for cluster {cluster.name}; rewritten on each start.\n"
     return header + "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def _secured(cluster: ClusterLayout, security: str, creds: Credentials) -> dict[str, str]:
+    """Listeners, authentication and authorization of a secured cluster.
+
+    The client listener (also the inter-broker one) speaks the mode's protocol.
+    The controller listener speaks it too, so nothing on the node is
+    unauthenticated: with mutual TLS in ssl mode (the broker shows its own
+    certificate), else with SASL/PLAIN as user `controller`, since SCRAM
+    credentials live in the metadata log the controller serves. Only the
+    broker's identities and `admin` are super users; everyone else needs ACLs.
+    """
+    name = protocol(security)
+    settings = {
+        "listeners": f"{name}://127.0.0.1:{cluster.port},CONTROLLER://127.0.0.1:{cluster.controller_port}",
+        "advertised.listeners": f"{name}://127.0.0.1:{cluster.port}",
+        "listener.security.protocol.map": f"{name}:{name},CONTROLLER:{name}",
+        "inter.broker.listener.name": name,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": ";".join(creds.super_users),
+    }
+    if is_tls(security):
+        settings.update(
+            {
+                # Unencrypted PKCS#8 key and certificate chain in one file: no key password.
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(creds.broker_keystore),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(creds.ca_file),
+            }
+        )
+    if security == SSL:
+        settings["ssl.client.auth"] = "required"  # the principal is the certificate's subject, User:CN=<name>
+    if is_sasl(security):
+        controller = creds.password(CONTROLLER_USER)
+        settings.update(
+            {
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+                f"listener.name.{name.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+                    f'{_SCRAM_LOGIN} required username="{BROKER_USER}" password="{creds.password(BROKER_USER)}";'
+                ),
+                "sasl.mechanism.controller.protocol": "PLAIN",
+                "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+                # The broker's login (username/password) and the controller's one user (user_<name>).
+                "listener.name.controller.plain.sasl.jaas.config": (
+                    f'{_PLAIN_LOGIN} required username="{CONTROLLER_USER}" password="{controller}" '
+                    f'user_{CONTROLLER_USER}="{controller}";'
+                ),
+            }
+        )
+    return settings
 
 
 def random_cluster_id() -> str:

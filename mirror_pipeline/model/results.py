@@ -123,6 +123,9 @@ class MirrorInfo:
     # A mirror made by `reverse` (R-LC-7): the stopped mirror it follows, the plan
     # per partition and how far carrying it out got (see `operations.reverse`).
     reverse_of: dict = field(default_factory=dict)
+    # The destination ACLs that keep the mirror read-only, and why they cannot when
+    # they cannot (see `link.write_guard`): {"bindings": [...], "unenforced": "..."}.
+    write_guard: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -170,6 +173,8 @@ class MirrorDescription:
     # Why the source's side is unknown ("" when the source answered): the
     # description then holds what the destination and the registry know.
     source_unknown: str = ""
+    # Whether only the link can write to the mirror, in one sentence (R-ACL-3).
+    read_only: str = ""
 
     @property
     def lag(self) -> int | None:
@@ -192,5 +197,6 @@ class MirrorDescription:
             "held_back_configs": self.held_back_configs,
             "config": self.config,
             "source_unknown": self.source_unknown,
+            "read_only": self.read_only,
             "partitions": [p.to_dict() for p in self.partitions],
         }

@@ -11,6 +11,7 @@ from confluent_kafka.admin import NewTopic
 from mirror_pipeline.config.replication_policy import is_internal_topic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
+from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused, TopicNotFound
 from mirror_pipeline.model.lag import records_behind
@@ -92,7 +93,8 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         if existing is None:
             ctx.store.delete_mirror(mirror_topic)  # unregister what the failed create registered
         raise
-    return info, True
+    # Read-only from its first record on, where the destination's authorizer allows (R-ACL-3).
+    return write_guard.guard(ctx, mirror_topic) or info, True
 
 
 def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
@@ -106,8 +108,6 @@ def get_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorInfo:
         known = ", ".join(sorted(mirrors)) or "none"
         raise MirrorRefused(f"no mirror '{mirror_topic}' on link '{ctx.link.name}' (mirrors: {known})")
     return mirrors[mirror_topic]
-
-
 
 
 def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
@@ -152,6 +152,7 @@ def describe_mirror(ctx: LinkContext, mirror_topic: str) -> MirrorDescription:
         held_back_configs=split_for_mirror(source["configs"])[1] if source else dict(info.held_back),
         config=config_drift(ctx, mirror_topic) if source and dst_parts else {},
         source_unknown=unknown,
+        read_only=write_guard.describe_guard(info),
     )
 
 

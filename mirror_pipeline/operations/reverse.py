@@ -23,6 +23,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
+from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
@@ -107,6 +108,8 @@ def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start
         plan = _rebuild(back, info, plan)
     else:
         _continue_in_place(back, info, plan)
+    # Read-only before it starts following, where the authorizer allows (R-ACL-3).
+    write_guard.guard(back, info.mirror_topic)
     after = _finish(back, info.mirror_topic, plan)
     groups = _translate_groups(back, after, realign_groups)
     result.add(stopped, after, _plan_sentence(plan, back, dry_run=False), **_report(plan, back, old_source), **groups)

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
+from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.errors import ClusterUnreachable, ConcurrentWriter, MirrorError, MirrorRefused
@@ -65,6 +66,8 @@ def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None
     last_source, problems = _fence_and_settle(ctx, marked)
     held = _current_held_back(ctx, info) if held_back is None else held_back
     _apply_held_back(ctx, name, held)
+    # Its applications must be able to write to it once it is STOPPED (R-ACL-3).
+    write_guard.lift(ctx, name)
 
     def finish(current: MirrorInfo | None) -> MirrorInfo | None:
         if current is None:

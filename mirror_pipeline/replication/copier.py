@@ -224,6 +224,10 @@ def _read_chunk(reader, unit: WorkUnit, position: int) -> tuple[list, int]:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
+                if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise MirrorError(
+                        f"source topic '{unit.source_topic}' partition {unit.partition}: the link's source principal "
+                        f"may not read it (TOPIC_AUTHORIZATION_FAILED: it needs READ on the topic)")
                 raise MirrorError(
                     f"source topic '{unit.source_topic}' partition {unit.partition}: read failed at offset "
                     f"{position}: {err.str()}"

@@ -10,6 +10,7 @@ Partition growth is left to the copy cycle; partition counts are reported.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -18,6 +19,7 @@ from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.config.redaction import scrub
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
+from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.partitions import grow_partitions, source_partitions
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
@@ -52,6 +54,8 @@ __all__ = [
     "plan_config_changes",
     "read_sync_records",
 ]
+
+log = logging.getLogger(__name__)
 
 
 # --- engine-style entry points ----------------------------------------------------------------
@@ -163,6 +167,10 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
             )
     if records_out:
         write_sync_records(ctx, records_out)
+    # Grants made since the last pass get their DENY; stopped mirrors lose their guard (R-ACL-3).
+    in_scope = [i for i in ctx.store.read_mirrors().values() if mirror_topics is None or i.mirror_topic in mirror_topics]
+    for m, why in write_guard.refresh(ctx, in_scope).items():
+        log.info("mirror '%s': read-only not enforced: %s", m, scrub(why, secrets))
 
     result = ConfigSyncResult(ctx.link.name, started, time.time() - started, results, skipped)
     if result.failed:

@@ -91,6 +91,7 @@ ENGINE_VERBS = [
     "list_mirrors", "describe_mirror", "create_mirror", "ensure_mirror", "mirror_lags", "pause", "resume",
     "promote", "failover", "preview_stop", "delete_mirrors", "run_cycle", "auto_create", "check_health",
     "health_changes", "sync_configs", "link_config_drift", "sync_offsets", "export_offsets", "translate_offset",
+    "sync_acls", "acl_sync_status",
 ]
 # (owner, attribute, name in the records): what the CLI modules imported by name, and the local clusters.
 OTHER_EXITS = [
@@ -138,11 +139,14 @@ TOPICS = ("topic", -1)  # positional: kind, nargs (-1: any number)
 COMMANDS: dict[tuple[str, ...], tuple[list, dict]] = {
     ("local", "install"): ([], {**JSON}),
     ("local", "up"): ([], {"--clusters": ("clusters", False, False), "--dir": ("dir", False, False),
-                           "--base-port": ("port", False, False), **JSON}),
+                           "--base-port": ("port", False, False), "--security": ("security", False, False), **JSON}),
     ("local", "status"): ([], {"--dir": ("dir", False, False), **JSON}),
     ("local", "down"): ([], {"--dir": ("dir", False, False), **JSON}),
     ("link", "list"): ([], {**CONFIG, **JSON}),
     ("link", "describe"): ([("link", 1)], {**CONFIG, **JSON}),
+    ("link", "acls"): ([("link", 1)], {"--topic": ("topic", True, True), "--group": ("group", False, True),
+                                       **CONFIG, **JSON}),
+    ("link", "sync-acls"): ([("link", 1)], {"--dry-run": (None, False, False), **CONFIG, **JSON}),
     ("mirror", "create"): ([("topic", 1)], {**NEEDS_LINK, "--mirror-topic": ("topic", False, False), **CONFIG, **JSON}),
     ("mirror", "list"): ([], {**NEEDS_LINK, **CONFIG, **JSON}),
     ("mirror", "describe"): ([("topic", 1)], {**NEEDS_LINK, **CONFIG, **JSON}),
@@ -226,6 +230,7 @@ VALID = {
     "demo_config": path_key("new", "config"),
     "output": path_key("out"),
     "dir": path_key("local"),
+    "security": st.sampled_from(["plaintext", "ssl", "sasl_plaintext", "sasl_ssl"]),
 }
 VALUES = {
     "topic": st.one_of(valid_topic, valid_topic, valid_topic, hostile),
@@ -244,6 +249,8 @@ VALUES = {
     "demo_config": st.one_of(path_key("new", "config", "nodir", "dir"), hostile),
     "output": st.one_of(path_key("out", "out", "nodir", "dir", "devnull"), hostile),
     "dir": st.one_of(path_key("local", "local", "file", "missing"), hostile),
+    "security": st.one_of(VALID["security"],
+                          st.sampled_from(["SASL_SSL", "tls", "sasl", ""]), hostile),
 }
 EXTRAS = st.sampled_from([["--bogus"], ["--Link", "x"], ["-x"], ["--json=yes"], ["--help"], ["-h"], ["--version"],
                           ["--"], ["--link"], ["--config"], ["-"], ["--debug"]]) | hostile.map(lambda t: [t])

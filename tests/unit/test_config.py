@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror_pipeline.config.acl_filters import AclFilters
 from mirror_pipeline.config.filters import FilterType, NameFilter, PatternType
 from mirror_pipeline.config.loader import (
     CONFIG_ENV_VAR,
@@ -333,7 +334,7 @@ def test_secret_in_non_scalar_secret_key_not_echoed():
 DEFAULTS = {
     "prefix": None, "auto_create_enable": False, "offset_sync_enable": False,
     "offset_sync_ms": 30000, "group_prefix_enable": False, "acl_sync_enable": False,
-    "acl_filters": {}, "config_sync_ms": 5000, "retry_timeout_ms": 300000, "policy_class": "",
+    "acl_filters": AclFilters(), "acl_sync_ms": 60000, "config_sync_ms": 5000, "retry_timeout_ms": 300000, "policy_class": "",
     "policy_separator": ".", "offset_translation_mode": "exact", "unit_max_bytes": 1073741824,
     "chunk_max_records": 20000, "alignment_max_records": 1000000, "fence_wait_ms": 16000,
     "state_topic": None, "offset_map_topic": None, "lag_alert_records": 0,
@@ -413,7 +414,7 @@ def test_every_property_key_maps_to_its_attribute():
         "cluster.link.prefix": "p.", "consumer.offset.sync.enable": True,
         "consumer.offset.group.filters": {"groupFilters": [{"name": "g", "patternType": "LITERAL"}]},
         "consumer.offset.sync.ms": 1, "consumer.group.prefix.enable": True,
-        "acl.filters": '{"aclFilters": []}', "topic.config.sync.ms": 2,
+        "acl.filters": '{"aclFilters": []}', "acl.sync.ms": 9, "topic.config.sync.ms": 2,
         "cluster.link.retry.timeout.ms": 3,
         "replication.policy.class": "mirror_pipeline.config.replication_policy.LinkNaming",
         "replication.policy.separator": "_", "offset.translation.mode": "TIMESTAMP",
@@ -421,17 +422,18 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.log.start.alignment.max.records": 6, "mirror.writer.fence.wait.ms": 7,
         "mirror.state.topic": "_state", "mirror.offset.map.topic": "_omap", "mirror.lag.alert.records": 8,
         "mirror.checkpoints.topic": "_cp", "mirror.heartbeats.topic": "_hb",
+        "mirror.link.principal": "User:m",
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
     assert link.offset_group_filters.filters == (NameFilter("g", PatternType.LITERAL, FilterType.INCLUDE),)
-    assert link.acl_filters == {"aclFilters": []}
+    assert link.acl_filters == AclFilters() and link.acl_sync_ms == 9
     assert (link.config_sync_ms, link.retry_timeout_ms, link.policy_class, link.policy_separator) == (
         2, 3, "mirror_pipeline.config.replication_policy.LinkNaming", "_")
     assert link.offset_translation_mode == "timestamp"
     assert (link.unit_max_bytes, link.chunk_max_records, link.alignment_max_records, link.fence_wait_ms) == (4, 5, 6, 7)
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
-    assert (link.checkpoints_topic, link.heartbeats_topic) == ("_cp", "_hb")
+    assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
@@ -533,7 +535,8 @@ def test_acl_sync_with_prefix_refused_even_when_prefix_comes_from_defaults():
     data = base(**{"acl.sync.enable": "true"})
     data["defaults"] = {"cluster.link.prefix": "w."}
     assert "links.l.acl.sync.enable: cannot be true" in problem(data)
-    assert parse_config(base(**{"acl.sync.enable": True}), SRC, {}).link("l").acl_sync_enable
+    one = {"aclFilters": [{"resourceFilter": {"resourceType": "topic"}}]}
+    assert parse_config(base(**{"acl.sync.enable": True, "acl.filters": one}), SRC, {}).link("l").acl_sync_enable
 
 
 def test_auto_create_needs_a_filter():
