@@ -40,15 +40,17 @@ __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
 
 def link_definitions(
-    link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None
+    link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None,
+    automation_running: bool = False,
 ) -> Definitions:
     """Everything Dagster shows for one link. Builds objects only: no I/O.
 
     `config_sync_ms` is the link's `topic.config.sync.ms` (the config-sync
     schedule's interval), `offset_sync_ms` its `consumer.offset.sync.ms` (the
-    offset-sync schedule's); None: the setting's default.
+    offset-sync schedule's); None: the setting's default. `automation_running` is its
+    `dagster.automation.running`: the replicate schedule and the three sensors start running.
     """
-    names = LinkNames(link)
+    names = LinkNames(link, automation_running)
     job = build_replicate_job(names)
     config_job = build_config_sync_job(names)
     offsets_job = build_offset_sync_job(names)

@@ -17,7 +17,7 @@ yet (a fresh sensor) none does: they were there before the sensor started.
 import json
 import time
 
-from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, sensor
+from dagster import RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, sensor
 
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.states import ACTIVE
@@ -37,7 +37,7 @@ def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -
         name=names.auto_create_sensor,
         jobs=[replicate_job, auto_create_job],
         minimum_interval_seconds=AUTO_CREATE_SENSOR_INTERVAL_S,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=names.sensor_status,
         description=(
             f"With auto.create.mirror.topics.enable on, finds the source topics link '{names.link}''s "
             "filters select and requests a run that creates their mirrors; registers mirrors as "

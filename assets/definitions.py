@@ -22,6 +22,7 @@ from mirror_pipeline_dagster import dagster_name, link_definitions
 from mirror_pipeline_dagster.acl_sync import acl_sync_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import lifecycle_jobs
 from mirror_pipeline_dagster.resources import MirrorEngine, pyspark_resource
+from mirror_pipeline_dagster.source_topics import source_topics_definitions
 from mirror_pipeline_dagster.verify_check import verify_definitions
 
 # The project folder: `assets/` (this package) sits in it next to workspace.yaml.
@@ -52,8 +53,11 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
     }
     defs = Definitions.merge(
         Definitions(resources=resources, jobs=lifecycle_jobs()),
+        # Upstream of every link's copy asset; chains of links join up (no I/O).
+        source_topics_definitions(config),
         *(
-            link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms)
+            link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms,
+                             automation_running=config.link(name).automation_running)
             for name in sorted(config.links)
         ),
         *(verify_definitions(name) for name in sorted(config.links)),

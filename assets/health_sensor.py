@@ -10,7 +10,7 @@ moves happen even when no cycle runs.
 # No `from __future__ import annotations`: Dagster reads the sensor signature's types.
 import time
 
-from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
+from dagster import RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline_dagster.naming import LinkNames
@@ -25,7 +25,7 @@ def build_health_sensor(names: LinkNames, health_job) -> SensorDefinition:
         name=names.health_sensor,
         job=health_job,
         minimum_interval_seconds=HEALTH_SENSOR_INTERVAL_S,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=names.sensor_status,
         description=(
             f"Probes link '{names.link}''s source; requests a run that marks mirrors SOURCE_UNAVAILABLE, "
             "ACTIVE again, or FAILED after cluster.link.retry.timeout.ms."

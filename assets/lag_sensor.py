@@ -16,7 +16,6 @@ import time
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    DefaultSensorStatus,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -37,7 +36,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         name=names.lag_sensor,
         job=job,
         minimum_interval_seconds=LAG_SENSOR_INTERVAL_S,
-        default_status=DefaultSensorStatus.STOPPED,
+        default_status=names.sensor_status,
         description=(
             f"Registers new mirrors of link '{names.link}' as partitions and requests one "
             "replicate run over the mirrors whose lag exceeds mirror.lag.alert.records."

@@ -3,29 +3,98 @@
 One job each for all links: the link and mirrors come in the run config, so a
 runbook, the CLI and the Dagster UI launch the very same job and leave the
 same record in the run history.
+
+Promote and failover are irreversible, so each runs in two steps. The first
+(`check_promote`, `check_failover`: they hold the run config) refuses, before
+anything changes, a request that names no topic (there is no "all" by
+omission: the CLI's `--all` passes every name), a link the config file does
+not declare, a topic that is not a mirror of the link, or a run without the
+link's tag `mirror-pipeline/link: <link>` (the tag queues the run behind the
+link's copies; the CLI sets it, a launch from the UI must add it). Each
+refusal is one sentence, the step's failure description. Only then does the
+second step (`promote_mirrors`, `failover_mirrors`) call the engine. In runs
+launched from the UI each step is a process of its own, so a refused promote
+never starts Spark either.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
-from typing import Callable, List
+import math
+from typing import Callable, List, NoReturn
 
 from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
 from dagster_pyspark import PySparkResource
+from pydantic import Field
 
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline_dagster.naming import LINK_TAG
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
 
 PROMOTE_JOB = "promote"
 FAILOVER_JOB = "failover"
 REVERSE_JOB = "reverse"
+# The check step of each stop job: it holds the run config.
+CHECK_OPS = {PROMOTE_JOB: "check_promote", FAILOVER_JOB: "check_failover"}
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # what the CLI's --timeout allows
+
+_TOPICS_HELP = "The mirror topics of the link to stop, named one by one: at least one (there is no 'all' by omission)."
 
 
-class StopConfig(Config):
-    """Which mirrors to stop; no topics means every mirror of the link."""
+class FailoverConfig(Config):
+    """Which mirrors of `link` to fail over, named one by one."""
 
-    link: str
-    topics: List[str] = []
-    timeout_s: float = 300.0
+    link: str = Field(description="The link, as named in the configuration file.")
+    topics: List[str] = Field(description=_TOPICS_HELP)
+
+
+class PromoteConfig(FailoverConfig):
+    """Which mirrors of `link` to promote, named one by one, and how long to wait for zero lag."""
+
+    timeout_s: float = Field(default=300.0, description="Seconds to wait for the lag to reach zero (1 to 604800).")
+
+
+def checked_request(context: OpExecutionContext, verb: str, config: FailoverConfig, mirror_engine: MirrorEngine) -> dict:
+    """The request once it is safe to carry out; else the step fails with ONE sentence and nothing changed.
+
+    Checked in this order, cheapest first: topics named, link declared, the
+    run's tag, timeout, then (one Kafka read) every topic a mirror of the link.
+    """
+    topics = list(dict.fromkeys(config.topics))
+    if not topics:
+        _refuse(f"{verb} refused: name the mirror topics in `topics`; an empty list is not 'all' "
+                "(the CLI's --all passes every mirror by name)")
+    loaded = _config_call(mirror_engine.load)
+    if config.link not in loaded.links:
+        _refuse(f"{verb} refused: no link {config.link!r} in {loaded.path or 'the configuration file'}; "
+                f"its links: {', '.join(sorted(loaded.links)) or 'none'}")
+    tag = context.run.tags.get(LINK_TAG)
+    if tag != config.link:
+        has = f"it has '{LINK_TAG}: {tag}'" if tag else "it has none"
+        _refuse(f"{verb} refused: the run must carry the tag '{LINK_TAG}: {config.link}' ({has}), so that it "
+                "queues behind the link's other runs; the CLI sets it, in the launchpad add it under Tags")
+    timeout_s = getattr(config, "timeout_s", None)
+    if timeout_s is not None and not (math.isfinite(timeout_s) and 1 <= timeout_s <= MAX_TIMEOUT_S):
+        _refuse(f"{verb} refused: timeout_s must be between 1 and {MAX_TIMEOUT_S:.0f} seconds, not {timeout_s}")
+    known = {m.mirror_topic for m in _config_call(lambda: mirror_engine.list_mirrors(config.link))}
+    unknown = [t for t in topics if t not in known]
+    if unknown:
+        _refuse(f"{verb} refused: no mirror {', '.join(repr(t) for t in unknown)} on link {config.link!r} "
+                f"(its mirrors: {', '.join(sorted(known)) or 'none'}); nothing was changed")
+    context.log.info(f"{verb} of {len(topics)} mirror(s) of link {config.link}: {', '.join(topics)}")
+    request = {"link": config.link, "topics": topics}
+    return {**request, "timeout_s": timeout_s} if timeout_s is not None else request
+
+
+def _refuse(sentence: str) -> NoReturn:
+    raise Failure(description=sentence, allow_retries=False)
+
+
+def _config_call(read: Callable):
+    """`read()`, whose refusal (a bad file, a cluster down) fails the step in the engine's own sentence."""
+    try:
+        return read()
+    except MirrorError as exc:
+        raise Failure(description=str(exc), allow_retries=False) from exc
 
 
 def _carry_out(context: OpExecutionContext, verb: Callable[[], LifecycleResult]) -> dict:
@@ -56,27 +125,44 @@ def _record(context: OpExecutionContext, result: LifecycleResult) -> dict:
     return data
 
 
+@op(description="Refuses, before anything changes, a promote that names no topic, an unknown link or mirror, "
+                 "or lacks the link's run tag.")
+def check_promote(context: OpExecutionContext, config: PromoteConfig, mirror_engine: MirrorEngine) -> dict:
+    return checked_request(context, PROMOTE_JOB, config, mirror_engine)
+
+
+@op(description="Refuses, before anything changes, a failover that names no topic, an unknown link or mirror, "
+                 "or lacks the link's run tag.")
+def check_failover(context: OpExecutionContext, config: FailoverConfig, mirror_engine: MirrorEngine) -> dict:
+    return checked_request(context, FAILOVER_JOB, config, mirror_engine)
+
+
 @op(description="Finish copying, verify zero lag, then make the mirrors normal writable topics.")
 def promote_mirrors(
-    context: OpExecutionContext, config: StopConfig, mirror_engine: MirrorEngine, pyspark: PySparkResource
+    context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine, pyspark: PySparkResource
 ) -> dict:
-    return _carry_out(context, lambda: mirror_engine.promote(config.link, pyspark.spark_session, config.topics,
-                                                             config.timeout_s))
+    return _carry_out(context, lambda: mirror_engine.promote(request["link"], pyspark.spark_session, request["topics"],
+                                                             request["timeout_s"]))
 
 
 @op(description="Stop the mirrors at once, whatever the lag and whether the source answers.")
-def failover_mirrors(context: OpExecutionContext, config: StopConfig, mirror_engine: MirrorEngine) -> dict:
-    return _carry_out(context, lambda: mirror_engine.failover(config.link, config.topics))
+def failover_mirrors(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine) -> dict:
+    return _carry_out(context, lambda: mirror_engine.failover(request["link"], request["topics"]))
 
 
-@job(name=PROMOTE_JOB, description="Planned migration of mirrors: run config names the link and topics.")
+_TAGGED = f"The run must carry the tag '{LINK_TAG}: <link>' (the CLI sets it)."
+
+
+@job(name=PROMOTE_JOB, description="Planned migration of mirrors: run config names the link and topics (at least "
+                                   f"one). {_TAGGED}")
 def promote_job():
-    promote_mirrors()
+    promote_mirrors(check_promote())
 
 
-@job(name=FAILOVER_JOB, description="Disaster failover of mirrors: run config names the link and topics.")
+@job(name=FAILOVER_JOB, description="Disaster failover of mirrors: run config names the link and topics (at least "
+                                    f"one). {_TAGGED}")
 def failover_job():
-    failover_mirrors()
+    failover_mirrors(check_failover())
 
 
 class ReverseConfig(Config):
@@ -116,8 +202,8 @@ def reverse_run_config(link: str, topics: List[str], reverse_link: str = "", sta
 
 
 def stop_run_config(job_name: str, link: str, topics: List[str], timeout_s: float = 300.0) -> dict:
-    op_name = "promote_mirrors" if job_name == PROMOTE_JOB else "failover_mirrors"
+    """The run config of the promote or failover job: the link and the mirrors, by name (at least one)."""
     config = {"link": link, "topics": list(topics)}
     if job_name == PROMOTE_JOB:
         config["timeout_s"] = timeout_s
-    return {"ops": {op_name: {"config": config}}}
+    return {"ops": {CHECK_OPS[job_name]: {"config": config}}}

@@ -3,9 +3,16 @@
 One run copies every mirror (dynamic partition) it covers in one replication
 cycle, one Spark job (R-EX-1). Each mirror's materialization carries its own
 lineage (R-OBS-4) through `context.add_asset_metadata(..., partition_key=...)`;
-the cycle totals go on every one of them. When some mirrors fail, the ones
-that copied are still recorded (as `AssetMaterialization` events) and the run
-fails with the engine's message.
+the cycle totals go on every one of them (both built in `mirror_metadata`, which
+the CLI's runless records share). When some mirrors fail, the ones that copied
+are still recorded (as `AssetMaterialization` events) and the run fails with
+the engine's message.
+
+The asset sits downstream of the link's `source_topics` (see `source_topics`).
+Runs of the replicate job carry the link's run tag; a run launched ad hoc
+(Materialize in the UI runs `__ASSET_JOB`, and Dagster 1.13 has no way to give
+an asset's ad-hoc runs a tag) is still held to one copy step of the link at a
+time by the op pool `mirror-pipeline/<link>`, and says so in its log.
 """
 
 # No `from __future__ import annotations`: Dagster reads the decorated
@@ -16,6 +23,7 @@ from typing import Callable
 
 from dagster import (
     AssetCheckKey,
+    AssetDep,
     AssetExecutionContext,
     AssetMaterialization,
     AssetsDefinition,
@@ -25,7 +33,6 @@ from dagster import (
     DynamicPartitionsDefinition,
     Failure,
     MaterializeResult,
-    MetadataValue,
     asset,
     define_asset_job,
 )
@@ -33,8 +40,8 @@ from dagster_pyspark import PySparkResource
 
 from mirror_pipeline.engine import CycleFailed
 from mirror_pipeline.model.errors import MirrorError
-from mirror_pipeline.model.results import CycleResult, MirrorCopyResult
-from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.mirror_metadata import cycle_metadata, materialization_metadata, mirror_metadata
+from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
 from mirror_pipeline_dagster.runs import existing_mirrors
 
@@ -67,6 +74,9 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         group_name=names.group,
         partitions_def=mirror_partitions(names),
         backfill_policy=BackfillPolicy.single_run(),
+        # Lineage in the graph: what the link reads. Unpartitioned upstream, so
+        # every mirror (partition) depends on it.
+        deps=[AssetDep(names.source_topics_key)],
         pool=names.pool,
         kinds={"kafka", "spark"},
         description=(
@@ -82,6 +92,7 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         # A generator, so that the lineage of the mirrors that did copy reaches
         # the event log even when the step then fails.
         mirror_engine.link(names.link)  # fails clearly if the link left the file since load
+        _note_untagged_run(context, names)
         mirrors = _mirrors_to_copy(context, mirror_engine, names)
         try:
             result = mirror_engine.run_cycle(
@@ -91,11 +102,11 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
                 progress=_progress_logger(context),
             )
         except CycleFailed as exc:
-            for mirror, copy in sorted(exc.result.mirrors.items()):
+            for mirror in sorted(exc.result.mirrors):
                 yield AssetMaterialization(
                     asset_key=names.mirror_data_key,
                     partition=mirror,
-                    metadata={**cycle_metadata(exc.result), **mirror_metadata(copy)},
+                    metadata=materialization_metadata(exc.result, mirror),
                 )
             raise Failure(description=str(exc), metadata=cycle_metadata(exc.result)) from exc
         except MirrorError as exc:
@@ -112,6 +123,16 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         yield MaterializeResult(metadata=cycle_metadata(result))
 
     return _mirror_data
+
+
+def _note_untagged_run(context: AssetExecutionContext, names: LinkNames) -> None:
+    """Say in the run's log when it is not queued behind the link's other runs (no run tag)."""
+    if context.run.tags.get(LINK_TAG) != names.link:
+        context.log.info(
+            f"this run has no '{LINK_TAG}: {names.link}' tag (launched ad hoc, e.g. Materialize in the UI): "
+            f"it was not queued behind the link's other runs; the pool '{names.pool}' still lets one copy "
+            "step of the link run at a time"
+        )
 
 
 def _mirrors_to_copy(context: AssetExecutionContext, mirror_engine, names: LinkNames) -> list[str]:
@@ -147,53 +168,3 @@ def _progress_logger(context: AssetExecutionContext):
             context.log.info(f"copied {copied} of {total} records")
 
     return report
-
-
-def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
-    """One mirror's lineage: per Kafka partition, source range read and mirror range written."""
-    if copy is None:
-        return {
-            "records": MetadataValue.int(0),
-            "bytes": MetadataValue.int(0),
-            "note": MetadataValue.text(
-                "nothing copied this cycle: the mirror is not active (paused, stopped, "
-                "failed) or no longer exists"
-            ),
-        }
-    return {
-        "source_topic": MetadataValue.text(copy.source_topic),
-        "records": MetadataValue.int(copy.records),
-        "bytes": MetadataValue.int(copy.bytes),
-        "lag_after": MetadataValue.int(copy.lag_after),
-        "partitions_added": MetadataValue.int(copy.partitions_added),
-        "lineage": MetadataValue.md(lineage_table(copy)),
-        "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
-    }
-
-
-def lineage_table(copy: MirrorCopyResult) -> str:
-    rows = [
-        "| partition | source offsets read | mirror offsets written | records | bytes | lag after |",
-        "| ---: | --- | --- | ---: | ---: | ---: |",
-    ]
-    for p in sorted(copy.partitions, key=lambda p: p.partition):
-        rows.append(
-            f"| {p.partition} | [{p.source_from}, {p.source_until}) | [{p.dest_from}, {p.dest_until}) "
-            f"| {p.records} | {p.bytes} | {p.lag_after} |"
-        )
-    if not copy.partitions:
-        rows.append("| – | nothing to copy | – | 0 | 0 | 0 |")
-    return "\n".join(rows)
-
-
-def cycle_metadata(result: CycleResult) -> dict:
-    """Totals of the whole cycle; recorded on every mirror's materialization of the run."""
-    return {
-        "cycle_records": MetadataValue.int(result.records),
-        "cycle_bytes": MetadataValue.int(result.bytes),
-        "cycle_lag_after": MetadataValue.int(result.lag_after),
-        "cycle_duration_s": MetadataValue.float(round(result.duration_s, 3)),
-        "cycle_mirrors": MetadataValue.int(len(result.mirrors)),
-        "cycle_work_units": MetadataValue.int(result.work_units),
-        "cycle_started_at": MetadataValue.timestamp(result.started_at),
-    }

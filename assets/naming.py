@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dagster import AssetKey
+from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus
 
 # Every run that writes a link's mirrors carries this tag; the instance's tag
 # concurrency limit (deploy/dagster.yaml) allows one such run per value.
@@ -41,9 +41,20 @@ def dagster_name(link: str) -> str:
 
 @dataclass(frozen=True)
 class LinkNames:
-    """Every Dagster name that belongs to one link."""
+    """Every Dagster name that belongs to one link (and how its schedule and sensors start)."""
 
     link: str
+    # The link's `dagster.automation.running`: its replicate schedule and its lag, health
+    # and auto-create sensors start running by default instead of stopped.
+    automation_running: bool = False
+
+    @property
+    def schedule_status(self) -> DefaultScheduleStatus:
+        return DefaultScheduleStatus.RUNNING if self.automation_running else DefaultScheduleStatus.STOPPED
+
+    @property
+    def sensor_status(self) -> DefaultSensorStatus:
+        return DefaultSensorStatus.RUNNING if self.automation_running else DefaultSensorStatus.STOPPED
 
     @property
     def group(self) -> str:
@@ -52,6 +63,15 @@ class LinkNames:
     @property
     def mirror_data_key(self) -> AssetKey:
         return AssetKey([self.group, "mirror_data"])
+
+    @property
+    def source_topics_key(self) -> AssetKey:
+        """The observable source asset: the source topics the link's mirrors read (log-end offsets)."""
+        return AssetKey([self.group, "source_topics"])
+
+    @property
+    def observe_sources_op(self) -> str:
+        return f"{self.group}_observe_source_topics"
 
     @property
     def mirrors_partitions(self) -> str:

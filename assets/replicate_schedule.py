@@ -2,12 +2,13 @@
 
 Stopped by default: on a fresh machine nothing copies until an operator turns
 it on in the UI (or `dagster schedule start`), since a running schedule starts
-a Spark session every minute.
+a Spark session every minute. `dagster.automation.running: true` on the link
+starts it (and the link's sensors) as soon as Dagster loads the link.
 """
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from dagster import DefaultScheduleStatus, ScheduleDefinition, ScheduleEvaluationContext, schedule
+from dagster import ScheduleDefinition, ScheduleEvaluationContext, schedule
 
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
@@ -26,7 +27,7 @@ def build_replicate_schedule(names: LinkNames, job) -> ScheduleDefinition:
         name=names.replicate_schedule,
         cron_schedule=REPLICATE_CRON,
         job=job,
-        default_status=DefaultScheduleStatus.STOPPED,
+        default_status=names.schedule_status,
         description=(
             f"Every minute, one replicate run of link '{names.link}' over all its mirrors. "
             "Mirrors not yet registered as partitions are picked up by the lag sensor."

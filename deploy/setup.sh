@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine (Python 3.11, Java 17
-# and Maven present): a virtualenv with the pinned packages, and the Apache
-# Kafka jars from Maven Central for the embedded local clusters. Safe to rerun:
+# and Maven present): a virtualenv with the pinned packages, the Apache Kafka
+# jars from Maven Central for the embedded local clusters, and (as root, with
+# apt) Debian's chromium for the browser tests. Safe to rerun:
 # each step is skipped when what it makes is already there and up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,21 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev]'
   rm -f .venv/.installed-* && touch "$stamp"
+fi
+
+# The browser tests (tests/browser) drive Debian's `chromium` through Playwright,
+# which never downloads a browser of its own. Installed here when it is missing
+# and apt-get can run as root; anywhere else setup goes on and those tests skip,
+# saying why.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (Debian package) for the browser tests"
+    if ! { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; then
+      echo "setup: could not install chromium; the browser tests will skip" >&2
+    fi
+  else
+    echo "setup: no chromium (install it to run tests/browser, which skip without it)" >&2
+  fi
 fi
 
 echo "setup: fetching Apache Kafka jars through Maven (cached after the first run)"

@@ -21,6 +21,8 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.local.clusters import LocalKafka
+from mirror_pipeline.model.offset_results import OffsetSyncResult
+from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.replication.spark_runner import spark_session
 
 LINK = "west-to-east"
@@ -40,6 +42,9 @@ class DemoResult:
     mismatch: str
     # Per partition: (source committed offset, where the group landed on us-east).
     group_offsets: dict[int, tuple[int, int | None]]
+    # What the copy and the offset sync returned, for the CLI to record in Dagster.
+    cycle: CycleResult | None = None
+    offset_sync: OffsetSyncResult | None = None
 
 
 def write_demo_config(path: Path, west: str, east: str) -> None:
@@ -164,7 +169,7 @@ def run_demo(config_path: Path, records: int, say: Callable[[str], None], progre
     positions = {p: ends[(topic, p)] * 3 // 5 for p in range(PARTITIONS)}
     say(f"6/6 consumer group '{GROUP}' committed on us-west at {positions}; syncing its offsets ...")
     commit_group(west, topic, positions)
-    engine.sync_offsets(config, LINK, [topic])
+    synced = engine.sync_offsets(config, LINK, [topic])
     landed = landed_offsets(config, topic)
     return DemoResult(config_path, topic, n_src, n_dst, not mismatch, mismatch,
-                      {p: (positions[p], landed.get(p)) for p in range(PARTITIONS)})
+                      {p: (positions[p], landed.get(p)) for p in range(PARTITIONS)}, result, synced)

@@ -16,7 +16,7 @@ from pydantic import Field
 from mirror_pipeline import engine
 from mirror_pipeline.config.link_settings import LinkConfig
 from mirror_pipeline.config.loader import PipelineConfig, load_config
-from mirror_pipeline.model.results import CycleResult, MirrorInfo
+from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
 
 
 class MirrorEngine(ConfigurableResource):
@@ -41,6 +41,10 @@ class MirrorEngine(ConfigurableResource):
 
     def list_mirrors(self, link: str) -> list[MirrorInfo]:
         return engine.list_mirrors(self.load(), link)
+
+    def describe_mirror(self, link: str, mirror_topic: str) -> MirrorDescription:
+        """Per partition, both sides' offsets (the source's are None when it does not answer)."""
+        return engine.describe_mirror(self.load(), link, mirror_topic)
 
     def mirror_lags(self, link: str) -> dict[str, int]:
         return engine.mirror_lags(self.load(), link)

@@ -16,6 +16,7 @@ from mirror_pipeline.cli.local import local
 from mirror_pipeline.cli.mirror import mirror
 from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
+from mirror_pipeline.cli.ui import ui
 from mirror_pipeline.cli.verify import verify
 
 
@@ -31,7 +32,7 @@ def cli(debug: bool) -> None:
     """
 
 
-for command in (local, link, mirror, run, demo, offsets):
+for command in (local, link, mirror, run, demo, offsets, ui):
     cli.add_command(command)
 register_lifecycle(mirror)
 mirror.add_command(verify)

@@ -16,6 +16,7 @@ from mirror_pipeline.cli.values import shown
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster.definitions import build_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import REVERSE_JOB, reverse_run_config, stop_run_config
+from mirror_pipeline_dagster.naming import LINK_TAG
 
 
 def dagster_instance() -> DagsterInstance:
@@ -30,7 +31,10 @@ def dagster_instance() -> DagsterInstance:
 
 
 def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeout_s: float, debug: bool = False):
-    """Run the promote or failover job in-process, recorded in the Dagster instance (see `launch_job`)."""
+    """Run the promote or failover job in-process, recorded in the Dagster instance (see `launch_job`).
+
+    `topics` names every mirror to stop (the job refuses an empty list: `--all` passes them all by name).
+    """
     return launch_job(verb, config_path, link, stop_run_config(verb, link, topics, timeout_s), debug)
 
 
@@ -53,7 +57,8 @@ def launch_job(verb: str, config_path, link: str, run_config: dict, debug: bool 
     result = job.execute_in_process(
         run_config=run_config,
         instance=dagster_instance(),
-        tags={"mirror-pipeline/link": link, "mirror-pipeline/started-by": "cli"},
+        # The link's tag: the run queues behind the link's copies, and promote and failover refuse to run without it.
+        tags={LINK_TAG: link, "mirror-pipeline/started-by": "cli"},
         raise_on_error=False,
     )
     if result.success:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline.cli.common import ensure_dagster_home, fail, handle_errors
 from mirror_pipeline.cli.mirror import render_description
 from mirror_pipeline.cli.values import SafePath, WholeNumber, writable_file
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.demo import GROUP, run_demo
+from mirror_pipeline.demo import GROUP, LINK, run_demo
 from mirror_pipeline.engine import describe_mirror
 
 
@@ -34,6 +35,8 @@ def demo(records: int, config_path: Path) -> None:
     result = run_demo(config_path, records, click.echo, progress)
     if sys.stderr.isatty():
         click.echo("", err=True)
+    # The copy and the offset sync show in the Dagster UI as materializations, as a run's would.
+    dagster_events.record_demo(load_config(config_path), LINK, result.cycle, result.offset_sync, [result.topic])
     if not result.identical:
         fail(f"mirror differs from source: {result.mismatch}")
     click.echo(

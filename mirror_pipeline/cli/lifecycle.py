@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import (
     config_option,
@@ -126,8 +127,13 @@ def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeou
         emit(engine.preview_stop(config, link, chosen), as_json, _render_preview)
         return
     # Refused here, before a Dagster run is launched and recorded.
-    refuse_unknown_mirrors(chosen or [], {m.mirror_topic for m in engine.list_mirrors(config, link)}, link, "TOPICS", as_json)
-    run_id, success, output = _dagster_runs().launch_stop_job(verb, config.path, link, chosen or [], timeout_s,
+    known = {m.mirror_topic for m in engine.list_mirrors(config, link)}
+    refuse_unknown_mirrors(chosen or [], known, link, "TOPICS", as_json)
+    # The job takes names only (no "all" by omission): --all is every mirror the link has now.
+    topics = chosen or sorted(known)
+    if not topics:
+        fail(f"--all: link '{link}' has no mirrors to {verb}", as_json)
+    run_id, success, output = _dagster_runs().launch_stop_job(verb, config.path, link, topics, timeout_s,
                                                               debug_requested())
     if not success:
         fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
@@ -135,11 +141,8 @@ def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeou
 
 
 def _dagster_runs():
-    """The Dagster side of the lifecycle verbs, imported when a job is launched."""
-    # Dagster takes seconds to import: only promote, failover and reverse need it.
-    import mirror_pipeline.cli.dagster_runs as dagster_runs
-
-    return dagster_runs
+    """The Dagster side of the lifecycle verbs, imported when a job is launched (it takes seconds)."""
+    return dagster_events.dagster_runs()
 
 
 @click.command()

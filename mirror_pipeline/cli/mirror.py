@@ -1,9 +1,13 @@
-"""`mirror-pipeline mirror ...`: create, list and describe mirror topics."""
+"""`mirror-pipeline mirror ...`: create, list and describe mirror topics.
+
+`create` registers the mirror as a partition of the link's Dagster assets (see `dagster_events`).
+"""
 
 from __future__ import annotations
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, link_option, load, table
 from mirror_pipeline.cli.values import TOPIC
@@ -29,7 +33,8 @@ def create(source_topic: str, link: str, mirror_topic: str | None, config_path: 
 
     Example: mirror-pipeline mirror create orders --link west-to-east
     """
-    info, created = engine.ensure_mirror(load(config_path, link), link, source_topic, mirror_topic)
+    config = load(config_path, link)
+    info, created = engine.ensure_mirror(config, link, source_topic, mirror_topic)
     data = {**info.to_dict(), "created": created}
     emit(
         data,
@@ -39,6 +44,8 @@ def create(source_topic: str, link: str, mirror_topic: str | None, config_path: 
             f"'{d['source_topic']}' on link '{d['link']}' ({d['state']})"
         ),
     )
+    # A partition of the link's assets at once, not at the lag sensor's next tick.
+    dagster_events.register_mirrors(config, link, [info.mirror_topic], as_json=as_json)
 
 
 @mirror.command("list")

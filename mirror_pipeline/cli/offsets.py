@@ -16,6 +16,7 @@ import io
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, link_option, load, table
 from mirror_pipeline.cli.values import GROUP, OFFSET, PARTITION, TOPIC, SafePath, writable_file
@@ -39,8 +40,13 @@ def sync(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: 
 
     Example: mirror-pipeline offsets sync --link west-to-east
     """
-    result = engine.sync_offsets(load(config_path, link), link, list(dict.fromkeys(mirrors)) or None).to_dict()
+    config = load(config_path, link)
+    chosen = list(dict.fromkeys(mirrors))
+    synced = engine.sync_offsets(config, link, chosen or None)
+    result = synced.to_dict()
     emit(result, as_json, _render_sync)
+    # Recorded as materializations of the link's `consumer_offsets` asset, as a Dagster run records them.
+    dagster_events.record_offset_sync(config, link, synced, chosen, origin=f"offsets sync --link {link}", as_json=as_json)
     failed = [g["source_group"] for g in result["groups"] if g["status"].startswith("error")]
     if failed:
         fail(f"offsets of {len(failed)} group(s) could not be synced: {', '.join(failed)}", as_json)

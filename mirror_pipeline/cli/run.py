@@ -1,4 +1,8 @@
-"""`mirror-pipeline run`: one replication cycle of a link, without the Dagster daemon."""
+"""`mirror-pipeline run`: one replication cycle of a link, without the Dagster daemon.
+
+The mirrors it copied are recorded in the Dagster instance the UI reads, as
+materializations of the link's `mirror_data` asset (see `dagster_events`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import sys
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import (
     config_option,
@@ -51,11 +56,14 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
         result = engine.run_cycle(config, link, spark, mirrors=list(mirrors) or None, progress=progress)
     except engine.CycleFailed as exc:
         emit(_with_auto_create(exc.result.to_dict(), created), as_json, _render_run)
+        # The mirrors that did copy are recorded all the same, as a Dagster run records them.
+        dagster_events.record_cycle(config, link, exc.result, mirrors, origin=f"run --link {link}", as_json=as_json)
         fail(str(exc), as_json)
     finally:
         if progress:
             click.echo("", err=True)
     emit(_with_auto_create(result.to_dict(), created), as_json, _render_run)
+    dagster_events.record_cycle(config, link, result, mirrors, origin=f"run --link {link}", as_json=as_json)
     if created is not None and created.errors:
         fail("auto-create failed for " + "; ".join(f"'{t}': {e}" for t, e in created.errors.items()), as_json)
 

@@ -90,6 +90,10 @@ class LinkSettings(BaseModel):
     # client settings cannot tell it (TLS client certificates, Kerberos, OAuth).
     link_principal: Annotated[str | None, BeforeValidator(values.principal)] = Field(
         None, alias="mirror.link.principal")
+    # The link's replicate schedule and its lag, health and auto-create sensors start
+    # running as soon as Dagster loads the link (their default status); false: they
+    # ship stopped and an operator turns them on. A toggle in the UI wins either way.
+    automation_running: Bool = Field(False, alias="dagster.automation.running")
 
     def to_dict(self) -> dict:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""

@@ -97,7 +97,8 @@ def test_env_var_selects_the_file(
     defs = definitions.build_definitions()
     keys = set(defs.get_repository_def().asset_graph.get_all_asset_keys())
     assert keys == {
-        dg.AssetKey([name, kind]) for name in LINKS.values() for kind in ("mirror_data", "mirror_config", "consumer_offsets")
+        dg.AssetKey([name, kind]) for name in LINKS.values()
+        for kind in ("source_topics", "mirror_data", "mirror_config", "consumer_offsets")
     }
 
 

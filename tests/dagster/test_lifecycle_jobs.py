@@ -49,10 +49,11 @@ def test_promote_and_failover_jobs_stop_mirrors(tmp_path, source_bootstrap, dest
     defs = build_definitions(path)
     instance = dg.DagsterInstance.ephemeral()
 
+    tags = {"mirror-pipeline/link": LINK}  # without it the jobs refuse to run
     promote = defs.get_job_def("promote").execute_in_process(
-        run_config=stop_run_config("promote", LINK, [promoted], 120), instance=instance)
+        run_config=stop_run_config("promote", LINK, [promoted], 120), instance=instance, tags=tags)
     failover = defs.get_job_def("failover").execute_in_process(
-        run_config=stop_run_config("failover", LINK, [failed_over]), instance=instance)
+        run_config=stop_run_config("failover", LINK, [failed_over]), instance=instance, tags=tags)
 
     assert promote.success and failover.success
     assert promote.output_for_node("promote_mirrors")["mirrors"][promoted]["after"] == "STOPPED"
@@ -73,7 +74,8 @@ def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_boots
     with dg.DagsterInstance.from_config(str(home)) as instance:
         run = instance.get_run_by_id(run_id)
         assert run.job_name == "failover" and run.is_success
-        assert run.run_config["ops"]["failover_mirrors"]["config"] == {"link": LINK, "topics": [topic]}
+        assert run.run_config["ops"]["check_failover"]["config"] == {"link": LINK, "topics": [topic]}
+        assert run.tags["mirror-pipeline/link"] == LINK
     assert state_of(config, topic) == "STOPPED"
     # State lives in Kafka: with the Dagster instance gone, the mirror is still STOPPED.
     import shutil

@@ -440,7 +440,7 @@ def test_every_property_key_maps_to_its_attribute():
         {"name": "g", "patternType": "LITERAL", "filterType": "INCLUDE"}]}
     assert out["auto.create.mirror.topics.filters"] == {"topicFilters": []}
     assert set(out) == {*settings, "auto.create.mirror.topics.enable", "auto.create.mirror.topics.filters",
-                        "acl.sync.enable", "source", "destination"}
+                        "acl.sync.enable", "dagster.automation.running", "source", "destination"}
 
 
 @pytest.mark.parametrize("value", ["", "IdentityReplicationPolicy",

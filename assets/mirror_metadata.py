@@ -1,0 +1,67 @@
+"""The metadata of a `mirror_data` materialization: one mirror's lineage and its cycle's totals (R-OBS-4).
+
+One place builds it, so a mirror copied by a Dagster run and one copied by
+`mirror-pipeline run` (recorded runless, see `mirror_pipeline.cli.dagster_recording`)
+show the same fields in the UI. Only figures and topic names: never a secret.
+"""
+
+from __future__ import annotations
+
+from dagster import MetadataValue
+
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult
+
+
+def materialization_metadata(result: CycleResult, mirror: str) -> dict:
+    """Everything one mirror's materialization records: the cycle's totals, then the mirror's own lineage."""
+    return {**cycle_metadata(result), **mirror_metadata(result.mirrors.get(mirror))}
+
+
+def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
+    """One mirror's lineage: per Kafka partition, source range read and mirror range written."""
+    if copy is None:
+        return {
+            "records": MetadataValue.int(0),
+            "bytes": MetadataValue.int(0),
+            "note": MetadataValue.text(
+                "nothing copied this cycle: the mirror is not active (paused, stopped, "
+                "failed) or no longer exists"
+            ),
+        }
+    return {
+        "source_topic": MetadataValue.text(copy.source_topic),
+        "records": MetadataValue.int(copy.records),
+        "bytes": MetadataValue.int(copy.bytes),
+        "lag_after": MetadataValue.int(copy.lag_after),
+        "partitions_added": MetadataValue.int(copy.partitions_added),
+        "lineage": MetadataValue.md(lineage_table(copy)),
+        "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
+    }
+
+
+def lineage_table(copy: MirrorCopyResult) -> str:
+    rows = [
+        "| partition | source offsets read | mirror offsets written | records | bytes | lag after |",
+        "| ---: | --- | --- | ---: | ---: | ---: |",
+    ]
+    for p in sorted(copy.partitions, key=lambda p: p.partition):
+        rows.append(
+            f"| {p.partition} | [{p.source_from}, {p.source_until}) | [{p.dest_from}, {p.dest_until}) "
+            f"| {p.records} | {p.bytes} | {p.lag_after} |"
+        )
+    if not copy.partitions:
+        rows.append("| – | nothing to copy | – | 0 | 0 | 0 |")
+    return "\n".join(rows)
+
+
+def cycle_metadata(result: CycleResult) -> dict:
+    """Totals of the whole cycle; recorded on every mirror's materialization of the run."""
+    return {
+        "cycle_records": MetadataValue.int(result.records),
+        "cycle_bytes": MetadataValue.int(result.bytes),
+        "cycle_lag_after": MetadataValue.int(result.lag_after),
+        "cycle_duration_s": MetadataValue.float(round(result.duration_s, 3)),
+        "cycle_mirrors": MetadataValue.int(len(result.mirrors)),
+        "cycle_work_units": MetadataValue.int(result.work_units),
+        "cycle_started_at": MetadataValue.timestamp(result.started_at),
+    }

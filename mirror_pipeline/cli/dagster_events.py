@@ -1,0 +1,107 @@
+"""Each copy, offset sync and mirror creation of the CLI, recorded in the Dagster instance the UI reads.
+
+`run`, `offsets sync`, `mirror create` and `demo` call these functions once
+their work is done, so the UI shows what they did exactly as if a Dagster run
+had done it (see `dagster_recording` for what is recorded, and where).
+
+This module is cheap to import, and is the CLI's one door to its Dagster
+side (`dagster_recording`, and `dagster_runs`, which the lifecycle verbs get
+through `dagster_runs()`): Dagster takes seconds to import, so it is loaded
+only when a job is launched or there is something to record, after the work,
+and never by `--help` or by the verbs that only read.
+
+A record never fails a command: when the instance cannot be written (a
+`$DAGSTER_HOME` that is not a directory, a locked or read-only database, ...),
+one warning line goes to stderr and the command exits as its work did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import traceback
+from types import ModuleType
+from typing import Callable, Sequence
+
+import click
+
+from mirror_pipeline.cli.common import debug_requested
+from mirror_pipeline.cli.values import printable
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.config.redaction import scrub
+from mirror_pipeline.model.errors import MirrorError
+
+# `scheme://user:password@host` in a foreign message (an instance's storage URL): never shown.
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
+_MAX_REASON = 300
+
+
+def record_cycle(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
+                 as_json: bool = False) -> None:
+    """One `mirror_data` materialization per mirror the cycle covered (and per mirror named in `mirrors`)."""
+    if not result.mirrors and not mirrors:
+        return  # nothing was copied or asked for: nothing to record, and no Dagster import
+    _record(config, as_json, lambda r: r.record_cycle(link, result, mirrors, origin))
+
+
+def record_offset_sync(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
+                       as_json: bool = False) -> None:
+    """One `consumer_offsets` materialization per mirror synced (all syncable ones when `mirrors` is empty)."""
+    _record(config, as_json, lambda r: r.record_offset_sync(config, link, result, mirrors, origin))
+
+
+def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: Sequence[str], *,
+                as_json: bool = False) -> None:
+    """The demo's copy and offset sync, with at most one warning for both."""
+    def both(r) -> None:
+        if cycle is not None:
+            r.record_cycle(link, cycle, mirrors, "demo")
+        if offset_sync is not None:
+            r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
+
+    if cycle is not None or offset_sync is not None:
+        _record(config, as_json, both)
+
+
+def register_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str], *, as_json: bool = False) -> None:
+    """The mirrors as partitions of the link's assets, at once (not at the lag sensor's next tick)."""
+    _record(config, as_json, lambda r: r.register_mirrors(link, mirrors))
+
+
+def dagster_runs() -> ModuleType:
+    """`dagster_runs` (promote, failover and reverse run as Dagster jobs), imported on first use."""
+    return _dagster_side().dagster_runs
+
+
+def _dagster_side() -> ModuleType:
+    """`dagster_recording`, which carries `dagster_runs`: the CLI's modules that import Dagster."""
+    # Dagster takes seconds to import: only commands that launch a job or record an event load it.
+    import mirror_pipeline.cli.dagster_recording as dagster_recording
+
+    return dagster_recording
+
+
+def _record(config: PipelineConfig, as_json: bool, record: Callable) -> None:
+    try:
+        record(_dagster_side())
+    except Exception as exc:  # the work is done: a record that could not be written is a warning, not a failure
+        if debug_requested():
+            traceback.print_exception(exc, file=sys.stderr)
+        warn(f"not recorded in the Dagster instance ({os.environ.get('DAGSTER_HOME') or './.dagster-home'}): "
+             f"{reason(exc, config.secret_values())}", as_json)
+
+
+def reason(exc: BaseException, secrets: Sequence[str]) -> str:
+    """One line saying why, without the file's secrets or a URL's credentials."""
+    said = str(exc) if isinstance(exc, MirrorError) else f"{type(exc).__name__}: {exc}"
+    said = _URL_CREDENTIALS.sub("***@", scrub(" ".join(said.split()), secrets))
+    return said if len(said) <= _MAX_REASON else said[: _MAX_REASON - 3] + "..."
+
+
+def warn(message: str, as_json: bool = False) -> None:
+    if as_json:
+        click.echo(json.dumps({"warning": message}), err=True)
+    else:
+        click.echo(f"warning: {printable(message, keep='')}", err=True)

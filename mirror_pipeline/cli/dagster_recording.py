@@ -1,0 +1,105 @@
+"""The CLI's work as asset events in the Dagster instance the UI reads, outside any run.
+
+Imported only through `dagster_events` (which turns any failure here into a
+warning). The instance is `$DAGSTER_HOME`, else `./.dagster-home`, exactly the
+one promote and failover runs are recorded in (`dagster_runs.dagster_instance`).
+Events go in with `DagsterInstance.report_runless_asset_event`, under the asset
+keys the code location defines (`mirror_pipeline_dagster.naming`), and carry
+the same metadata as a materialization by a Dagster run, built by the same
+functions. The mirrors become partitions first, so the UI lists them at once.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
+
+import mirror_pipeline.cli.dagster_runs as dagster_runs  # also reached through here: `dagster_events.dagster_runs()`
+from mirror_pipeline import engine
+from mirror_pipeline.cli.dagster_runs import dagster_instance
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.model.offset_results import OffsetSyncResult
+from mirror_pipeline.model.results import CycleResult
+from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
+from mirror_pipeline_dagster.mirror_metadata import materialization_metadata
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.offset_sync import (
+    group_rows,
+    mirror_groups_metadata,
+    offset_sync_metadata,
+    offsets_in_sync_result,
+)
+
+
+def record_cycle(link: str, result: CycleResult, mirrors: Sequence[str], origin: str) -> None:
+    """Per mirror of the cycle (and per mirror asked for, copied or not), a `mirror_data` materialization."""
+    names = LinkNames(link)
+    covered = sorted(set(result.mirrors) | set(mirrors))
+    with _instance() as instance:
+        register(instance, names, covered)
+        for mirror in covered:
+            instance.report_runless_asset_event(
+                AssetMaterialization(
+                    asset_key=names.mirror_data_key,
+                    partition=mirror,
+                    metadata=materialization_metadata(result, mirror),
+                    description=_by(origin),
+                )
+            )
+
+
+def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResult, mirrors: Sequence[str],
+                       origin: str) -> None:
+    """Per mirror synced, a `consumer_offsets` materialization; then the `offsets_in_sync` check's outcome."""
+    names = LinkNames(link)
+    # With no mirror named, the sync covered the link's syncable mirrors (engine.sync_offsets).
+    covered = sorted(set(mirrors)) or sorted(
+        m.mirror_topic for m in engine.list_mirrors(config, link) if m.state in OFFSET_SYNCED_STATES
+    )
+    groups = group_rows(result)
+    totals = offset_sync_metadata(result, groups)
+    check = offsets_in_sync_result(names, result)
+    with _instance() as instance:
+        register(instance, names, covered)
+        for mirror in covered:
+            instance.report_runless_asset_event(
+                AssetMaterialization(
+                    asset_key=names.consumer_offsets_key,
+                    partition=mirror,
+                    metadata={**totals, **mirror_groups_metadata(groups, mirror)},
+                    description=_by(origin),
+                )
+            )
+        instance.report_runless_asset_event(
+            AssetCheckEvaluation(
+                asset_key=names.consumer_offsets_key,
+                check_name=check.check_name,
+                passed=check.passed,
+                severity=check.severity,
+                description=check.description,
+                metadata=check.metadata,
+            )
+        )
+
+
+def register_mirrors(link: str, mirrors: Sequence[str]) -> None:
+    with _instance() as instance:
+        register(instance, LinkNames(link), mirrors)
+
+
+def register(instance: DagsterInstance, names: LinkNames, mirrors: Sequence[str]) -> None:
+    """The mirrors as keys of the link's dynamic partitions (the ones already there are left as they are)."""
+    known = set(instance.get_dynamic_partitions(names.mirrors_partitions))
+    new = [m for m in dict.fromkeys(mirrors) if m not in known]
+    if new:
+        instance.add_dynamic_partitions(names.mirrors_partitions, new)
+
+
+def _instance() -> DagsterInstance:
+    """The UI's instance; used in `with`, so it is closed after use (a CLI process does not keep it)."""
+    return dagster_instance()
+
+
+def _by(origin: str) -> str:
+    return f"recorded by `mirror-pipeline {origin}` (the CLI, outside a Dagster run)"

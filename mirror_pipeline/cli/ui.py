@@ -1,0 +1,321 @@
+"""`mirror-pipeline ui`: the Dagster UI and the Dagster daemon for the current config, in one command.
+
+How Dagster runs here. Dagster 1.13 marks `dagster dev` superseded by `dg dev`
+and warns so at every start; `dg dev` needs the `dagster-dg-cli` package and a
+`dg` project (a `defs` package declared in `pyproject.toml`), which this
+project, one code location that `workspace.yaml` loads from a config file, is
+not. So this command starts what Dagster's guide "Deploying Dagster as a
+service" names, the same three processes `dagster dev` starts itself, as
+children sharing one `$DAGSTER_HOME`:
+
+    dagster code-server start -m mirror_pipeline_dagster.definitions --location-name mirror-pipeline --socket S
+    dagster-daemon run -w W                       W: a workspace file with one `grpc_server` entry, S
+    dagster-webserver -w W -h HOST -p PORT
+
+One code server loads the definitions once for both (run alone with the
+project's `workspace.yaml`, the daemon starts a code server of its own and
+replaces it every minute), launches the runs, and "Reload definitions" in the
+UI restarts it to read an edited config. None of the three prints a
+deprecation warning.
+
+- The code location reads the config through `$MIRROR_PIPELINE_CONFIG`, set
+  for the children to the absolute path of `--config` (else
+  `$MIRROR_PIPELINE_CONFIG`, else `./mirror.yaml`). The file is validated
+  first: a bad file is the usual one-line error, and nothing starts.
+- `$DAGSTER_HOME`, else `./.dagster-home`: the instance the CLI records its
+  own Dagster runs in (`dagster_runs.dagster_instance`), holding the project's settings
+  (`deploy/dagster.yaml`: one run per link at a time), which are added to a
+  home that has no `dagster.yaml`. Its storage is created here, before the
+  children start, so they never race to create it.
+- A port already in use is one error line, before anything starts.
+- The children run in sessions of their own: Ctrl-C (or SIGTERM, SIGHUP)
+  reaches this process, which stops the webserver, the daemon and then the
+  code server the way Ctrl-C stops each (SIGINT), and kills whatever of a
+  child's process group is left after `STOP_WAIT_S` (runs still in progress
+  included: a cycle is crash-safe). If a child dies, the others are stopped
+  and the command fails naming it. On Linux the children also get SIGINT
+  should this process die without stopping them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable, NoReturn
+
+import click
+import yaml
+
+from mirror_pipeline.cli.common import config_option, ensure_dagster_home, fail, handle_errors, load
+from mirror_pipeline.cli.values import printable, shown
+from mirror_pipeline.config.loader import CONFIG_ENV_VAR
+from mirror_pipeline.model.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000  # Dagster's own default; below Linux's ephemeral range (32768-60999)
+# The one code location, as `workspace.yaml` declares it (a unit test keeps them equal).
+MODULE = "mirror_pipeline_dagster.definitions"
+LOCATION = "mirror-pipeline"
+POLL_S = 0.5
+STOP_WAIT_S = 30.0  # per child, after SIGINT, before its process group is killed
+LEFTOVER_WAIT_S = 10.0  # for what a child started (a run, the inner code server) once the child has exited
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP: stop as on Ctrl-C."""
+
+
+@click.command()
+@config_option
+@click.option("--host", "-H", default=DEFAULT_HOST, show_default=True,
+              help="Address the UI listens on (0.0.0.0: every interface).")
+@click.option("--port", "-p", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
+              help="Port the UI listens on.")
+@handle_errors
+def ui(config_path: str | None, host: str, port: int) -> None:
+    """Start the Dagster UI and the Dagster daemon for the config's links; Ctrl-C stops both.
+
+    The UI shows each link's assets, jobs, schedules, sensors and runs (the
+    CLI's too); the daemon runs the schedules and sensors that are on (see
+    dagster.automation.running) and the queued runs. Runs are recorded in
+    $DAGSTER_HOME, else ./.dagster-home (created with the project's settings).
+
+    \b
+    Example:
+      mirror-pipeline ui --config mirror.yaml --port 3000
+    """
+    config = load(config_path)
+    config_file = Path(config.path or config_path or "mirror.yaml").resolve()
+    _check_host_text(host)
+    _check_port_free(host, port)
+    home = _dagster_home()
+    env = {**os.environ, CONFIG_ENV_VAR: str(config_file), "DAGSTER_HOME": str(home)}
+    url = _url(host, port)
+    links = ", ".join(sorted(config.links)) or "none"
+    click.echo(f"Starting the Dagster UI and daemon for {printable(str(config_file))} (links: {printable(links)}), "
+               f"DAGSTER_HOME={printable(str(home))}")
+    with ExitStack() as stack:
+        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mirror-pipeline-ui-")))
+        code_socket = run_dir / "code.sock"
+        workspace = run_dir / "workspace.yaml"
+        workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
+            "socket": str(code_socket), "host": "localhost", "location_name": LOCATION}}]}))
+        children = _Children()
+        stack.callback(children.stop)
+        previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        stack.callback(lambda: [signal.signal(sig, handler) for sig, handler in previous.items()])
+        try:
+            children.start("the Dagster code server", [
+                *_tool("dagster", "dagster"), "code-server", "start", "-m", MODULE, "--location-name", LOCATION,
+                "--socket", str(code_socket)], env)
+            _wait_for(children, lambda: _accepts(code_socket))  # it binds once the definitions are loaded
+            children.start("dagster-daemon", [*_tool("dagster-daemon", "dagster._daemon"), "run",
+                                               "-w", str(workspace)], env)
+            children.start("dagster-webserver", [*_tool("dagster-webserver", "dagster_webserver"),
+                                                  "-w", str(workspace), "-h", host, "-p", str(port)], env)
+            _wait_for(children, lambda: _answers(f"{url}/server_info"))
+            click.echo(f"Dagster UI: {url}  (Ctrl-C stops the UI and the daemon)")
+            dead = children.wait_for_one_to_exit()
+        except (KeyboardInterrupt, _Stop):
+            click.echo("Stopping the Dagster UI and daemon...", err=True)
+            children.stop()
+            click.echo("Stopped.", err=True)
+            return
+        children.stop()
+        _died(dead)
+
+
+def _died(child: tuple[str, int]) -> NoReturn:
+    name, code = child
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    fail(f"{name} {how} (its output is above); the other Dagster processes were stopped")
+
+
+def _raise_stop(signum, frame) -> None:
+    raise _Stop()
+
+
+def _check_host_text(host: str) -> None:
+    if not host or not host.isprintable() or any(c.isspace() for c in host) or len(host) > 253:
+        raise click.BadParameter(f"{shown(host)} is not a host name or address", param_hint="'--host'")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """One clear line now, rather than the webserver's logs later."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        fail(f"--host {shown(host)}: cannot be resolved ({getattr(exc, 'strerror', None) or exc})")
+    with socket.socket(family, kind, proto) as probe:
+        # As uvicorn binds: a port whose last connection is only in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                fail(f"--port {port}: {_host_port(host, port)} is already in use (another Dagster UI?); "
+                     f"stop what listens there or pick another port with --port")
+            if exc.errno == errno.EACCES:
+                fail(f"--port {port}: not allowed to listen on {_host_port(host, port)}; pick a port above 1023")
+            fail(f"--host {shown(host)}: cannot listen on {_host_port(host, port)} ({exc.strerror or exc})")
+
+
+def _dagster_home() -> Path:
+    """`$DAGSTER_HOME` (made absolute, as Dagster requires), else ./.dagster-home, as the CLI's own runs use
+    (`dagster_runs.dagster_instance`); with the project's settings, and its storage created."""
+    given = os.environ.get("DAGSTER_HOME")
+    if not given:
+        home = ensure_dagster_home(Path(".dagster-home"))
+    else:
+        home = Path(given).resolve()
+        if not home.is_dir():
+            raise ConfigError(f"$DAGSTER_HOME {shown(given)} is not a directory: create it, or unset DAGSTER_HOME "
+                              f"to use ./.dagster-home")
+        if not (home / "dagster.yaml").exists():
+            ensure_dagster_home(home)
+            click.echo(f"Wrote the project's Dagster settings (deploy/dagster.yaml) to "
+                       f"{printable(str(home / 'dagster.yaml'))}")
+    from dagster import DagsterInstance  # Dagster takes seconds to import: only this command needs it here
+
+    with DagsterInstance.from_config(str(home)):  # creates the storage (SQLite schema) once, before the children
+        pass
+    return home
+
+
+def _tool(script: str, module: str) -> list[str]:
+    """The console script next to this Python (same virtualenv), else its module run by this Python."""
+    path = Path(sys.executable).parent / script
+    return [str(path)] if path.is_file() and os.access(path, os.X_OK) else [sys.executable, "-m", module]
+
+
+def _url(host: str, port: int) -> str:
+    """Where a browser on this machine reaches the UI."""
+    return f"http://{_host_port({'0.0.0.0': '127.0.0.1', '::': '::1'}.get(host, host), port)}"
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _wait_for(children: _Children, ready: Callable[[], bool]) -> None:
+    """Until `ready()`, however long loading takes, unless a child dies (then: fail)."""
+    while not ready():
+        dead = children.exited()
+        if dead:
+            children.stop()
+            _died(dead)
+        time.sleep(POLL_S)
+
+
+class _Children:
+    """The Dagster processes, each the leader of a process group of its own; stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, argv: list[str], env: dict) -> None:
+        self.procs[name] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=_child_signals)
+
+    def exited(self) -> tuple[str, int] | None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                return name, proc.returncode
+        return None
+
+    def wait_for_one_to_exit(self) -> tuple[str, int]:
+        while True:
+            dead = self.exited()
+            if dead:
+                return dead
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        """Each in reverse order: SIGINT (as Ctrl-C), wait, then kill what is left of its group. Idempotent."""
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                _signal(proc.pid, signal.SIGINT)
+            deadline = time.monotonic() + STOP_WAIT_S
+            while proc.poll() is None and time.monotonic() < deadline:
+                _quiet_sleep(POLL_S)
+            deadline = time.monotonic() + LEFTOVER_WAIT_S
+            while proc.poll() is not None and _group_alive(proc.pid) and time.monotonic() < deadline:
+                _quiet_sleep(POLL_S)
+            if _group_alive(proc.pid):
+                _kill_group(proc.pid)
+            proc.wait()
+        self.procs.clear()
+
+
+def _quiet_sleep(seconds: float) -> None:
+    """A second Ctrl-C while stopping does not cut the stop short."""
+    try:
+        time.sleep(seconds)
+    except (KeyboardInterrupt, _Stop):
+        pass
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _child_signals() -> None:
+    """In the child, before exec: SIGINT stops it even where this process ignores it (a `cmd &` of a
+    script), and on Linux it gets SIGINT if this process dies without stopping it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except Exception:  # noqa: BLE001 - best effort; never keep a child from starting
+        pass
