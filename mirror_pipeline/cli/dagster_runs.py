@@ -20,7 +20,7 @@ from mirror_pipeline_dagster.naming import LINK_TAG
 
 
 def dagster_instance() -> DagsterInstance:
-    """The instance `dagster dev` uses when started as the README shows."""
+    """The instance `mirror-pipeline ui` uses when started as the README shows."""
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))

@@ -31,7 +31,7 @@ def demo(records: int, config_path: Path) -> None:
         if sys.stderr.isatty():
             click.echo(f"\r    copied {done:,} of {total:,} records", err=True, nl=False)
 
-    ensure_dagster_home(Path(".dagster-home"))  # ready for the `dagster dev` line below
+    ensure_dagster_home(Path(".dagster-home"))  # ready for the `mirror-pipeline ui` line below
     result = run_demo(config_path, records, click.echo, progress)
     if sys.stderr.isatty():
         click.echo("", err=True)
@@ -54,6 +54,6 @@ def demo(records: int, config_path: Path) -> None:
         f"  .venv/bin/mirror-pipeline mirror describe {result.topic} --link west-to-east   # the mirror, per partition\n"
         f"  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
         f"  .venv/bin/mirror-pipeline offsets export --link west-to-east          # group offsets as a reset plan\n"
-        f"  DAGSTER_HOME=$PWD/.dagster-home .venv/bin/dagster dev -w workspace.yaml  # the Dagster UI\n"
+        f"  .venv/bin/mirror-pipeline ui                                          # the Dagster UI (and daemon)\n"
         f"  .venv/bin/mirror-pipeline local down                                   # stop the clusters"
     )
