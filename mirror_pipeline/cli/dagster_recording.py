@@ -38,15 +38,14 @@ def record_cycle(link: str, result: CycleResult, mirrors: Sequence[str], origin:
     covered = sorted(set(result.mirrors) | set(mirrors))
     with _instance() as instance:
         register(instance, names, covered)
-        for mirror in covered:
-            instance.report_runless_asset_event(
-                AssetMaterialization(
-                    asset_key=names.mirror_data_key,
-                    partition=mirror,
-                    metadata=materialization_metadata(result, mirror),
-                    description=_by(origin),
-                )
-            )
+        _materialize(instance, names.mirror_data_key, covered, lambda m: materialization_metadata(result, m), origin)
+
+
+def _materialize(instance, key, partitions: Sequence[str], metadata_of, origin: str) -> None:
+    """One runless materialization of `key` per partition, saying which command recorded it."""
+    for partition in partitions:
+        instance.report_runless_asset_event(AssetMaterialization(
+            asset_key=key, partition=partition, metadata=metadata_of(partition), description=_by(origin)))
 
 
 def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResult, mirrors: Sequence[str],
@@ -62,15 +61,8 @@ def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResu
     check = offsets_in_sync_result(names, result)
     with _instance() as instance:
         register(instance, names, covered)
-        for mirror in covered:
-            instance.report_runless_asset_event(
-                AssetMaterialization(
-                    asset_key=names.consumer_offsets_key,
-                    partition=mirror,
-                    metadata={**totals, **mirror_groups_metadata(groups, mirror)},
-                    description=_by(origin),
-                )
-            )
+        _materialize(instance, names.consumer_offsets_key, covered,
+                     lambda m: {**totals, **mirror_groups_metadata(groups, m)}, origin)
         instance.report_runless_asset_event(
             AssetCheckEvaluation(
                 asset_key=names.consumer_offsets_key,
