@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
-from mirror_pipeline.config.filters import FilterType, kind_of, parse_json, show_key, unknown_key_hint
+from mirror_pipeline.config.filters import FilterType, include_exclude, kind_of, parse_json, show_key, unknown_key_hint
 from mirror_pipeline.model.errors import ConfigError
 
 ANY = "any"
@@ -112,13 +112,7 @@ class AclFilters:
         return not self.filters
 
     def selects(self, binding: BindingKey) -> bool:
-        included = False
-        for f in self.filters:
-            if f.matches(binding):
-                if f.filter_type is FilterType.EXCLUDE:
-                    return False
-                included = True
-        return included
+        return include_exclude(self.filters, binding)
 
     def to_json(self) -> dict:
         return {LIST_KEY: [f.to_json() for f in self.filters]}

@@ -51,6 +51,17 @@ class NameFilter:
         }
 
 
+def include_exclude(filters, item) -> bool:
+    """The one selection rule of every filter list: some INCLUDE matches and no EXCLUDE does, in any order."""
+    included = False
+    for f in filters:
+        if f.matches(item):
+            if f.filter_type is FilterType.EXCLUDE:
+                return False
+            included = True
+    return included
+
+
 @dataclass(frozen=True)
 class NameFilters:
     filters: tuple[NameFilter, ...] = ()
@@ -64,13 +75,7 @@ class NameFilters:
         return not self.filters
 
     def selects(self, name: str) -> bool:
-        included = False
-        for f in self.filters:
-            if f.matches(name):
-                if f.filter_type is FilterType.EXCLUDE:
-                    return False
-                included = True
-        return included
+        return include_exclude(self.filters, name)
 
     def to_json(self, list_key: str = "topicFilters") -> dict:
         """The Cluster-Linking shape, e.g. `{"topicFilters": [{...}]}` (JSON-able)."""
