@@ -253,6 +253,9 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, payloads: Paylo
     """Write n records round-robin over the partitions; seconds from first produce to last ack."""
     failures: list[KafkaError] = []
     delivered = [0]
+    # With `delivery.report.only.error` (the mirror writer's setting) only failures
+    # are reported: then every record flush() does not leave behind was delivered.
+    errors_only = bool(conf.get("delivery.report.only.error"))
 
     def on_delivery(err, _msg):
         if err is not None:
@@ -278,6 +281,8 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, payloads: Paylo
             break
     remaining = p.flush(300)
     elapsed = time.perf_counter() - start
+    if errors_only:
+        delivered[0] = n - remaining - len(failures)
     if failures or remaining or delivered[0] != n:
         why = failures[0].str() if failures else f"{remaining} unacknowledged, {delivered[0]} of {n} delivered"
         raise RuntimeError(f"producing to {topic} failed: {why}")
@@ -327,6 +332,7 @@ class PhaseTimer:
     def __init__(self):
         self.current: dict[str, float] = {}
         self._originals: dict[str, Callable] = {}
+        self.units: list = []  # the copy tasks' results (`UnitResult`) since the last take_units()
 
     def install(self) -> None:
         for step, name in self.STEPS.items():
@@ -345,13 +351,39 @@ class PhaseTimer:
         def timed(*args, **kwargs):
             t0 = time.perf_counter()
             try:
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
+                if step == "spark_job":
+                    self.units.extend(out)
+                return out
             finally:
                 self.current[step] = self.current.get(step, 0.0) + time.perf_counter() - t0
         return timed
 
     def take(self) -> dict[str, float]:
         out, self.current = {k: round(v, 3) for k, v in self.current.items()}, {}
+        return out
+
+    def take_units(self) -> dict[str, Any]:
+        """The copy tasks' memory and replication latency since the last call (figures the tasks report).
+
+        The latency goes to the JSON only: the records are loaded before the copy
+        starts, so here it mostly measures how long they waited.
+        """
+        units, self.units = self.units, []
+        peaks = [u.rss_peak_bytes for u in units if getattr(u, "rss_peak_bytes", -1) > 0]
+        starts = [u.rss_start_bytes for u in units if getattr(u, "rss_start_bytes", -1) > 0]
+        timed = [u for u in units if getattr(u, "latency_records", 0) > 0]
+        out: dict[str, Any] = {"tasks": len(units)}
+        if peaks:
+            out["rss_peak_mib_max"] = round(max(peaks) / 2**20, 1)
+            out["rss_start_mib_max"] = round(max(starts) / 2**20, 1)
+            out["rss_growth_mib_max"] = round(max(u.rss_peak_bytes - u.rss_start_bytes for u in units
+                                                  if u.rss_peak_bytes > 0 and u.rss_start_bytes > 0) / 2**20, 1)
+        if timed:
+            count = sum(u.latency_records for u in timed)
+            out["latency_ms"] = {"records": count, "min": min(u.latency_min_ms for u in timed),
+                                 "avg": round(sum(u.latency_sum_ms for u in timed) / count, 1),
+                                 "max": max(u.latency_max_ms for u in timed)}
         return out
 
 
@@ -587,8 +619,10 @@ def main(argv: list[str] | None = None) -> int:
         timer = PhaseTimer()
         timer.install()
         try:
+            timer.take_units()
             with measured("mirror_copy"):
                 cycles = run_cycles_until_caught_up(cfg, spark, timer, args.max_cycles)
+            cold_tasks = timer.take_units()
             copied = sum(c["records"] for c in cycles)
             copied_bytes = sum(c["bytes"] for c in cycles)
             total_wall = sum(c["wall_s"] for c in cycles)
@@ -608,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sanity": sanity,
                 "source_end_offsets": src_ends,
                 "mirror_end_offsets": mirror_ends,
+                "tasks": cold_tasks,
             }
             say(f"mirror: sanity {sanity}: source ends {src_ends}, mirror ends {mirror_ends}")
 
@@ -637,8 +672,10 @@ def main(argv: list[str] | None = None) -> int:
                 warm_name = f"{src}-warm"
                 engine.create_mirror(cfg, LINK, src, warm_name)
                 say(f"mirror (warm): copying {src} again into b:{warm_name} with the same Spark session")
+                timer.take_units()
                 with measured("mirror_warm_copy"):
                     warm_cycles = run_cycles_until_caught_up(cfg, spark, timer, args.max_cycles, mirrors=[warm_name])
+                warm_tasks = timer.take_units()
                 w_records = sum(c["records"] for c in warm_cycles)
                 w_job_s = sum(c["steps_s"].get("spark_job", 0.0) for c in warm_cycles)
                 w_bytes = sum(c["bytes"] for c in warm_cycles)
@@ -650,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
                     "spark_job": rate(w_records, w_bytes, w_job_s) if w_job_s else None,
                     "sanity": "OK" if w_ok else "MISMATCH",
                     "mirror_end_offsets": w_ends,
+                    "tasks": warm_tasks,
                 }
                 say(f"mirror (warm): sanity {report['mirror_warm']['sanity']}")
         finally:
@@ -757,6 +795,12 @@ def render_table(r: dict) -> str:
     if w:
         lines.append(f"{'mirror warm sanity: per-partition end offsets':<{W}} {w['sanity']:>9}"
                      + ("" if w["sanity"] == "OK" else f"   mirror {w['mirror_end_offsets']}"))
+    for label, fig in (("cold", m), ("warm", w)):
+        tasks = (fig or {}).get("tasks") or {}
+        if "rss_peak_mib_max" in tasks:
+            lines.append(f"{'mirror ' + label + ': copy task peak RSS, max of ' + str(tasks['tasks']) + ' tasks (MiB)':<{W}} "
+                         f"{tasks['rss_peak_mib_max']:>9.0f}   (at task start {tasks['rss_start_mib_max']:.0f}, "
+                         f"growth {tasks['rss_growth_mib_max']:.0f})")
     if "records_on_remote" in mm2:
         extra = mm2["records_on_remote"] - p["records"]
         lines.append(f"{'MM2 sanity: records on the remote topic':<{W}} {mm2['records_on_remote']:>9,}"

@@ -55,6 +55,9 @@ ROLE_SETTINGS: dict[str, dict[str, object]] = {
         "queue.buffering.max.messages": 1000000,
         "queue.buffering.max.kbytes": 1048576,
         "message.max.bytes": 104857600,
+        # Delivery callbacks for failures only: a success costs no Python object
+        # (confluent-kafka implements this itself; a bool, not a string).
+        "delivery.report.only.error": True,
     },
     # Reads internal state topics: only what committed transactions wrote.
     "state-reader": {

@@ -12,7 +12,12 @@ Because everything lives in Kafka, a fresh machine with a fresh Dagster
 instance recovers it all. Segment writes are transactional under a
 transactional id per mirror partition: starting a new writer fences the old
 one, which is how two overlapping cycles are kept from both writing a
-partition.
+partition (`state_writers`). Both topics are read through this process's
+`compacted_view`, which fetches only what was written since its last read.
+
+The keys (`state_keys`), the writers (`state_writers`) and the topic readers
+(`topic_reading`) live in their own modules; their names are importable from
+here too.
 """
 
 from __future__ import annotations
@@ -21,17 +26,36 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
+from mirror_pipeline.link.compacted_view import cluster_key, read_compacted
+from mirror_pipeline.link.state_keys import (
+    acl_key,
+    link_key,
+    mirror_key,
+    segment_key,
+    state_writer_id,
+    transactional_id,
+)
+from mirror_pipeline.link.state_writers import TRANSACTION_TIMEOUT_MS, SegmentWriter, TransactionalWriter
+from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, read_topic, topic_end
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import may_copy
+
+# Names that moved to their own modules and are still imported from here.
+__all__ = [
+    "STATE_TOPIC_CONFIG", "SETTLE_TIMEOUT_S", "TRANSACTION_TIMEOUT_MS", "STATE_WRITE_ATTEMPTS",
+    "Registry", "SegmentSnapshot", "SegmentWriter", "StateStore", "TransactionalWriter",
+    "acl_key", "ensure_internal_topics", "link_key", "mirror_key", "read_topic", "segment_key",
+    "state_writer_id", "topic_end", "transactional_id",
+]
 
 STATE_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -42,28 +66,8 @@ STATE_TOPIC_CONFIG = {
     "retention.ms": "-1",
 }
 
-
-# How long a reader waits for transactions open on an internal topic to end.
-# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
-# aborts a timed-out one at its next check (every 10 s by default).
-TRANSACTION_TIMEOUT_MS = 10000
-SETTLE_TIMEOUT_S = 30.0
-
-
-def segment_key(link: str, mirror: str, partition: int, dest_start: int) -> str:
-    return f"{link}/{mirror}/{partition}/{dest_start:020d}"
-
-
-def mirror_key(link: str, mirror: str) -> str:
-    return f"mirror/{link}/{mirror}"
-
-
-def link_key(link: str) -> str:
-    return f"link/{link}"
-
-
-def acl_key(link: str) -> str:
-    return f"acl/{link}"
+# Rounds of fence, read, decide, commit before a state change gives up.
+STATE_WRITE_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -72,24 +76,6 @@ class Registry:
 
     mirrors: dict[str, dict[str, MirrorInfo]]
     links: dict[str, dict]
-
-
-def transactional_id(link: str, mirror: str, partition: int) -> str:
-    """One writer identity per mirror partition: a new writer fences the previous one.
-
-    Joined by `/`, which no link or topic name holds, so no two partitions share
-    an identity (with `.`, link `a` + topic `b.c` was link `a.b` + topic `c`).
-    """
-    return f"mirror-pipeline/{link}/{mirror}/{partition}"
-
-
-def state_writer_id(link: str) -> str:
-    """One writer identity per link for its mirror records (a `/` never appears in a topic name)."""
-    return f"mirror-pipeline/{link}/state"
-
-
-# Rounds of fence, read, decide, commit before a state change gives up.
-STATE_WRITE_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -135,6 +121,7 @@ class StateStore:
         self.offset_map_topic = offset_map_topic
         self._props = dest_properties
         self._admin: AdminClient | None = None
+        self._cluster = cluster_key(dest_properties)
 
     # --- plumbing -----------------------------------------------------------------
     @property
@@ -150,8 +137,11 @@ class StateStore:
             self._admin = kc.admin_client(self.conf("admin"))
         return self._admin
 
-    def _exists(self, topic: str) -> bool:
-        return kc.topic_partitions(self.admin, topic, self.dest_alias) is not None
+    def read_latest(self, topic: str) -> tuple[Mapping[str, bytes], int] | None:
+        """The latest value of every key of internal topic `topic` up to its settled end, and
+        that end; None when the topic does not exist (see `compacted_view`)."""
+        snapshot = read_compacted(self.conf("state-reader"), self.admin, topic, self.dest_alias, self._cluster)
+        return None if snapshot is None else (snapshot.latest, snapshot.end)
 
     def ensure_topics(self) -> None:
         """Create the internal topics when missing (a cluster that forbids it can pre-create them)."""
@@ -168,21 +158,18 @@ class StateStore:
         return self.read_registry().mirrors
 
     def read_registry(self) -> Registry:
-        latest: dict[tuple[str, str], MirrorInfo | None] = {}
-        links: dict[str, dict | None] = {}
-        if not self._exists(self.state_topic):
+        state = self.read_latest(self.state_topic)
+        if state is None:
             return Registry({}, {})
-        for key, value, _ in read_topic(self.conf("state-reader"), self.admin, self.state_topic, self.dest_alias):
+        mirrors: dict[str, dict[str, MirrorInfo]] = {}
+        links: dict[str, dict] = {}
+        for key, value in state[0].items():
             if key.startswith("mirror/"):
                 link, mirror = key[len("mirror/"):].split("/", 1)
-                latest[(link, mirror)] = None if value is None else MirrorInfo.from_dict(json.loads(value))
+                mirrors.setdefault(link, {})[mirror] = MirrorInfo.from_dict(json.loads(value))
             elif key.startswith("link/"):
-                links[key[len("link/"):]] = None if value is None else json.loads(value)
-        out: dict[str, dict[str, MirrorInfo]] = {}
-        for (link, mirror), info in latest.items():
-            if info is not None:
-                out.setdefault(link, {})[mirror] = info
-        return Registry(out, {link: record for link, record in links.items() if record is not None})
+                links[key[len("link/"):]] = json.loads(value)
+        return Registry(mirrors, links)
 
     def copyable(self) -> set[str]:
         """This link's mirrors that a writer may copy into now (read after taking a writer, it decides)."""
@@ -193,10 +180,9 @@ class StateStore:
 
     def read_acl_record(self) -> dict:
         """What ACL sync recorded for this link ({} before its first sync)."""
-        exists = self._exists(self.state_topic)
-        records = read_topic(self.conf("state-reader"), self.admin, self.state_topic, self.dest_alias) if exists else ()
-        found = [value for key, value, _ in records if key == acl_key(self.link)]
-        return json.loads(found[-1]) if found and found[-1] is not None else {}
+        state = self.read_latest(self.state_topic)
+        value = None if state is None else state[0].get(acl_key(self.link))
+        return {} if value is None else json.loads(value)
 
     def put_acl_record(self, record: dict) -> None:
         self._write_plain(self.state_topic, acl_key(self.link), json.dumps(record, sort_keys=True).encode())
@@ -233,7 +219,7 @@ class StateStore:
         if not list(decide(dict(current))):
             return current  # nothing to change: no need to take the writer
         for attempt in range(STATE_WRITE_ATTEMPTS):
-            writer = _TransactionalWriter(self._props, self.link, state_writer_id(self.link), self.state_topic)
+            writer = TransactionalWriter(self._props, self.link, state_writer_id(self.link), self.state_topic)
             try:
                 writer.fence()
                 current = self.read_mirrors()
@@ -260,138 +246,19 @@ class StateStore:
 
     # --- offset-map segments ------------------------------------------------------------
     def read_segments(self, mirrors: Iterable[str] | None = None) -> SegmentSnapshot:
+        """This link's segments (of `mirrors`, or all), in key order per partition (the
+        zero-padded mirror offset in the key makes that mirror-offset order)."""
         wanted = set(mirrors) if mirrors is not None else None
-        if not self._exists(self.offset_map_topic):
+        offset_map = self.read_latest(self.offset_map_topic)
+        if offset_map is None:
             return SegmentSnapshot({}, 0)
+        latest, end = offset_map
         prefix = f"{self.link}/"
-        latest: dict[str, bytes | None] = {}
-        end = topic_end(self.admin, self.offset_map_topic, self.dest_alias)
-        for key, value, offset in read_topic(self.conf("state-reader"), self.admin, self.offset_map_topic,
-                                             self.dest_alias, end=end):
-            if key.startswith(prefix):
-                latest[key] = value
         by_partition: dict[tuple[str, int], list[tuple[str, Segment]]] = defaultdict(list)
-        for key, value in latest.items():
-            if value is None:
-                continue
+        for key in sorted(k for k in latest if k.startswith(prefix)):
             _, mirror, partition, _ = key.split("/")
             if wanted is None or mirror in wanted:
-                by_partition[(mirror, int(partition))].append((key, Segment.from_json(value)))
+                by_partition[(mirror, int(partition))].append((key, Segment.from_json(latest[key])))
         return SegmentSnapshot(dict(by_partition), end)
 
 
-class _TransactionalWriter:
-    """A fenced transactional producer of one internal topic.
-
-    `fence()` (init_transactions) aborts whatever an older writer with the same
-    transactional id left open and makes its further commits fail; every write
-    after that is one transaction, so its records land whole or not at all.
-    """
-
-    def __init__(self, dest_properties: dict, link: str, txn_id: str, topic: str, where: str = ""):
-        self.topic = topic
-        self.where = where or f"link '{link}' state"
-        self._producer = kc.producer(
-            kc.client_config(dest_properties, link, "state-writer",
-                             **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
-        )
-
-    def fence(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._producer.init_transactions(max(1.0, deadline - time.monotonic()))
-                return
-            except KafkaException as exc:
-                # e.g. CONCURRENT_TRANSACTIONS while the old writer's transaction is aborted
-                if not kc.is_retriable(exc) or time.monotonic() > deadline:
-                    raise self._error(exc, "taking over as its writer") from None
-                time.sleep(0.2)
-
-    def write(self, records: Iterable[tuple[str, bytes | None]], doing: str = "recording progress") -> None:
-        """Write (key, value) records in one transaction; a None value deletes the key."""
-        p = self._producer
-        try:
-            p.begin_transaction()
-            for key, value in records:
-                p.produce(self.topic, key=key.encode(), value=value)
-            p.commit_transaction(30.0)
-        except KafkaException as exc:
-            raise self._error(exc, doing) from None
-
-    def _error(self, exc: KafkaException, doing: str) -> MirrorError:
-        if kc.is_fenced(exc):
-            return ConcurrentWriter(f"{self.where}: another writer took over while {doing}; this writer stopped")
-        return MirrorError(f"{self.where}: {doing} failed: {kc.error_name(exc)}")
-
-    def close(self) -> None:
-        self._producer.flush(5)
-
-
-class SegmentWriter(_TransactionalWriter):
-    """The fenced writer of one mirror partition's segments (see `_TransactionalWriter`).
-
-    Fencing it is also how a stop cuts off every copy task of the partition:
-    a task can announce no chunk after another writer fenced it.
-    """
-
-    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str):
-        super().__init__(dest_properties, link, transactional_id(link, mirror, partition), offset_map_topic,
-                         where=f"mirror '{mirror}' partition {partition}")
-        self.link, self.mirror, self.partition = link, mirror, partition
-
-    def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
-        """Write segments and delete segment keys, in one transaction."""
-        records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
-        super().write(records + [(key, None) for key in deletes])
-
-
-def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTLE_TIMEOUT_S) -> int:
-    """The end of everything written to `topic` so far, once every transaction in it has ended.
-
-    Invariant: whatever was written (and acknowledged) before this call is
-    below the returned offset and readable by a read_committed reader. The last
-    stable offset alone does not give that: a transaction still open (or a
-    commit whose markers are not written yet) holds it back, and anything
-    committed after that point would be silently missing from the read.
-    """
-    high = kc.list_offsets(admin, [(topic, 0)], "latest", alias, read_committed=False)[(topic, 0)]
-    deadline = time.monotonic() + timeout
-    while True:
-        stable = kc.list_offsets(admin, [(topic, 0)], "latest", alias)[(topic, 0)]
-        if stable >= high:
-            return high
-        if time.monotonic() > deadline:
-            raise MirrorError(
-                f"cluster '{alias}': internal topic '{topic}' has had a transaction open for over {timeout:.0f}s "
-                f"(a writer killed mid-write; the broker aborts it after its timeout): its state cannot be read "
-                f"completely yet, so nothing was decided from it. Retry in a minute"
-            )
-        time.sleep(0.05)
-
-
-def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: int = 0, timeout: float = 30.0,
-               end: int | None = None) -> Iterator[tuple[str, bytes | None, int]]:
-    """Every committed (key, value, offset) of a single-partition topic from `start` to `end`
-    (default: its settled end, see `topic_end`)."""
-    end = topic_end(admin, topic, alias) if end is None else end
-    if end <= start:
-        return
-    cons = kc.consumer(conf)
-    try:
-        tp = TopicPartition(topic, 0, start)
-        cons.assign([tp])
-        deadline = time.monotonic() + timeout
-        while True:
-            for msg in cons.consume(10000, 0.05):
-                if msg.error():
-                    raise MirrorError(f"cluster '{alias}': reading '{topic}' failed: {msg.error().str()}")
-                if msg.offset() >= end:
-                    return
-                yield msg.key().decode(), msg.value(), msg.offset()
-            if cons.position([TopicPartition(topic, 0)])[0].offset >= end:
-                return
-            if time.monotonic() > deadline:
-                raise MirrorError(f"cluster '{alias}': reading '{topic}' did not reach offset {end} within {timeout:.0f}s")
-    finally:
-        cons.close()

@@ -1,0 +1,90 @@
+"""Fenced transactional writers of a link's internal topics.
+
+Segment writes are transactional under a transactional id per mirror
+partition, mirror records under one per link (see `state_keys`): starting a
+new writer fences the old one, which is how two overlapping cycles are kept
+from both writing a partition, and how a state change is a compare-and-set.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from confluent_kafka import KafkaException
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_keys import segment_key, transactional_id
+from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
+from mirror_pipeline.model.offset_map import Segment
+
+# How long a reader waits for transactions open on an internal topic to end.
+# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
+# aborts a timed-out one at its next check (every 10 s by default).
+TRANSACTION_TIMEOUT_MS = 10000
+
+
+class TransactionalWriter:
+    """A fenced transactional producer of one internal topic.
+
+    `fence()` (init_transactions) aborts whatever an older writer with the same
+    transactional id left open and makes its further commits fail; every write
+    after that is one transaction, so its records land whole or not at all.
+    """
+
+    def __init__(self, dest_properties: dict, link: str, txn_id: str, topic: str, where: str = ""):
+        self.topic = topic
+        self.where = where or f"link '{link}' state"
+        self._producer = kc.producer(
+            kc.client_config(dest_properties, link, "state-writer",
+                             **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+        )
+
+    def fence(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._producer.init_transactions(max(1.0, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                # e.g. CONCURRENT_TRANSACTIONS while the old writer's transaction is aborted
+                if not kc.is_retriable(exc) or time.monotonic() > deadline:
+                    raise self._error(exc, "taking over as its writer") from None
+                time.sleep(0.2)
+
+    def write(self, records: Iterable[tuple[str, bytes | None]], doing: str = "recording progress") -> None:
+        """Write (key, value) records in one transaction; a None value deletes the key."""
+        p = self._producer
+        try:
+            p.begin_transaction()
+            for key, value in records:
+                p.produce(self.topic, key=key.encode(), value=value)
+            p.commit_transaction(30.0)
+        except KafkaException as exc:
+            raise self._error(exc, doing) from None
+
+    def _error(self, exc: KafkaException, doing: str) -> MirrorError:
+        if kc.is_fenced(exc):
+            return ConcurrentWriter(f"{self.where}: another writer took over while {doing}; this writer stopped")
+        return MirrorError(f"{self.where}: {doing} failed: {kc.error_name(exc)}")
+
+    def close(self) -> None:
+        self._producer.flush(5)
+
+
+class SegmentWriter(TransactionalWriter):
+    """The fenced writer of one mirror partition's segments (see `TransactionalWriter`).
+
+    Fencing it is also how a stop cuts off every copy task of the partition:
+    a task can announce no chunk after another writer fenced it.
+    """
+
+    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str):
+        super().__init__(dest_properties, link, transactional_id(link, mirror, partition), offset_map_topic,
+                         where=f"mirror '{mirror}' partition {partition}")
+        self.link, self.mirror, self.partition = link, mirror, partition
+
+    def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
+        """Write segments and delete segment keys, in one transaction."""
+        records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
+        super().write(records + [(key, None) for key in deletes])

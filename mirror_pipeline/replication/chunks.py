@@ -1,0 +1,209 @@
+"""A copy task's records chunk by chunk: reading a unit's range, producing a chunk, timing it.
+
+Per-record work happens in C (confluent-kafka's methods driven by `map`,
+`zip` and `starmap`), not in a Python loop; see `produce_chunk`.
+`unit` below is a `copier.WorkUnit` (not imported: the copier imports this module).
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, bisect_right
+from collections import deque
+from itertools import accumulate, repeat, starmap
+from operator import add, itemgetter, length_hint
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, Message, TopicPartition
+
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.offset_map import runs_of
+from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
+
+IDLE_TIMEOUT_S = 60.0
+POLL_S = 0.05
+# Records asked of the consumer at once (fewer when a chunk is nearly full).
+CONSUME_BATCH = 10000
+FIRST_CONSUME_BATCH = 100
+
+offset_of = Message.offset
+key_of = Message.key
+value_of = Message.value
+headers_of = Message.headers
+timestamp_of = Message.timestamp
+error_of = Message.error
+_second = itemgetter(1)
+_first = itemgetter(0)
+
+
+def chunk_runs(offsets: list[int]) -> tuple[tuple[int, int], ...]:
+    """`runs_of(offsets)` as a tuple, without a Python step per record when there is no gap."""
+    n = len(offsets)
+    if n and offsets[-1] - offsets[0] == n - 1:  # strictly increasing, so consecutive
+        return ((offsets[0], n),)
+    return tuple(runs_of(offsets))
+
+
+def chunk_timestamps(stamps: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """(timestamps to produce with, timestamps that count for latency) of a chunk's `(type, ts)` pairs.
+
+    A record without a timestamp (TIMESTAMP_NOT_AVAILABLE) is produced with 0,
+    which lets the producer stamp it, and counts for no latency.
+    """
+    ts = list(map(_second, stamps))
+    if not stamps or min(map(_first, stamps)) != TIMESTAMP_NOT_AVAILABLE:
+        return ts, ts
+    return ([t if kind != TIMESTAMP_NOT_AVAILABLE else 0 for kind, t in stamps],
+            [t for kind, t in stamps if kind != TIMESTAMP_NOT_AVAILABLE])
+
+
+class Latency:
+    """Min, max and sum of (ack time - record timestamp) over records, kept per chunk in O(1)."""
+
+    def __init__(self):
+        self.count = 0
+        self.low = self.high = -1
+        self.total = 0
+
+    def add(self, timestamps: list[int], acked_ms: int) -> None:
+        if not timestamps:
+            return
+        low, high = acked_ms - max(timestamps), acked_ms - min(timestamps)
+        self.low = low if not self.count else min(self.low, low)
+        self.high = high if not self.count else max(self.high, high)
+        self.count += len(timestamps)
+        self.total += len(timestamps) * acked_ms - sum(timestamps)
+
+    def figures(self) -> tuple[int, int, int, int]:
+        """(min, max, sum, records timed); -1, -1, 0, 0 when no record was."""
+        return (self.low, self.high, self.total, self.count) if self.count else (-1, -1, 0, 0)
+
+
+def produce_chunk(out, topic: str, partition: int, chunk: list, timestamps: list[int]) -> None:
+    """Produce every record of `chunk` to `topic`/`partition`, in order, with its key, value,
+    headers and timestamp.
+
+    The records go through `Producer.produce` positionally (topic, value, key,
+    partition, callback, on_delivery, timestamp, headers), driven by `starmap`
+    so no Python code runs per record. The queue has room for a whole chunk
+    (MemoryPlan); should it be full anyway, the rest of the chunk is produced
+    one by one, waiting for room (never dropping a record).
+    """
+    values = iter(chunk)
+    calls = zip(repeat(topic), map(value_of, values), map(key_of, chunk), repeat(partition), repeat(None), repeat(None),
+                timestamps, map(headers_of, chunk))
+    try:
+        deque(starmap(out.produce, calls), maxlen=0)
+    except BufferError:
+        # `values` moved once per call made, the failed one included.
+        failed = len(chunk) - length_hint(values) - 1
+        for msg, ts in zip(chunk[failed:], timestamps[failed:]):
+            _produce(out, topic, msg.value(), msg.key(), partition, None, None, ts, msg.headers())
+
+
+def _produce(out, topic: str, *record) -> None:
+    """Produce, waiting for room when the local queue is full (never dropping the record)."""
+    while True:
+        try:
+            out.produce(topic, *record)
+            return
+        except BufferError:
+            out.poll(0.1)
+
+
+class ChunkReader:
+    """Reads a unit's source range chunk by chunk: committed records below `source_until`,
+    at most `chunk_records` of them and `max_bytes` of memory a chunk (key + value
+    + RECORD_OVERHEAD_BYTES each; one record at least, however big).
+
+    Records read past the end of a chunk (the consumer hands out whole batches)
+    are kept and start the next chunk; the consumer is asked for about as many
+    records as the chunk has room for, by the sizes seen so far, so they are few.
+    """
+
+    def __init__(self, reader, unit, max_bytes: int):
+        self.reader, self.unit, self.max_bytes = reader, unit, max_bytes
+        self.tp = TopicPartition(unit.source_topic, unit.partition)
+        self.pending: list = []
+        self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
+
+    def next_chunk(self, position: int) -> tuple[list, int]:
+        """The next chunk and the new read position (past its last record, and past any
+        gap the consumer crossed when the chunk ends where the consumer stands)."""
+        unit, max_bytes = self.unit, self.max_bytes
+        chunk: list = []
+        size = 0
+        idle_since = time.monotonic()
+        while True:
+            room = unit.chunk_records - len(chunk)
+            if self.pending:
+                msgs, self.pending = self.pending, []
+            else:
+                if self.record_bytes:
+                    want = max(1, min(CONSUME_BATCH, room, (max_bytes - size) // self.record_bytes + 1))
+                else:  # a first small batch tells the size of the records
+                    want = min(FIRST_CONSUME_BATCH, room)
+                # consume() waits out its whole timeout unless the batch fills up, so
+                # it is kept short; the position check below notices the end of the range.
+                msgs = self.reader.consume(want, POLL_S)
+                if msgs and any(map(error_of, msgs)):
+                    msgs = without_errors(msgs, unit, position)
+            end_reached = False
+            if msgs:
+                idle_since = time.monotonic()
+                if msgs[-1].offset() >= unit.source_until:
+                    msgs = msgs[:bisect_left(list(map(offset_of, msgs)), unit.source_until)]
+                    end_reached = True
+            if msgs:
+                # Memory the chunk holds after each record of the batch, and so how many fit.
+                held = list(accumulate(map(add, map(add, map(len, msgs), map(length_hint, map(key_of, msgs))),
+                                           repeat(RECORD_OVERHEAD_BYTES)), initial=size))
+                self.record_bytes = max(1, (held[-1] - size) // len(msgs))
+                take = min(len(msgs), room, bisect_right(held, max_bytes) - 1)
+                if take == 0 and not chunk:
+                    take = 1  # a record bigger than a whole chunk still goes, alone
+                if take < len(msgs):
+                    self.pending = msgs[take:]
+                    del msgs[take:]
+                if msgs:
+                    chunk += msgs
+                    size = held[take]
+                    position = msgs[-1].offset() + 1
+                if self.pending:
+                    return chunk, position
+            if end_reached:
+                return chunk, unit.source_until
+            # The consumer's position moves past aborted records and transaction
+            # markers that it never hands out; that is how a trailing gap is crossed.
+            # (Every record the consumer handed out is in the chunk at this point.)
+            consumer_position = self.reader.position([self.tp])[0].offset
+            if consumer_position >= unit.source_until:
+                return chunk, unit.source_until
+            position = max(position, consumer_position)
+            if (not msgs and chunk) or len(chunk) >= unit.chunk_records or size >= max_bytes:
+                return chunk, position
+            if time.monotonic() - idle_since > IDLE_TIMEOUT_S:
+                raise MirrorError(
+                    f"source topic '{unit.source_topic}' partition {unit.partition}: no progress at offset {position} "
+                    f"for {IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {unit.source_until})"
+                )
+
+
+def without_errors(msgs: list, unit, position: int) -> list:
+    """The records of a consumed batch; raises on any error other than a partition EOF."""
+    records = []
+    for msg in msgs:
+        err = msg.error()
+        if err is None:
+            records.append(msg)
+            continue
+        if err.code() == KafkaError._PARTITION_EOF:
+            continue
+        if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise MirrorError(
+                f"source topic '{unit.source_topic}' partition {unit.partition}: the link's source principal "
+                f"may not read it (TOPIC_AUTHORIZATION_FAILED: it needs READ on the topic)")
+        raise MirrorError(
+            f"source topic '{unit.source_topic}' partition {unit.partition}: read failed at offset "
+            f"{position}: {err.str()}"
+        )
+    return records

@@ -1,0 +1,129 @@
+"""A copy task's memory: the budget split between the buffers that hold records, and measuring it.
+
+See `MemoryPlan`. `rss` and `return_free_memory` let a task report its own
+peak and hand freed memory back to the system between units (a Spark Python
+worker is reused from task to task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+# What a task's buffers may hold unless the link says otherwise (`mirror.task.memory.bytes`).
+DEFAULT_TASK_MEMORY_BYTES = 256 * MiB
+# Below this the split leaves buffers too small to copy at a useful rate.
+MIN_TASK_MEMORY_BYTES = 16 * MiB
+# Memory one record costs beyond its key and value while it is held: the Python
+# Message object, its bytes objects and its headers in the chunk, or librdkafka's
+# message and op structures in the producer and consumer queues (measured on
+# CPython 3.11 / librdkafka 2.16: 250-300 bytes; headers are counted here too).
+RECORD_OVERHEAD_BYTES = 320
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How a task's memory budget is split between the buffers that hold records.
+
+    A record is held in at most three places at once: the consumer's prefetch
+    queue, the chunk in Python (between reading and producing), and the
+    producer's queue (until acknowledged; it holds one chunk at most, since
+    each chunk is flushed before the next is read). Of the budget B:
+
+    - chunk in Python: B/6 (key + value + RECORD_OVERHEAD_BYTES per record);
+    - producer queue: B/6 (so one whole chunk fits: `queue.buffering.max.kbytes`,
+      `queue.buffering.max.messages`);
+    - consumer prefetch: B/8 (`queued.max.messages.kbytes`, and a record count,
+      `queued.min.messages`, for small records) plus fetch responses of
+      B/32 (`fetch.max.bytes`, `max.partition.fetch.bytes`);
+    - the rest (about half) is headroom: a fetch response in flight, the
+      allocator's fragmentation, the clients' own buffers. Measured with a
+      64 MiB budget: a task's resident memory grows by 45-50 MiB at most.
+
+    Beyond the budget a task holds the Python process itself (interpreter,
+    PySpark worker, pyarrow, confluent-kafka: ~100 MiB measured) and its
+    clients' fixed buffers. A record larger than a buffer is still copied (a
+    chunk always takes one record; Kafka always returns at least one record
+    batch), so a topic whose records are near the budget's size needs a larger one.
+    """
+
+    budget: int
+    chunk_bytes: int
+    producer_queue_bytes: int
+    producer_queue_messages: int
+    consumer_queue_bytes: int
+    consumer_queue_messages: int
+    fetch_bytes: int
+
+    def reader_settings(self) -> dict[str, object]:
+        return {
+            "queued.max.messages.kbytes": max(1, self.consumer_queue_bytes // 1024),
+            "queued.min.messages": self.consumer_queue_messages,
+            "fetch.max.bytes": self.fetch_bytes,
+            "max.partition.fetch.bytes": self.fetch_bytes,
+        }
+
+    def writer_settings(self) -> dict[str, object]:
+        return {
+            "queue.buffering.max.kbytes": max(1, self.producer_queue_bytes // 1024),
+            "queue.buffering.max.messages": self.producer_queue_messages,
+        }
+
+
+def memory_plan(budget: int, max_message_bytes: int, chunk_records: int) -> MemoryPlan:
+    """Split `budget` bytes between a task's buffers (see MemoryPlan)."""
+    budget = max(int(budget), MIN_TASK_MEMORY_BYTES)
+    chunk = budget // 6
+    # The producer's queue must take one whole chunk, and any record the mirror accepts.
+    producer = max(chunk, max_message_bytes + 1024)
+    consumer = budget // 8
+    # librdkafka wants fetch.max.bytes >= message.max.bytes (1,000,000) and below
+    # receive.message.max.bytes (100,000,000); 50 MiB was the setting before budgets.
+    fetch = min(max(budget // 32, 1_000_000), 50 * MiB)
+    return MemoryPlan(
+        budget=budget,
+        chunk_bytes=chunk,
+        producer_queue_bytes=producer,
+        producer_queue_messages=max(1, min(chunk_records, chunk // RECORD_OVERHEAD_BYTES + 1)),
+        consumer_queue_bytes=consumer,
+        consumer_queue_messages=max(1000, min(100000, consumer // RECORD_OVERHEAD_BYTES)),
+        fetch_bytes=fetch,
+    )
+
+
+def return_free_memory() -> None:
+    """Give the memory freed by earlier work back to the system (glibc's malloc_trim), where there is one."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
+
+
+def rss(reset_peak: bool = False) -> tuple[int, int]:
+    """(resident, peak resident) bytes of this process from /proc; (-1, -1) where it cannot tell.
+
+    With `reset_peak` the kernel's peak mark is first reset to the current
+    resident size (Linux >= 4.0: `5` to /proc/self/clear_refs), so the peak read
+    at the end of a unit is that unit's, not an earlier task's in a reused worker.
+    """
+    try:
+        if reset_peak:
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass
+        with open("/proc/self/status") as f:
+            fields = dict(line.split(":", 1) for line in f if line.startswith(("VmRSS", "VmHWM")))
+        return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return -1, -1
