@@ -2,7 +2,7 @@
 # Installs everything the project needs on a fresh machine (Python 3.11, Java 17
 # and Maven present): a virtualenv with the pinned packages, the Apache Kafka
 # jars from Maven Central for the embedded local clusters, and (as root, with
-# apt) Debian's chromium for the browser tests. Safe to rerun:
+# apt) Debian's chromium and postgresql for the browser and deployment tests. Safe to rerun:
 # each step is skipped when what it makes is already there and up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,18 +30,30 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 
-# The browser tests (tests/browser) drive Debian's `chromium` through Playwright,
-# which never downloads a browser of its own. Installed here when it is missing
-# and apt-get can run as root; anywhere else setup goes on and those tests skip,
-# saying why.
+# Two test suites drive Debian packages, installed here when they are missing and
+# apt-get can run as root (one apt-get run for both); anywhere else setup goes on
+# and those tests skip, saying why:
+# - the browser tests (tests/browser) drive `chromium` through Playwright, which
+#   never downloads a browser of its own;
+# - the tests of the deployment's Dagster instance (tests/deploy,
+#   deploy/dagster-postgres.yaml) start a throwaway server with `postgresql`'s
+#   binaries (initdb and pg_ctl under /usr/lib/postgresql/<version>/bin, run as
+#   the `postgres` user the package creates).
+missing=()
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  missing+=(chromium)
+fi
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  missing+=(postgresql)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing chromium (Debian package) for the browser tests"
-    if ! { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; then
-      echo "setup: could not install chromium; the browser tests will skip" >&2
+    echo "setup: installing ${missing[*]} (Debian packages) for the browser and Postgres instance tests"
+    if ! { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+      echo "setup: could not install ${missing[*]}; the tests that need them will skip" >&2
     fi
   else
-    echo "setup: no chromium (install it to run tests/browser, which skip without it)" >&2
+    echo "setup: missing ${missing[*]} (install them to run tests/browser and tests/deploy, which skip without them)" >&2
   fi
 fi
 

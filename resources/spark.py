@@ -12,12 +12,11 @@ from typing import Optional
 
 from dagster import InitResourceContext
 from dagster_pyspark import PySparkResource
-from dagster_pyspark.resources import spark_session_from_config
 from pydantic import Field
 
 from mirror_pipeline.config.loader import PipelineConfig, load_config
 from mirror_pipeline.config.redaction import is_secret_key
-from mirror_pipeline.replication.spark_runner import spark_conf
+from mirror_pipeline.replication.spark_runner import session_from_conf, spark_conf
 
 
 class MirrorPySparkResource(PySparkResource):
@@ -29,7 +28,9 @@ class MirrorPySparkResource(PySparkResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         secret = secret_settings(load_config(self.config_path)) if self.config_path else {}
-        self._spark_session = spark_session_from_config({**self.spark_config, **secret})
+        # The runner's own builder (not dagster-pyspark's): the same session as the CLI's, and
+        # a Spark Connect server that would run speculative copies is refused.
+        self._spark_session = session_from_conf({**self.spark_config, **secret})
 
 
 def pyspark_resource(config: PipelineConfig) -> PySparkResource:

@@ -6,9 +6,19 @@ import time
 
 import click
 
+import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
-from mirror_pipeline.cli.common import config_option, emit, fail, handle_errors, json_option, load, table
-from mirror_pipeline.cli.values import LINK
+from mirror_pipeline.cli.common import (
+    config_option,
+    emit,
+    fail,
+    handle_errors,
+    json_option,
+    load,
+    refuse_unknown_mirrors,
+    table,
+)
+from mirror_pipeline.cli.values import LINK, TOPIC
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 
 
@@ -81,6 +91,55 @@ def _render_last_acl_sync(last: dict) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last["at"]))
     outcome = f", error: {last['error']}" if last.get("error") else ""
     return f"{when}, {last.get('created', 0)} created, {last.get('deleted', 0)} deleted{outcome}"
+
+
+@link.command("sync-configs")
+@click.argument("name", type=LINK)
+@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@config_option
+@json_option
+@handle_errors
+def sync_configs(name: str, mirrors: tuple[str, ...], config_path: str | None, as_json: bool) -> None:
+    """Sync the topic configs of the link's mirrors from their sources once (R-CS), without the daemon.
+
+    What the Dagster job <link>_config_sync does every topic.config.sync.ms:
+    configs that always follow the source are set, overridable ones unless
+    overridden on the mirror, LogAppendTime and the timestamp bounds are held
+    back while the topic is a mirror, and new source partitions are added.
+    Only ACTIVE and PAUSED mirrors are synced. Recorded in the Dagster
+    instance the UI reads, as a materialization of <link>/mirror_config.
+
+    Example: mirror-pipeline link sync-configs west-to-east --mirror orders
+    """
+    config = load(config_path, name, given_as="NAME")
+    mirrors = tuple(dict.fromkeys(mirrors))
+    if mirrors:  # unknown names fail before anything changes
+        refuse_unknown_mirrors(mirrors, {m.mirror_topic for m in engine.list_mirrors(config, name)}, name,
+                               "--mirror", as_json)
+    try:
+        result = engine.sync_configs(config, name, mirrors=list(mirrors) or None)
+    except engine.ConfigSyncFailed as exc:
+        emit(exc.result.to_dict(), as_json, _render_config_sync)
+        dagster_events.record_config_sync(config, name, exc.result, origin=f"link sync-configs {name}",
+                                          as_json=as_json)
+        fail(str(exc), as_json)
+    emit(result.to_dict(), as_json, _render_config_sync)
+    dagster_events.record_config_sync(config, name, result, origin=f"link sync-configs {name}", as_json=as_json)
+
+
+def _render_config_sync(d: dict) -> str:
+    lines = [f"link '{d['link']}': {d['configs_changed']} config(s) changed on "
+             f"{sum(1 for m in d['mirrors'].values() if m['changed'])} of {len(d['mirrors'])} mirror(s) "
+             f"in {d['duration_s']:.1f}s"]
+    rows = [[m, "yes" if r["in_sync"] else "no",
+             ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in r["changed"].items()) or "-",
+             ", ".join(sorted(r["held_back"])) or "-", r["error"] or ""]
+            for m, r in d["mirrors"].items()]
+    if rows:
+        lines += ["", table(["MIRROR", "IN SYNC", "CHANGED", "HELD BACK", "ERROR"], rows)]
+    lines += [f"skipped {m}: it is {state} (only ACTIVE and PAUSED mirrors are synced)"
+              for m, state in d["skipped"].items()]
+    return "\n".join(lines)
 
 
 @link.command("sync-acls")

@@ -17,6 +17,7 @@ import click
 import yaml
 
 from mirror_pipeline.cli.common import emit, handle_errors, json_option
+from mirror_pipeline.cli.local_spark import spark
 from mirror_pipeline.cli.values import SafePath, WholeNumber
 from mirror_pipeline.local.clusters import (
     DEFAULT_BASE_PORT,
@@ -41,7 +42,10 @@ dir_option = click.option(
 
 @click.group()
 def local() -> None:
-    """Run single-node Apache Kafka clusters (KRaft) on this machine."""
+    """Run single-node Apache Kafka clusters (KRaft), and a Spark cluster, on this machine."""
+
+
+local.add_command(spark)
 
 
 @local.command()

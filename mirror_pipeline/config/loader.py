@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from mirror_pipeline.config.client_properties import client_property_problems
 from mirror_pipeline.config.filters import kind_of, show_key, unknown_key_hint
@@ -29,6 +29,7 @@ from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_d
 from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub_words, secret_leaves
 from mirror_pipeline.config.replication_policy import loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
+from mirror_pipeline.config.spark_connect import check_connect_url, connect_url_token, redact_connect_url
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.model.text import printable
 
@@ -105,15 +106,25 @@ class ClusterConfig:
 
 
 class SparkSettings(BaseModel):
-    """Where the data plane runs; `local[*]` unless a master is configured (R-EX-2/3)."""
+    """Where the data plane runs: `local[*]` unless a master is configured, or a Spark Connect
+    server when `remote` names one (R-EX-2/3)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     master: Annotated[str, Field(min_length=1)] = "local[*]"
+    remote: Annotated[str | None, AfterValidator(check_connect_url)] = None
     conf: Annotated[dict[str, str], BeforeValidator(_stringify_conf)] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _master_or_remote(self) -> SparkSettings:
+        if self.remote is not None and "master" in self.model_fields_set:
+            raise ValueError("set master or remote, not both (a Spark Connect server has its own master)")
+        return self
 
     def __repr_args__(self):
         yield "master", self.master
+        if self.remote is not None:
+            yield "remote", redact_connect_url(self.remote)
         yield "conf", redact(self.conf)
 
 
@@ -147,7 +158,8 @@ class PipelineConfig:
         return {
             "clusters": {alias: c.redacted() for alias, c in self.clusters.items()},
             "links": {name: link.to_dict() for name, link in self.links.items()},
-            "spark": {"master": self.spark.master, "conf": redact(self.spark.conf)},
+            "spark": {"master": self.spark.master, "conf": redact(self.spark.conf),
+                      **({"remote": redact_connect_url(self.spark.remote)} if self.spark.remote else {})},
         }
 
 
@@ -315,6 +327,9 @@ def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
     raw = dict(raw)
     if isinstance(raw.get("master"), str):
         raw["master"] = _expand(raw["master"], env, "spark.master", problems, secrets.env_values)
+    if isinstance(raw.get("remote"), str):  # a Connect URL may carry a token: what it takes in is secret
+        raw["remote"] = _expand(raw["remote"], env, "spark.remote", problems, fragments)
+        fragments.extend(t for t in [connect_url_token(raw["remote"])] if t)
     if isinstance(raw.get("conf"), dict):
         conf = {}
         for key, value in raw["conf"].items():

@@ -21,15 +21,13 @@ are, `server_config` writes its broker config, `storage` formats it, and
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from mirror_pipeline.local.certificates import write_private
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
@@ -43,6 +41,8 @@ from mirror_pipeline.local.processes import (
     owns,
     port_in_use,
     port_open,
+    root_lock,
+    running_pid,
     send_signal,
     tail_file,
     track_child,
@@ -178,7 +178,7 @@ class LocalKafka:
         """
         ensure_kafka_jars()
         self.root.mkdir(parents=True, exist_ok=True)
-        with self._lock():
+        with root_lock(self.root):
             return self._up(timeout)
 
     def _up(self, timeout: float) -> list[ClusterInfo]:
@@ -186,7 +186,7 @@ class LocalKafka:
         write_layout(self.root, self.count, self.base_port, self.security)
         creds = ensure_credentials(self.root, self.security)
 
-        to_start = [c for c in self._clusters if self._running_pid(c) is None]
+        to_start = [c for c in self._clusters if running_pid(c) is None]
         for cluster in to_start:
             cluster.pid_file.unlink(missing_ok=True)
             self._check_ports_free(cluster)
@@ -210,13 +210,13 @@ class LocalKafka:
         """
         if not self.root.is_dir():
             return []
-        with self._lock():
+        with root_lock(self.root):
             return self._down(timeout)
 
     def _down(self, timeout: float) -> list[ClusterInfo]:
         stopping: list[tuple[ClusterLayout, int]] = []
         for cluster in self._clusters:
-            pid = self._running_pid(cluster)
+            pid = running_pid(cluster)
             if pid is None:
                 cluster.pid_file.unlink(missing_ok=True)
                 continue
@@ -243,8 +243,8 @@ class LocalKafka:
         """
         if self.security == PLAINTEXT or not self.root.is_dir():
             add_user(read_credentials(self.root, self.security), name)  # refuses: no users, or no `up` yet
-        with self._lock():
-            stopped = [c.name for c in self._clusters if is_formatted(c) and self._running_pid(c) is None]
+        with root_lock(self.root):
+            stopped = [c.name for c in self._clusters if is_formatted(c) and running_pid(c) is None]
             if is_sasl(self.security) and stopped:
                 raise LocalClusterError(f"start {', '.join(stopped)} with `local up` before creating user {name!r}")
             creds = add_user(read_credentials(self.root, self.security), name)
@@ -260,24 +260,9 @@ class LocalKafka:
                 return cluster
         raise LocalClusterError(f"no local cluster {which!r}; the clusters are {', '.join(self.names)}")
 
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        """Serialise `up`/`down` on one root across processes (say, a demo and a test run)."""
-        with open(self.root / ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
     def _info(self, cluster: ClusterLayout) -> ClusterInfo:
-        pid = self._running_pid(cluster)
+        pid = running_pid(cluster)
         return ClusterInfo(cluster.name, cluster.bootstrap, pid is not None, pid, cluster.dir)
-
-    def _running_pid(self, cluster: ClusterLayout) -> int | None:
-        """The pid from the pid file, if that process is alive and is this cluster's broker."""
-        try:
-            pid = int(cluster.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if owns(pid, cluster) else None
 
     def _check_layout(self) -> None:
         """Refuse a layout change that would orphan running brokers or reuse stale storage.
@@ -298,7 +283,7 @@ class LocalKafka:
                     f"use {flag} {layout[key]}, or run `local down` and delete that directory to start afresh"
                 )
         orphans = [
-            c.name for c in previous._clusters[self.count :] if previous._running_pid(c) is not None
+            c.name for c in previous._clusters[self.count :] if running_pid(c) is not None
         ]
         if orphans:
             raise LocalClusterError(
@@ -352,7 +337,7 @@ class LocalKafka:
         admin = None
         probe = self.client_properties(ADMIN_USER, cluster.name)
         while True:
-            pid = self._running_pid(cluster)
+            pid = running_pid(cluster)
             if pid is None:
                 code = exit_code(cluster)
                 cluster.pid_file.unlink(missing_ok=True)

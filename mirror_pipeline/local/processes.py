@@ -6,13 +6,15 @@ still names the cluster's `server.properties` before anyone signals it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from mirror_pipeline.local.layout import ClusterLayout
 
@@ -53,6 +55,23 @@ def owns(pid: int, cluster: ClusterLayout) -> bool:
         proc, properties = child
         return proc.poll() is None and properties == cluster.properties
     return str(cluster.properties) in _cmdline(pid)
+
+
+def running_pid(process: ClusterLayout) -> int | None:
+    """The pid in `process.pid_file`, if that process is alive and is `process` (see `owns`)."""
+    try:
+        pid = int(process.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if owns(pid, process) else None
+
+
+@contextlib.contextmanager
+def root_lock(root: Path) -> Iterator[None]:
+    """Serialise `up`/`down` on one root across processes (say, a demo and a test run)."""
+    with open(root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def exit_code(cluster: ClusterLayout) -> int | None:

@@ -7,14 +7,19 @@ Spark Connect.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_unit
+
+log = logging.getLogger(__name__)
 
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 
@@ -32,8 +37,19 @@ RESULT_SCHEMA = pa.schema(
         ("last_timestamp", pa.int64()),
         ("error_kind", pa.string()),
         ("error", pa.string()),
+        ("latency_min_ms", pa.int64()),
+        ("latency_max_ms", pa.int64()),
+        ("latency_sum_ms", pa.int64()),
+        ("latency_records", pa.int64()),
+        ("rss_start_bytes", pa.int64()),
+        ("rss_peak_bytes", pa.int64()),
     ]
 )
+
+#: What makes a session a Spark Connect client.
+CONNECT_KEY = "spark.remote"
+#: Session settings a Spark Connect client may set (the rest belongs to the server).
+CONNECT_SESSION_CONF = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
 
 # Settings the copy job's correctness depends on: they win over user settings.
 REQUIRED_CONF = {
@@ -45,47 +61,90 @@ REQUIRED_CONF = {
 }
 
 
-def use_this_python() -> None:
-    """Make Spark's Python workers run this interpreter (the one with confluent-kafka).
+def use_this_python(python: str | None = None, master: str = "local[*]") -> None:
+    """Make Spark's Python workers run `python`, else this interpreter (the one with confluent-kafka).
 
-    PySpark reads only the environment for this, not the Spark conf.
+    Classic PySpark takes the executors' interpreter from PYSPARK_PYTHON when a
+    session starts, not from the conf: an explicit `spark.pyspark.python` is
+    copied there, as spark-submit does. Under Spark Connect the server's own
+    PYSPARK_PYTHON decides.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if python:
+        os.environ["PYSPARK_PYTHON"] = python
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Local sessions bind to loopback, not whatever the host name resolves to.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Sessions on this machine bind to loopback, not whatever the host name resolves to; the
+    # driver of a cluster elsewhere binds where that cluster's executors can reach it.
+    if re.match(r"local\b|spark://(127\.0\.0\.1|localhost)[:,/]", master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def spark_conf(settings) -> dict[str, str]:
-    """Spark settings for the pipeline's session: defaults, the user's, then the required ones."""
-    use_this_python()
+    """Spark settings for the pipeline's session: defaults, the user's, then the required ones.
+
+    With `remote` (or `spark.remote` in the conf) the session is a Spark Connect
+    client: no master, and only session settings, since the server's own conf
+    holds the rest; `session_from_conf` checks the required ones there.
+    """
+    user = {k: str(v) for k, v in settings.conf.items()}
+    remote = getattr(settings, "remote", None) or user.get(CONNECT_KEY)
+    if remote:
+        user.pop("spark.master", None)
+        return {**CONNECT_SESSION_CONF, **user, CONNECT_KEY: remote}
+    use_this_python(user.get("spark.pyspark.python"), user.get("spark.master", settings.master))
     conf = {
         "spark.master": settings.master,
         "spark.app.name": "mirror-pipeline",
         # Executors must run the interpreter that has confluent-kafka installed.
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **CONNECT_SESSION_CONF,
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
     }
-    conf.update({k: str(v) for k, v in settings.conf.items()})
+    conf.update(user)
     conf.update(REQUIRED_CONF)
     return conf
 
 
 def spark_session(settings):
-    """A Spark session for the CLI and tests (Dagster gets its own through dagster-pyspark)."""
+    """A Spark session for the CLI and tests: classic, or a Spark Connect client (`remote`)."""
+    return session_from_conf(spark_conf(settings))
+
+
+def session_from_conf(conf: dict[str, str]):
+    """The session `conf` (from `spark_conf`) describes; a Spark Connect one when it holds `spark.remote`.
+
+    The Dagster resource builds its session from the same settings.
+    """
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in spark_conf(settings).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if CONNECT_KEY in conf:
+        _check_connect_server(session)  # no SparkContext, so no log level to set
+    else:
+        session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _check_connect_server(session) -> None:
+    """Refuse a Spark Connect server that would run speculative copies; warn when it retries tasks."""
+    def setting(key: str, default: str) -> str:
+        return str(session.conf.get(key, None) or default).strip().lower()
+
+    if setting("spark.speculation", "false") != REQUIRED_CONF["spark.speculation"]:
+        session.stop()
+        raise ConfigError("spark.remote: the Spark Connect server runs with spark.speculation=true, which would "
+                          "start second writers of a mirror partition; start it with spark.speculation=false")
+    if setting("spark.task.maxFailures", "4") != REQUIRED_CONF["spark.task.maxFailures"]:
+        log.warning("the Spark Connect server retries failed tasks (spark.task.maxFailures is not 1): a retried "
+                    "copy task refuses and its partition waits for the next cycle")
 
 
 def run_units(spark, units: Sequence[WorkUnit], ctx: CopyContext, description: str = "") -> list[UnitResult]:
