@@ -57,7 +57,8 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
         source_topics_definitions(config),
         *(
             link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms,
-                             automation_running=config.link(name).automation_running)
+                             automation_running=config.link(name).automation_running,
+                             freshness_ms=config.link(name).freshness_ms)
             for name in sorted(config.links)
         ),
         *(verify_definitions(name) for name in sorted(config.links)),

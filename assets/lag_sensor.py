@@ -6,6 +6,10 @@ in Kafka by the CLI or auto-create), and requests ONE replicate run over every
 mirror whose lag is above the link's `mirror.lag.alert.records`, unless a run
 of the replicate job is already queued or running.
 
+Each tick also records, per registered mirror, an observation of the link's
+copy asset with its lag and state and the link's mirror count per state, so
+the UI plots lag between copies and shows the link's state at a glance.
+
 Cursor: JSON `{"lags": {mirror: lag}, "last_run_key": ...}`, what it last saw.
 """
 
@@ -16,6 +20,8 @@ import time
 
 from dagster import (
     AddDynamicPartitionsRequest,
+    AssetObservation,
+    MetadataValue,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -47,6 +53,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         previous = _read_cursor(context.cursor)
         try:
             lags = mirror_engine.mirror_lags(names.link)
+            states = {m.mirror_topic: m.state for m in mirror_engine.list_mirrors(names.link)}
         except ClusterUnreachable as exc:
             # Kafka down is an expected state, not a sensor error: skip, keep the cursor.
             return SensorResult(
@@ -67,17 +74,20 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
             context.log.info(f"registering {len(new)} new mirror(s) of {link.name}: {', '.join(new)}")
         behind = sorted(m for m, lag in lags.items() if lag > link.lag_alert_records)
         cursor = {"lags": dict(sorted(lags.items())), "last_run_key": previous.get("last_run_key")}
+        summary = state_summary(states)
+        observed = observations(names, lags, states, known, summary)
 
         def skip(reason: str) -> SensorResult:
             return SensorResult(
                 skip_reason=reason,
                 dynamic_partitions_requests=partition_requests,
+                asset_events=observed,
                 cursor=json.dumps(cursor),
             )
 
         if not behind:
             return skip(
-                f"{len(lags)} mirror(s) of {link.name}, none more than "
+                f"{len(lags)} mirror(s) of {link.name} ({summary}), none more than "
                 f"{link.lag_alert_records} records behind"
             )
         running = run_in_progress(context.instance, names.replicate_job)
@@ -98,10 +108,37 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
                 request_for_mirrors(behind, registered + new, run_key=run_key, tags=names.run_tags)
             ],
             dynamic_partitions_requests=partition_requests,
+            asset_events=observed,
             cursor=json.dumps(cursor),
         )
 
     return _lag_sensor
+
+
+def state_summary(states: dict[str, str]) -> str:
+    """"ACTIVE 3, PAUSED 1": the link's mirrors per state, most common first."""
+    counts: dict[str, int] = {}
+    for state in states.values():
+        counts[state] = counts.get(state, 0) + 1
+    return ", ".join(f"{s} {n}" for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "no mirror"
+
+
+def observations(names: LinkNames, lags: dict[str, int], states: dict[str, str], registered: set,
+                 summary: str) -> list[AssetObservation]:
+    """Per registered mirror: its lag (plotted between copies) and state, and the link's summary."""
+    return [
+        AssetObservation(
+            asset_key=names.mirror_data_key,
+            partition=mirror,
+            metadata={
+                "replication-records-lag": MetadataValue.int(lag),
+                "state": MetadataValue.text(states.get(mirror, "unknown")),
+                "link_mirrors": MetadataValue.text(summary),
+            },
+        )
+        for mirror, lag in sorted(lags.items())
+        if mirror in registered
+    ]
 
 
 def _read_cursor(cursor: str | None) -> dict:

@@ -19,7 +19,8 @@ time by the op pool `mirror-pipeline/<link>`, and says so in its log.
 # functions' annotations (context type, resource parameters) as real types.
 import time
 import warnings
-from typing import Callable
+from datetime import timedelta
+from typing import Callable, Optional
 
 from dagster import (
     AssetCheckKey,
@@ -32,6 +33,7 @@ from dagster import (
     BetaWarning,
     DynamicPartitionsDefinition,
     Failure,
+    FreshnessPolicy,
     MaterializeResult,
     asset,
     define_asset_job,
@@ -78,6 +80,7 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         # every mirror (partition) depends on it.
         deps=[AssetDep(names.source_topics_key)],
         pool=names.pool,
+        freshness_policy=freshness_policy(names),
         kinds={"kafka", "spark"},
         description=(
             f"Records of link '{names.link}' copied into its mirror topics, one partition per "
@@ -123,6 +126,17 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
         yield MaterializeResult(metadata=cycle_metadata(result))
 
     return _mirror_data
+
+
+def freshness_policy(names: LinkNames) -> Optional[FreshnessPolicy]:
+    """Stale in the UI when no mirror of the link was copied within the link's target (warn at half of it).
+
+    Dagster evaluates it on the asset as a whole: any mirror's copy counts.
+    """
+    if not names.freshness_ms:
+        return None
+    return FreshnessPolicy.time_window(fail_window=timedelta(milliseconds=names.freshness_ms),
+                                       warn_window=timedelta(milliseconds=names.freshness_ms // 2))
 
 
 def _note_untagged_run(context: AssetExecutionContext, names: LinkNames) -> None:

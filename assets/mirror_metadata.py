@@ -34,23 +34,38 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
         "bytes": MetadataValue.int(copy.bytes),
         "lag_after": MetadataValue.int(copy.lag_after),
         "partitions_added": MetadataValue.int(copy.partitions_added),
+        **latency_metadata(copy),
         "lineage": MetadataValue.md(lineage_table(copy)),
         "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
     }
 
 
+def latency_metadata(copy: MirrorCopyResult) -> dict:
+    """Replication latency of the records copied (R-OBS-1); floats and ints, so the UI plots them."""
+    latency = copy.latency
+    if not latency.count:
+        return {}
+    return {
+        "replication-latency-ms-max": MetadataValue.int(latency.max_ms),
+        "replication-latency-ms-avg": MetadataValue.float(round(latency.avg_ms, 3)),
+        "replication-latency-ms-min": MetadataValue.int(latency.min_ms),
+        "latency_records": MetadataValue.int(latency.count),
+    }
+
+
 def lineage_table(copy: MirrorCopyResult) -> str:
     rows = [
-        "| partition | source offsets read | mirror offsets written | records | bytes | lag after |",
-        "| ---: | --- | --- | ---: | ---: | ---: |",
+        "| partition | source offsets read | mirror offsets written | records | bytes | lag after | max latency ms |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for p in sorted(copy.partitions, key=lambda p: p.partition):
+        latency = p.latency_max_ms if p.latency_max_ms >= 0 else "–"
         rows.append(
             f"| {p.partition} | [{p.source_from}, {p.source_until}) | [{p.dest_from}, {p.dest_until}) "
-            f"| {p.records} | {p.bytes} | {p.lag_after} |"
+            f"| {p.records} | {p.bytes} | {p.lag_after} | {latency} |"
         )
     if not copy.partitions:
-        rows.append("| – | nothing to copy | – | 0 | 0 | 0 |")
+        rows.append("| – | nothing to copy | – | 0 | 0 | 0 | – |")
     return "\n".join(rows)
 
 
@@ -61,6 +76,8 @@ def cycle_metadata(result: CycleResult) -> dict:
         "cycle_bytes": MetadataValue.int(result.bytes),
         "cycle_lag_after": MetadataValue.int(result.lag_after),
         "cycle_duration_s": MetadataValue.float(round(result.duration_s, 3)),
+        # The cycle's bytes over its duration: the link's byte-rate sample (R-OBS-1).
+        "byte-rate": MetadataValue.float(round(result.bytes / result.duration_s, 1) if result.duration_s > 0 else 0.0),
         "cycle_mirrors": MetadataValue.int(len(result.mirrors)),
         "cycle_work_units": MetadataValue.int(result.work_units),
         "cycle_started_at": MetadataValue.timestamp(result.started_at),

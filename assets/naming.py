@@ -47,6 +47,8 @@ class LinkNames:
     # The link's `dagster.automation.running`: its replicate schedule and its lag, health
     # and auto-create sensors start running by default instead of stopped.
     automation_running: bool = False
+    # The link's `mirror.freshness.target.ms` (0: no freshness policy, e.g. where only names matter).
+    freshness_ms: int = 0
 
     @property
     def schedule_status(self) -> DefaultScheduleStatus:

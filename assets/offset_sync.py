@@ -147,6 +147,8 @@ def offset_sync_metadata(result, groups: list[dict]) -> dict:
         "offsets_committed": MetadataValue.int(int(result.committed)),
         "offset-sync-lag": MetadataValue.int(int(result.offset_sync_lag)),
     }
+    if result.started_at:
+        metadata["sync_started_at"] = MetadataValue.timestamp(float(result.started_at))
     if result.checkpoint_latency_ms is not None:
         # A float, so the UI plots it over materializations (R-OBS-2).
         metadata["checkpoint-latency-ms"] = MetadataValue.float(float(result.checkpoint_latency_ms))

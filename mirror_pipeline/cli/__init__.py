@@ -13,6 +13,7 @@ from mirror_pipeline.cli.demo import demo
 from mirror_pipeline.cli.lifecycle import register as register_lifecycle
 from mirror_pipeline.cli.link import link
 from mirror_pipeline.cli.local import local
+from mirror_pipeline.cli.metrics import metrics
 from mirror_pipeline.cli.mirror import mirror
 from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
@@ -32,7 +33,7 @@ def cli(debug: bool) -> None:
     """
 
 
-for command in (local, link, mirror, run, demo, offsets, ui):
+for command in (local, link, mirror, run, demo, offsets, metrics, ui):
     cli.add_command(command)
 register_lifecycle(mirror)
 mirror.add_command(verify)

@@ -5,8 +5,9 @@ their work is done, so the UI shows what they did exactly as if a Dagster run
 had done it (see `dagster_recording` for what is recorded, and where).
 
 This module is cheap to import, and is the CLI's one door to its Dagster
-side (`dagster_recording`, and `dagster_runs`, which the lifecycle verbs get
-through `dagster_runs()`): Dagster takes seconds to import, so it is loaded
+side (`dagster_recording`, and `dagster_runs` and `metrics_exporter`, which
+the lifecycle verbs and `metrics` get through `dagster_runs()` and
+`metrics_exporter()`): Dagster takes seconds to import, so it is loaded
 only when a job is launched or there is something to record, after the work,
 and never by `--help` or by the verbs that only read.
 
@@ -52,6 +53,12 @@ def record_offset_sync(config: PipelineConfig, link: str, result, mirrors: Seque
     _record(config, as_json, lambda r: r.record_offset_sync(config, link, result, mirrors, origin))
 
 
+def record_config_sync(config: PipelineConfig, link: str, result, *, origin: str, as_json: bool = False) -> None:
+    """One `mirror_config` materialization per mirror whose configs were synced."""
+    if result.mirrors:
+        _record(config, as_json, lambda r: r.record_config_sync(link, result, origin))
+
+
 def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: Sequence[str], *,
                 as_json: bool = False) -> None:
     """The demo's copy and offset sync, with at most one warning for both."""
@@ -73,6 +80,11 @@ def register_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str], 
 def dagster_runs() -> ModuleType:
     """`dagster_runs` (promote, failover and reverse run as Dagster jobs), imported on first use."""
     return _dagster_side().dagster_runs
+
+
+def metrics_exporter() -> ModuleType:
+    """`metrics_exporter` (it reads the recorded copies back from the instance), imported on first use."""
+    return _dagster_side().metrics_exporter
 
 
 def _dagster_side() -> ModuleType:

@@ -16,12 +16,15 @@ from typing import Sequence
 from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
 import mirror_pipeline.cli.dagster_runs as dagster_runs  # also reached through here: `dagster_events.dagster_runs()`
+import mirror_pipeline.cli.metrics_exporter as metrics_exporter  # and `dagster_events.metrics_exporter()`
 from mirror_pipeline import engine
 from mirror_pipeline.cli.dagster_runs import dagster_instance
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.model.offset_results import OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
+from mirror_pipeline.sync.config_plan import ConfigSyncResult
+from mirror_pipeline_dagster.config_sync import mirror_config_metadata, sync_metadata
 from mirror_pipeline_dagster.mirror_metadata import materialization_metadata
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.offset_sync import (
@@ -73,6 +76,17 @@ def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResu
                 metadata=check.metadata,
             )
         )
+
+
+def record_config_sync(link: str, result: ConfigSyncResult, origin: str) -> None:
+    """Per mirror synced (failed ones left out, as a Dagster run leaves them), a `mirror_config` materialization."""
+    names = LinkNames(link)
+    synced = sorted(m for m, r in result.mirrors.items() if r.error is None)
+    totals = sync_metadata(result)
+    with _instance() as instance:
+        register(instance, names, synced)
+        _materialize(instance, names.mirror_config_key, synced,
+                     lambda m: {**totals, **mirror_config_metadata(result.mirrors[m])}, origin)
 
 
 def register_mirrors(link: str, mirrors: Sequence[str]) -> None:

@@ -55,5 +55,6 @@ def demo(records: int, config_path: Path) -> None:
         f"  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
         f"  .venv/bin/mirror-pipeline offsets export --link west-to-east          # group offsets as a reset plan\n"
         f"  .venv/bin/mirror-pipeline ui                                          # the Dagster UI (and daemon)\n"
+        f"  .venv/bin/mirror-pipeline metrics show                                # byte rate, latency, lag over 5 min\n"
         f"  .venv/bin/mirror-pipeline local down                                   # stop the clusters"
     )

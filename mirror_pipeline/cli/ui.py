@@ -96,8 +96,8 @@ def ui(config_path: str | None, host: str, port: int) -> None:
     """
     config = load(config_path)
     config_file = Path(config.path or config_path or "mirror.yaml").resolve()
-    _check_host_text(host)
-    _check_port_free(host, port)
+    check_host_text(host)
+    check_port_free(host, port)
     home = _dagster_home()
     env = {**os.environ, CONFIG_ENV_VAR: str(config_file), "DAGSTER_HOME": str(home)}
     url = _url(host, port)
@@ -145,12 +145,12 @@ def _raise_stop(signum, frame) -> None:
     raise _Stop()
 
 
-def _check_host_text(host: str) -> None:
+def check_host_text(host: str) -> None:
     if not host or not host.isprintable() or any(c.isspace() for c in host) or len(host) > 253:
         raise click.BadParameter(f"{shown(host)} is not a host name or address", param_hint="'--host'")
 
 
-def _check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, likely: str = "another Dagster UI?") -> None:
     """One clear line now, rather than the webserver's logs later."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
@@ -164,7 +164,7 @@ def _check_port_free(host: str, port: int) -> None:
             probe.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                fail(f"--port {port}: {_host_port(host, port)} is already in use (another Dagster UI?); "
+                fail(f"--port {port}: {_host_port(host, port)} is already in use ({likely}); "
                      f"stop what listens there or pick another port with --port")
             if exc.errno == errno.EACCES:
                 fail(f"--port {port}: not allowed to listen on {_host_port(host, port)}; pick a port above 1023")

@@ -43,6 +43,8 @@ ChunkMaxRecords = _number(values.CHUNK_MAX_RECORDS)
 AlignmentMaxRecords = _number(values.ALIGNMENT_MAX_RECORDS)
 FenceWaitMs = _number(values.FENCE_WAIT_MS)
 LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
+FreshnessMs = _number(values.FRESHNESS_MS)
+TaskMemoryBytes = _number(values.TASK_MEMORY_BYTES)
 Bool = Annotated[bool, BeforeValidator(values.boolean)]
 Prefix = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=True))]
 TopicName = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=False))]
@@ -79,6 +81,8 @@ class LinkSettings(BaseModel):
     # Bounds one cycle per partition (and so a Dagster run); what is left is the next cycle's.
     unit_max_bytes: UnitMaxBytes = Field(1024 * 1024 * 1024, alias="mirror.unit.max.bytes")
     chunk_max_records: ChunkMaxRecords = Field(20000, alias="mirror.chunk.max.records")
+    # What one copy task's record buffers may hold (consumer prefetch, chunk, producer queue).
+    task_memory_bytes: TaskMemoryBytes = Field(256 * 1024 * 1024, alias="mirror.task.memory.bytes")
     alignment_max_records: AlignmentMaxRecords = Field(1_000_000, alias="mirror.log.start.alignment.max.records")
     fence_wait_ms: FenceWaitMs = Field(16000, alias="mirror.writer.fence.wait.ms")
     state_topic: TopicName = Field(None, alias="mirror.state.topic")
@@ -86,6 +90,9 @@ class LinkSettings(BaseModel):
     checkpoints_topic: TopicName = Field(None, alias="mirror.checkpoints.topic")
     heartbeats_topic: TopicName = Field(None, alias="mirror.heartbeats.topic")
     lag_alert_records: LagAlertRecords = Field(0, alias="mirror.lag.alert.records")
+    # The longest the link's copy asset may go without a recorded copy: its Dagster
+    # freshness policy fails past it and warns past half of it (the UI's "stale").
+    freshness_ms: FreshnessMs = Field(300000, alias="mirror.freshness.target.ms")
     # The link's principal on the destination, for the read-only guard (R-ACL-3) when the
     # client settings cannot tell it (TLS client certificates, Kerberos, OAuth).
     link_principal: Annotated[str | None, BeforeValidator(values.principal)] = Field(

@@ -61,6 +61,7 @@ class OffsetSyncResult:
     groups: list[GroupOffsetSync] = field(default_factory=list)
     checkpoints_written: int = 0
     duration_s: float = 0.0
+    started_at: float = 0.0  # epoch seconds; tells one sync's records from another's
     dry_run: bool = False
     final: bool = False
     notes: list[str] = field(default_factory=list)
@@ -76,6 +77,7 @@ class OffsetSyncResult:
             "checkpoint_latency_ms": self.checkpoint_latency_ms,
             "checkpoints_written": self.checkpoints_written,
             "duration_s": round(self.duration_s, 3),
+            "started_at": self.started_at,
             "dry_run": self.dry_run,
             "final": self.final,
             "notes": list(self.notes),

@@ -26,9 +26,48 @@ class PartitionCopy:
     records: int
     bytes: int
     lag_after: int
+    # Per record copied: acknowledged on the mirror minus its source timestamp
+    # (R-OBS-1), over the `latency_records` records that carried one; -1, -1, 0, 0 when none did.
+    latency_min_ms: int = -1
+    latency_max_ms: int = -1
+    latency_sum_ms: int = 0
+    latency_records: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Replication latency of `count` records: exact min, max and sum, in milliseconds."""
+
+    count: int = 0
+    min_ms: int = -1
+    max_ms: int = -1
+    sum_ms: int = 0
+
+    @classmethod
+    def of(cls, p: PartitionCopy) -> "LatencyStats":
+        if not p.latency_records:
+            return cls()
+        return cls(p.latency_records, p.latency_min_ms, p.latency_max_ms, p.latency_sum_ms)
+
+    @classmethod
+    def merge(cls, parts) -> "LatencyStats":
+        parts = [p for p in parts if p.count]
+        if not parts:
+            return cls()
+        return cls(sum(p.count for p in parts), min(p.min_ms for p in parts), max(p.max_ms for p in parts),
+                   sum(p.sum_ms for p in parts))
+
+    @property
+    def avg_ms(self) -> float | None:
+        return self.sum_ms / self.count if self.count else None
+
+    def to_dict(self) -> dict:
+        if not self.count:
+            return {"records": 0}
+        return {"records": self.count, "min": self.min_ms, "max": self.max_ms, "avg": round(self.avg_ms, 3)}
 
 
 @dataclass(frozen=True)
@@ -50,6 +89,11 @@ class MirrorCopyResult:
     def lag_after(self) -> int:
         return sum(p.lag_after for p in self.partitions)
 
+    @property
+    def latency(self) -> "LatencyStats":
+        """Replication latency over every record this mirror's copy timed."""
+        return LatencyStats.merge(LatencyStats.of(p) for p in self.partitions)
+
     def to_dict(self) -> dict:
         return {
             "mirror_topic": self.mirror_topic,
@@ -58,6 +102,7 @@ class MirrorCopyResult:
             "bytes": self.bytes,
             "lag_after": self.lag_after,
             "partitions_added": self.partitions_added,
+            "latency_ms": self.latency.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
         }
 

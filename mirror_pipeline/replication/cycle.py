@@ -73,6 +73,7 @@ def run_cycle(
         offset_map_topic=ctx.store.offset_map_topic,
         writer_delivery_timeout_ms=max(2000, ctx.link.fence_wait_ms - 1000),
         state_topic=ctx.store.state_topic,
+        task_memory_bytes=ctx.link.task_memory_bytes,
     )
     t0 = time.monotonic()
     with _ProgressReporter(ctx, plan, progress):
@@ -120,6 +121,10 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             records=r.records if r else 0,
             bytes=r.bytes if r else 0,
             lag_after=records_behind(source_end_now[(pp.mirror.source_topic, p)], reached),
+            latency_min_ms=r.latency_min_ms if r else -1,
+            latency_max_ms=r.latency_max_ms if r else -1,
+            latency_sum_ms=r.latency_sum_ms if r else 0,
+            latency_records=r.latency_records if r else 0,
         )
         mirrors.setdefault(mirror, []).append(copy)
         sources[mirror] = pp.mirror.source_topic

@@ -83,7 +83,7 @@ def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = Fal
     """
     started = time.monotonic()
     mode = ctx.link.offset_translation_mode
-    result = OffsetSyncResult(ctx.link.name, mode, dry_run=dry_run, final=final)
+    result = OffsetSyncResult(ctx.link.name, mode, dry_run=dry_run, final=final, started_at=time.time())
     if ctx.link.offset_group_filters.is_empty:
         result.notes.append("consumer.offset.group.filters selects no group")
     if not infos or ctx.link.offset_group_filters.is_empty:

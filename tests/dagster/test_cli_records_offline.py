@@ -61,7 +61,8 @@ def test_a_cli_cycle_records_the_metadata_a_dagster_run_records(config_file: Pat
         assert cli_metadata[mirror] == run_metadata[mirror]
     assert cli_metadata["orders"]["lineage_json"].value[1] == {
         "partition": 1, "source_from": 5, "source_until": 9, "dest_from": 3, "dest_until": 7,
-        "records": 4, "bytes": 40, "lag_after": 0}
+        "records": 4, "bytes": 40, "lag_after": 0,
+        "latency_min_ms": -1, "latency_max_ms": -1, "latency_sum_ms": 0, "latency_records": 0}
 
 
 def test_the_demo_records_its_copy_and_its_offset_sync(config_file: Path, home: Path) -> None:

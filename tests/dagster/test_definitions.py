@@ -7,6 +7,8 @@ are exercised with the engine's verbs replaced by stubs.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import importlib
 import json
 import time
@@ -64,6 +66,16 @@ def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definit
         sensor = repo.get_sensor_def(f"{name}_lag_sensor")
         assert sensor.job_name == job.name
         assert sensor.minimum_interval_seconds == 30
+
+
+def test_each_links_copy_asset_has_a_freshness_policy_from_its_target(definitions, tmp_path: Path) -> None:
+    path = tmp_path / "mirror.yaml"
+    path.write_text(VALID_CONFIG.replace("destination: us-east\n", "destination: us-east\n    mirror.freshness.target.ms: 600000\n", 1))
+    graph = definitions.build_definitions(path).get_repository_def().asset_graph
+    policies = {link: graph.get(dg.AssetKey([name, "mirror_data"])).freshness_policy for link, name in LINKS.items()}
+    assert policies["west-to-east"].fail_window.to_timedelta() == timedelta(minutes=10)
+    assert policies["west-to-east"].warn_window.to_timedelta() == timedelta(minutes=5)
+    assert policies["east.to.west"].fail_window.to_timedelta() == timedelta(minutes=5)  # the default target
 
 
 def test_resources_point_at_the_loaded_file(defs: dg.Definitions, config_file: Path) -> None:
@@ -141,11 +153,18 @@ def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
 
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
     lags = lambda link: {"a": 0, "b": 7, "c": 0, "d": 2}  # noqa: E731
+    states = mirrors_answer([("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "ACTIVE")])
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lags), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lags, list_mirrors=states), definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
+
+    # Lag history between copies, and the link's state summary, on every registered mirror.
+    observed = {e.partition: e.metadata for e in result.asset_events}
+    assert sorted(observed) == ["a", "b", "c"]  # d is registered by this tick, observed from the next
+    assert observed["b"]["replication-records-lag"].value == 7 and observed["c"]["state"].value == "PAUSED"
+    assert observed["a"]["link_mirrors"].value == "ACTIVE 3, PAUSED 1"
 
     assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["d"]]
     (request,) = result.run_requests
@@ -162,17 +181,20 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
 
     instance.add_dynamic_partitions("east_to_west_mirrors", ["x"])
     sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
+    states = mirrors_answer([("x", "ACTIVE")])
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 100}), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 100}, list_mirrors=states),
+        definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
-    assert "none more than 100 records behind" in result.skip_message
+    assert "(ACTIVE 1), none more than 100 records behind" in result.skip_message
 
     job = defs.get_repository_def().get_job("east_to_west_replicate")
     run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 101}), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 101}, list_mirrors=states),
+        definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []

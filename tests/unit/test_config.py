@@ -422,7 +422,8 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.log.start.alignment.max.records": 6, "mirror.writer.fence.wait.ms": 7,
         "mirror.state.topic": "_state", "mirror.offset.map.topic": "_omap", "mirror.lag.alert.records": 8,
         "mirror.checkpoints.topic": "_cp", "mirror.heartbeats.topic": "_hb",
-        "mirror.link.principal": "User:m",
+        "mirror.link.principal": "User:m", "mirror.freshness.target.ms": 120000,
+        "mirror.task.memory.bytes": 64 * 1024 * 1024,
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
@@ -434,6 +435,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert (link.unit_max_bytes, link.chunk_max_records, link.alignment_max_records, link.fence_wait_ms) == (4, 5, 6, 7)
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
     assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
+    assert link.freshness_ms == 120000 and link.task_memory_bytes == 64 * 1024 * 1024
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
