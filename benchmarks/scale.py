@@ -157,36 +157,41 @@ def peak_rss_mb() -> float:
 
 def measure_round(name: str, cfg, config_path: Path, spark, loader: Loader, targets: list[tuple[str, int]],
                   timer: PhaseTimer, repeat: int, copy_cycle: bool) -> dict:
-    """Every measurement once per repetition; medians (and all runs) in seconds."""
+    """Every measurement once per repetition; medians (and all runs) in seconds, wall clock and
+    this process's CPU (all its threads: librdkafka's too), which a busy neighbour moves much less."""
     say(f"round '{name}': measuring ({repeat} repetitions)")
     out: dict[str, Any] = {"state": state_size(cfg)}
     runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
 
-    def add(key: str, seconds: float) -> None:
+    def measure(key: str, fn: Callable[[], Any], fresh_process: bool = False) -> Any:
+        if fresh_process:
+            forget_views()
+        c0 = time.process_time()
+        seconds, result = timed(fn)
         runs.setdefault(key, []).append(round(seconds, 3))
+        cpu.setdefault(key, []).append(round(time.process_time() - c0, 3))
+        return result
 
     first_mirror = sorted({t for t, _ in targets})[0]
     for i in range(repeat):
         timer.take()
-        secs, result = timed(lambda: engine.run_cycle(cfg, LINK, spark))
+        result = measure("empty_cycle", lambda: engine.run_cycle(cfg, LINK, spark))
         if result.records:
             say(f"WARNING: an empty cycle copied {result.records} records")
-        add("empty_cycle", secs)
-        add("empty_cycle_plan", timer.take().get("plan", 0.0))
-        add("plan_only", timed(lambda: plan_only(cfg))[0])
-        add("describe_one", timed(lambda: engine.describe_mirror(cfg, LINK, first_mirror))[0])
-        add("list", timed(lambda: engine.list_mirrors(cfg, LINK))[0])
-        add("lags", timed(lambda: engine.mirror_lags(cfg, LINK))[0])
+        runs.setdefault("empty_cycle_plan", []).append(timer.take().get("plan", 0.0))
+        measure("plan_only", lambda: plan_only(cfg))
+        measure("describe_one", lambda: engine.describe_mirror(cfg, LINK, first_mirror))
+        measure("list", lambda: engine.list_mirrors(cfg, LINK))
+        measure("lags", lambda: engine.mirror_lags(cfg, LINK))
         if compacted_view is not None:
-            forget_views()
-            add("empty_cycle_fresh_process", timed(lambda: engine.run_cycle(cfg, LINK, spark))[0])
-            forget_views()
-            add("plan_only_fresh_process", timed(lambda: plan_only(cfg))[0])
-            forget_views()
-            add("lags_fresh_process", timed(lambda: engine.mirror_lags(cfg, LINK))[0])
-        if i == 0:  # fresh processes: the command line as an operator runs it
-            add("cli_describe_one", timed(lambda: cli(config_path, "mirror", "describe", first_mirror))[0])
-            add("cli_list", timed(lambda: cli(config_path, "mirror", "list"))[0])
+            measure("empty_cycle_fresh_process", lambda: engine.run_cycle(cfg, LINK, spark), fresh_process=True)
+            measure("plan_only_fresh_process", lambda: plan_only(cfg), fresh_process=True)
+            measure("lags_fresh_process", lambda: engine.mirror_lags(cfg, LINK), fresh_process=True)
+        if i == 0:  # fresh processes: the command line as an operator runs it (its CPU is not this process's)
+            runs.setdefault("cli_describe_one", []).append(
+                round(timed(lambda: cli(config_path, "mirror", "describe", first_mirror))[0], 3))
+            runs.setdefault("cli_list", []).append(round(timed(lambda: cli(config_path, "mirror", "list"))[0], 3))
     if copy_cycle:  # one record to every partition, then one cycle copies them all
         loader.write(targets, 1)
         timer.take()
@@ -196,8 +201,9 @@ def measure_round(name: str, cfg, config_path: Path, spark, loader: Loader, targ
             say(f"WARNING: the copy cycle copied {result.records} records, expected {len(targets)}")
         out["copy_cycle"] = {"seconds": round(secs, 3), "records": result.records, "work_units": result.work_units,
                              "steps_s": steps}
-    out["runs_s"] = runs
+    out["runs_s"], out["cpu_runs_s"] = runs, cpu
     out["median_s"] = {k: round(statistics.median(v), 3) for k, v in runs.items()}
+    out["median_cpu_s"] = {k: round(statistics.median(v), 3) for k, v in cpu.items()}
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     # Everything shares the machine's cores: a busy neighbour slows every figure of the round.
     out["load_average"] = round(os.getloadavg()[0], 1)
@@ -368,26 +374,31 @@ def render_table(r: dict) -> str:
         f"by both brokers, Spark and the driver; incremental state reads: {'yes' if p['incremental_state_reads'] else 'no'}",
         f"engine: {p['engine']}",
         "",
-        f"{'median seconds':<{W}}" + "".join(f"{n:>16}" for n in names),
-        "-" * (W + 16 * len(names)),
+        f"{'median seconds: wall (driver CPU)':<{W}}" + "".join(f"{n:>18}" for n in names),
+        "-" * (W + 18 * len(names)),
     ]
+
+    def cell(n: str, key: str) -> str:
+        wall, cpu = rounds[n]["median_s"].get(key), rounds[n].get("median_cpu_s", {}).get(key)
+        return "" if wall is None else f"{wall:.3f}" + ("" if cpu is None else f" ({cpu:.3f})")
+
     for key, label in ROWS:
-        cells = [rounds[n]["median_s"].get(key) for n in names]
-        if any(c is not None for c in cells):
-            lines.append(f"{label:<{W}}" + "".join(f"{'' if c is None else f'{c:.3f}':>16}" for c in cells))
+        cells = [cell(n, key) for n in names]
+        if any(cells):
+            lines.append(f"{label:<{W}}" + "".join(f"{c:>18}" for c in cells))
     copies = [rounds[n].get("copy_cycle") for n in names]
     if any(copies):
         for label, fig in (("cycle copying 1 record to every partition", lambda c: c["seconds"]),
                            ("  of which planning", lambda c: c["steps_s"].get("plan", 0.0)),
                            ("  of which the Spark job", lambda c: c["steps_s"].get("spark_job", 0.0))):
-            lines.append(f"{label:<{W}}" + "".join(f"{'' if c is None else f'{fig(c):.2f}':>16}" for c in copies))
+            lines.append(f"{label:<{W}}" + "".join(f"{'' if c is None else f'{fig(c):.2f}':>18}" for c in copies))
     lines.append(f"{'offset-map topic end offset (history)':<{W}}"
-                 + "".join(f"{rounds[n]['state']['offset_map_end']:>16,}" for n in names))
+                 + "".join(f"{rounds[n]['state']['offset_map_end']:>18,}" for n in names))
     lines.append(f"{'live segments of the link':<{W}}"
-                 + "".join(f"{rounds[n]['state']['live_segments']:>16,}" for n in names))
-    lines.append(f"{'driver peak RSS so far (MB)':<{W}}" + "".join(f"{rounds[n]['peak_rss_mb']:>16.0f}" for n in names))
+                 + "".join(f"{rounds[n]['state']['live_segments']:>18,}" for n in names))
+    lines.append(f"{'driver peak RSS so far (MB)':<{W}}" + "".join(f"{rounds[n]['peak_rss_mb']:>18.0f}" for n in names))
     lines.append(f"{'machine load average (1 min) at the end':<{W}}"
-                 + "".join(f"{rounds[n]['load_average']:>16.1f}" for n in names))
+                 + "".join(f"{rounds[n]['load_average']:>18.1f}" for n in names))
     lines.append("")
     if "create_mirrors_s" in r:
         lines.append(f"setup: {p['topics']} mirrors created in {r['create_mirrors_s']:.1f} s; first cycle "
