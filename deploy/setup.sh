@@ -31,8 +31,8 @@ if [ ! -f "$stamp" ]; then
 fi
 
 # Two test suites drive Debian packages, installed here when they are missing and
-# apt-get can run as root (one apt-get run for both); anywhere else setup goes on
-# and those tests skip, saying why:
+# apt-get can run as root (one apt-get run for both); anywhere else setup goes on, and
+# the tests that need them say why (the browser tests skip; the deployment tests fail):
 # - the browser tests (tests/browser) drive `chromium` through Playwright, which
 #   never downloads a browser of its own;
 # - the tests of the deployment's Dagster instance (tests/deploy,
@@ -50,10 +50,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${missing[*]} (Debian packages) for the browser and Postgres instance tests"
     if ! { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
-      echo "setup: could not install ${missing[*]}; the tests that need them will skip" >&2
+      echo "setup: could not install ${missing[*]}; the tests that need them will say so" >&2
     fi
   else
-    echo "setup: missing ${missing[*]} (install them to run tests/browser and tests/deploy, which skip without them)" >&2
+    echo "setup: missing ${missing[*]} (install them to run tests/browser and tests/deploy)" >&2
   fi
 fi
 

@@ -8,7 +8,8 @@ connection. PostgreSQL refuses to run as root, so as root the server runs as
 the `postgres` user the package creates (through `runuser`), which owns the
 directory. It is stopped and its directory removed at the end of the session.
 Without the binaries (or, as root, without a `postgres` user) the tests that
-ask for it skip, saying why.
+ask for it fail, saying what is missing: `make setup` installs them, so their
+absence means the machine was not set up, not that the tests do not apply.
 
 `postgres_database` gives each test a database of its own, owned by a login
 role with a password (not a superuser), as a deployment would have.
@@ -145,11 +146,11 @@ def _tail(log: Path, lines: int = 20) -> str:
 def postgres_server() -> Iterator[PostgresServer]:
     bin_dir = server_binaries()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl): install Debian's `postgresql` package, "
-                    "as deploy/setup.sh does as root")
+        pytest.fail("no PostgreSQL server binaries (initdb, pg_ctl): run `make setup` as root, which installs "
+                    "Debian's `postgresql` package, or install it yourself", pytrace=False)
     prefix, owner, why_not = _run_as()
     if why_not:
-        pytest.skip(why_not)
+        pytest.fail(why_not, pytrace=False)
     # Not under pytest's tmp dir: as root that is private to root, and the server runs as `postgres`.
     root = Path(tempfile.mkdtemp(prefix="mirror-pipeline-pg-"))
     data, log = root / "data", root / "server.log"

@@ -2,8 +2,8 @@
 
 Each test gets a `$DAGSTER_HOME` whose `dagster.yaml` is the shipped file,
 unchanged, and the five `DAGSTER_PG_*` variables pointing at a fresh database
-of the throwaway server (`conftest.py`; the tests skip without Debian's
-postgresql binaries). Checked:
+of the throwaway server (`conftest.py`; without Debian's postgresql
+binaries, which `make setup` installs, the tests fail saying so). Checked:
 
 - run, event-log and schedule storage are all Postgres, behind the run queue
   and the daemon's scheduler; nothing is written as SQLite under the home;
