@@ -325,6 +325,14 @@ def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
         problems.append(f"spark: expected a mapping with master and conf, got {kind_of(raw)}")
         return SparkSettings()
     raw = dict(raw)
+    if isinstance(raw.get("conf"), dict) and "spark.remote" in raw["conf"]:
+        # The same setting as `remote`, so it gets the same checks and its token the same secrecy.
+        conf = dict(raw["conf"])
+        if "remote" in raw:
+            problems.append("spark.conf.spark.remote: spark.remote is already set; set it once")
+        else:
+            raw["remote"] = conf.pop("spark.remote")
+        raw["conf"] = conf
     if isinstance(raw.get("master"), str):
         raw["master"] = _expand(raw["master"], env, "spark.master", problems, secrets.env_values)
     if isinstance(raw.get("remote"), str):  # a Connect URL may carry a token: what it takes in is secret

@@ -45,6 +45,15 @@ def test_remote_must_be_a_connect_url_and_is_never_quoted(url):
     assert line == f"{SRC}: spark.remote: must be a Spark Connect URL: sc://host:port, optionally followed by /;name=value..."
 
 
+def test_spark_remote_under_conf_is_the_same_setting_with_its_token_kept_secret():
+    cfg = spark_of({"conf": {"spark.remote": "sc://h:15002/;token=SEKRIT"}})
+    assert cfg.spark.remote == "sc://h:15002/;token=SEKRIT" and "spark.remote" not in cfg.spark.conf
+    assert "SEKRIT" not in str(cfg.to_redacted_dict()) and "SEKRIT" in cfg.secret_values()
+    assert problem({"conf": {"spark.remote": "h:1"}}).endswith("spark.remote: must be a Spark Connect URL: "
+                                                             "sc://host:port, optionally followed by /;name=value...")
+    assert "set it once" in problem({"remote": "sc://h:1", "conf": {"spark.remote": "sc://h:2"}})
+
+
 def test_master_and_remote_exclude_each_other():
     assert problem({"master": "local[2]", "remote": "sc://h:15002"}) == (
         f"{SRC}: spark: set master or remote, not both (a Spark Connect server has its own master)")
