@@ -29,6 +29,7 @@ from dagster import (
 )
 
 from mirror_pipeline.model.errors import ClusterUnreachable
+from mirror_pipeline.model.states import count_per_state, state_summary
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
 from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress
@@ -52,8 +53,8 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         link = mirror_engine.link(names.link)
         previous = _read_cursor(context.cursor)
         try:
-            lags = mirror_engine.mirror_lags(names.link)
-            states = {m.mirror_topic: m.state for m in mirror_engine.list_mirrors(names.link)}
+            infos, lags = mirror_engine.mirror_overview(names.link)
+            states = {m.mirror_topic: m.state for m in infos}
         except ClusterUnreachable as exc:
             # Kafka down is an expected state, not a sensor error: skip, keep the cursor.
             return SensorResult(
@@ -74,7 +75,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
             context.log.info(f"registering {len(new)} new mirror(s) of {link.name}: {', '.join(new)}")
         behind = sorted(m for m, lag in lags.items() if lag > link.lag_alert_records)
         cursor = {"lags": dict(sorted(lags.items())), "last_run_key": previous.get("last_run_key")}
-        summary = state_summary(states)
+        summary = state_summary(count_per_state(states.values()))
         observed = observations(names, lags, states, known, summary)
 
         def skip(reason: str) -> SensorResult:
@@ -113,14 +114,6 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         )
 
     return _lag_sensor
-
-
-def state_summary(states: dict[str, str]) -> str:
-    """"ACTIVE 3, PAUSED 1": the link's mirrors per state, most common first."""
-    counts: dict[str, int] = {}
-    for state in states.values():
-        counts[state] = counts.get(state, 0) + 1
-    return ", ".join(f"{s} {n}" for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "no mirror"
 
 
 def observations(names: LinkNames, lags: dict[str, int], states: dict[str, str], registered: set,

@@ -59,7 +59,7 @@ def lineage_table(copy: MirrorCopyResult) -> str:
         "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for p in sorted(copy.partitions, key=lambda p: p.partition):
-        latency = p.latency_max_ms if p.latency_max_ms >= 0 else "–"
+        latency = p.latency_max_ms if p.latency_records else "–"
         rows.append(
             f"| {p.partition} | [{p.source_from}, {p.source_until}) | [{p.dest_from}, {p.dest_until}) "
             f"| {p.records} | {p.bytes} | {p.lag_after} | {latency} |"

@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
         secs, spark = timed(lambda: spark_session(cfg.spark))
         say(f"Spark session up in {secs:.1f}s (master {spark.sparkContext.master})")
-        timer = PhaseTimer()
+        timer = PhaseTimer(keep_units=False)
         timer.install()
         try:
             secs, result = timed(lambda: engine.run_cycle(cfg, LINK, spark))

@@ -329,10 +329,13 @@ class PhaseTimer:
 
     STEPS = {"plan": "plan_cycle", "spark_job": "run_units", "consolidate": "_consolidate", "finish": "_cycle_result"}
 
-    def __init__(self):
+    def __init__(self, keep_units: bool = True):
         self.current: dict[str, float] = {}
         self._originals: dict[str, Callable] = {}
-        self.units: list = []  # the copy tasks' results (`UnitResult`) since the last take_units()
+        # The copy tasks' results (`UnitResult`) since the last take_units(); not kept by a
+        # caller that never takes them (it would only grow).
+        self.keep_units = keep_units
+        self.units: list = []
 
     def install(self) -> None:
         for step, name in self.STEPS.items():
@@ -352,7 +355,7 @@ class PhaseTimer:
             t0 = time.perf_counter()
             try:
                 out = fn(*args, **kwargs)
-                if step == "spark_job":
+                if step == "spark_job" and self.keep_units:
                     self.units.extend(out)
                 return out
             finally:

@@ -37,6 +37,7 @@ __all__ = [
     "list_mirrors",
     "describe_mirror",
     "mirror_lags",
+    "mirror_overview",
     "pause",
     "resume",
     "promote",
@@ -105,8 +106,13 @@ def describe_mirror(config: PipelineConfig, link: str, mirror_topic: str) -> Mir
 
 
 def mirror_lags(config: PipelineConfig, link: str) -> dict[str, int]:
-    """Source records not yet mirrored, per mirror topic of `link` (for the lag sensor)."""
+    """Source records not yet mirrored, per mirror topic of `link` (for the lag check)."""
     return mirrors.link_lags(LinkContext.open(config, link))
+
+
+def mirror_overview(config: PipelineConfig, link: str) -> tuple[list[MirrorInfo], dict[str, int]]:
+    """Every mirror of `link` and the lag of each not STOPPED, read together (for the lag sensor and the metrics)."""
+    return mirrors.link_overview(LinkContext.open(config, link))
 
 
 # --- lifecycle (R-LC) -------------------------------------------------------------

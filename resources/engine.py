@@ -49,6 +49,10 @@ class MirrorEngine(ConfigurableResource):
     def mirror_lags(self, link: str) -> dict[str, int]:
         return engine.mirror_lags(self.load(), link)
 
+    def mirror_overview(self, link: str) -> tuple[list[MirrorInfo], dict[str, int]]:
+        """Every mirror of the link and their lags, from one read of its registry."""
+        return engine.mirror_overview(self.load(), link)
+
     def link_config_drift(self, link: str, mirrors: Optional[Sequence[str]] = None) -> dict[str, dict]:
         return engine.link_config_drift(self.load(), link, mirrors)
 

@@ -66,18 +66,8 @@ def local_kafka() -> Iterator[LocalKafka]:
     running, so a session starts without topics left by earlier sessions.
     """
     kafka = LocalKafka(root=TEST_KAFKA_ROOT, count=TEST_KAFKA_COUNT, base_port=TEST_KAFKA_BASE_PORT)
-    with _session_lock():
-        if not _live_leases() and not any(info.running for info in kafka.status()):
-            shutil.rmtree(TEST_KAFKA_ROOT, ignore_errors=True)
-        (SESSIONS_DIR / str(os.getpid())).touch()
-        kafka.up()
-    try:
+    with shared_between_runs(SESSIONS_DIR, kafka.up, kafka.down, fresh=_wiper(kafka, TEST_KAFKA_ROOT)):
         yield kafka
-    finally:
-        with _session_lock():
-            (SESSIONS_DIR / str(os.getpid())).unlink(missing_ok=True)
-            if not _live_leases() and not os.environ.get(KEEP_ENV):
-                kafka.down()
 
 
 @pytest.fixture(scope="session")
@@ -92,18 +82,37 @@ def secure_kafka() -> Iterator[LocalKafka]:
     kafka = LocalKafka(
         root=TEST_SECURE_ROOT, count=TEST_SECURE_COUNT, base_port=TEST_SECURE_BASE_PORT, security=TEST_SECURE_MODE
     )
-    with _session_lock(SECURE_SESSIONS_DIR):
-        if not _live_leases(SECURE_SESSIONS_DIR) and not any(info.running for info in kafka.status()):
-            shutil.rmtree(TEST_SECURE_ROOT, ignore_errors=True)  # fresh credentials and no old topics
-        (SECURE_SESSIONS_DIR / str(os.getpid())).touch()
-        kafka.up()
-    try:
+    # A fresh root also means fresh credentials.
+    with shared_between_runs(SECURE_SESSIONS_DIR, kafka.up, kafka.down, fresh=_wiper(kafka, TEST_SECURE_ROOT)):
         yield kafka
+
+
+@contextlib.contextmanager
+def shared_between_runs(sessions_dir: Path, start: Callable[[], object], stop: Callable[[], object],
+                        fresh: Callable[[], object] | None = None) -> Iterator[None]:
+    """Servers several pytest runs of one checkout share: each run holds a lease file in
+    `sessions_dir`, `start` runs under the leases' lock (after `fresh`, when no other run
+    holds a lease), and only the last run to finish calls `stop` (unless KEEP_ENV is set)."""
+    with _session_lock(sessions_dir):
+        if fresh is not None and not _live_leases(sessions_dir):
+            fresh()
+        (sessions_dir / str(os.getpid())).touch()
+        start()
+    try:
+        yield
     finally:
-        with _session_lock(SECURE_SESSIONS_DIR):
-            (SECURE_SESSIONS_DIR / str(os.getpid())).unlink(missing_ok=True)
-            if not _live_leases(SECURE_SESSIONS_DIR) and not os.environ.get(KEEP_ENV):
-                kafka.down()
+        with _session_lock(sessions_dir):
+            (sessions_dir / str(os.getpid())).unlink(missing_ok=True)
+            if not _live_leases(sessions_dir) and not os.environ.get(KEEP_ENV):
+                stop()
+
+
+def _wiper(kafka: LocalKafka, root: Path) -> Callable[[], None]:
+    """Wipes `root` when none of its clusters runs: a session starts without earlier sessions' topics."""
+    def wipe() -> None:
+        if not any(info.running for info in kafka.status()):
+            shutil.rmtree(root, ignore_errors=True)
+    return wipe
 
 
 @contextlib.contextmanager

@@ -5,8 +5,8 @@ their work is done, so the UI shows what they did exactly as if a Dagster run
 had done it (see `dagster_recording` for what is recorded, and where).
 
 This module is cheap to import, and is the CLI's one door to its Dagster
-side (`dagster_recording`, and `dagster_runs` and `metrics_exporter`, which
-the lifecycle verbs and `metrics` get through `dagster_runs()` and
+side (`dagster_recording`, and `dagster_runs`, which the lifecycle verbs get
+through `dagster_runs()`, and `metrics_exporter`, which `metrics` gets through
 `metrics_exporter()`): Dagster takes seconds to import, so it is loaded
 only when a job is launched or there is something to record, after the work,
 and never by `--help` or by the verbs that only read.
@@ -84,7 +84,10 @@ def dagster_runs() -> ModuleType:
 
 def metrics_exporter() -> ModuleType:
     """`metrics_exporter` (it reads the recorded copies back from the instance), imported on first use."""
-    return _dagster_side().metrics_exporter
+    # It imports Dagster and prometheus-client: only `metrics serve` and `metrics show` load it.
+    import mirror_pipeline.cli.metrics_exporter as metrics_exporter
+
+    return metrics_exporter
 
 
 def _dagster_side() -> ModuleType:

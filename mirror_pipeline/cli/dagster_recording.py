@@ -16,7 +16,6 @@ from typing import Sequence
 from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
 import mirror_pipeline.cli.dagster_runs as dagster_runs  # also reached through here: `dagster_events.dagster_runs()`
-import mirror_pipeline.cli.metrics_exporter as metrics_exporter  # and `dagster_events.metrics_exporter()`
 from mirror_pipeline import engine
 from mirror_pipeline.cli.dagster_runs import dagster_instance
 from mirror_pipeline.config.loader import PipelineConfig

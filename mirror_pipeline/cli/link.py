@@ -116,15 +116,15 @@ def sync_configs(name: str, mirrors: tuple[str, ...], config_path: str | None, a
     if mirrors:  # unknown names fail before anything changes
         refuse_unknown_mirrors(mirrors, {m.mirror_topic for m in engine.list_mirrors(config, name)}, name,
                                "--mirror", as_json)
+    failed = ""
     try:
         result = engine.sync_configs(config, name, mirrors=list(mirrors) or None)
-    except engine.ConfigSyncFailed as exc:
-        emit(exc.result.to_dict(), as_json, _render_config_sync)
-        dagster_events.record_config_sync(config, name, exc.result, origin=f"link sync-configs {name}",
-                                          as_json=as_json)
-        fail(str(exc), as_json)
+    except engine.ConfigSyncFailed as exc:  # the mirrors that did sync are shown and recorded all the same
+        result, failed = exc.result, str(exc)
     emit(result.to_dict(), as_json, _render_config_sync)
     dagster_events.record_config_sync(config, name, result, origin=f"link sync-configs {name}", as_json=as_json)
+    if failed:
+        fail(failed, as_json)
 
 
 def _render_config_sync(d: dict) -> str:

@@ -16,13 +16,15 @@ import click
 
 import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, load, table
-from mirror_pipeline.cli.ui import check_host_text, check_port_free
+from mirror_pipeline.cli.listening import check_host_text, check_port_free
+from mirror_pipeline.cli.values import LINK
+from mirror_pipeline.model.metrics import DEFAULT_WINDOW_S
+from mirror_pipeline.model.states import state_summary
 
 DEFAULT_PORT = 9464  # the usual exporter port; below Linux's ephemeral range (32768-60999)
-DEFAULT_WINDOW_S = 300.0
 DEFAULT_INTERVAL_S = 15.0
 
-_link_filter = click.option("--link", "links", multiple=True, help="Only this link (repeatable) [default: all].")
+_link_filter = click.option("--link", "links", type=LINK, multiple=True, help="Only this link (repeatable) [default: all].")
 _window = click.option("--window", "window_s", type=click.FloatRange(1, 86400), default=DEFAULT_WINDOW_S,
                        show_default=True, help="Length of the sliding window, in seconds.")
 
@@ -108,7 +110,7 @@ def _render(out: dict) -> str:
     lines = [f"Window: last {out['window_s']:g}s",
              table(["LINK", "TOPIC", "METRIC", "COUNT", "MIN", "MAX", "AVG", "SUM"], rows)]
     for link, counts in sorted(out["mirrors_per_state"].items()):
-        lines.append(f"{link}: " + (", ".join(f"{state} {n}" for state, n in counts.items() if n) or "no mirror"))
+        lines.append(f"{link}: {state_summary(counts)}")
     for link, why in sorted(out["not_sampled"].items()):
         lines.append(f"{link}: lag and states not sampled: {why}")
     return "\n".join(lines)

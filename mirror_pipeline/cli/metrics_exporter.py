@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 from prometheus_client import start_http_server
@@ -37,7 +36,7 @@ from mirror_pipeline.model.metrics import (
     add_copies,
     add_lags,
 )
-from mirror_pipeline.model.states import STATES
+from mirror_pipeline.model.states import count_per_state
 from mirror_pipeline_dagster.metrics_history import recorded_checkpoints, recorded_copies
 
 PREFIX = "mirror_pipeline"
@@ -51,12 +50,6 @@ STATS = ("min", "max", "avg", "sum", "count")
 
 
 @dataclass
-class LinkSample:
-    at: float
-    lags: dict[str, int]
-
-
-@dataclass
 class LinkMetrics:
     """What the exporter knows of its links: lag samples and states from the clusters, the rest from the instance."""
 
@@ -64,7 +57,7 @@ class LinkMetrics:
     instance: object  # a DagsterInstance
     window_s: float
     links: list[str] = field(default_factory=list)
-    _lags: dict = field(default_factory=dict)  # link -> deque[LinkSample]
+    _lags: MetricWindows | None = None  # the lag samples taken so far (the windows drop old ones)
     states: dict = field(default_factory=dict)  # link -> {state: count}
     mirrors: dict = field(default_factory=dict)  # link -> [mirror topics]
     errors: dict = field(default_factory=dict)  # link -> why the last sample failed ("" when it did not)
@@ -72,28 +65,22 @@ class LinkMetrics:
 
     def __post_init__(self) -> None:
         self.links = self.links or sorted(self.config.links)
+        self._lags = MetricWindows(self.window_s)
 
     def sample(self) -> None:
         """Each link's lag per mirror and its mirrors per state, now."""
         for link in self.links:
             try:
-                infos = engine.list_mirrors(self.config, link)
-                lags = engine.mirror_lags(self.config, link)
+                infos, lags = engine.mirror_overview(self.config, link)
             except MirrorError as exc:
                 with self._lock:
                     self.errors[link] = scrub(" ".join(str(exc).split()), self.config.secret_values())
                 continue
-            counts = {state: 0 for state in STATES}
-            for info in infos:
-                counts[info.state] = counts.get(info.state, 0) + 1
             with self._lock:
                 self.errors[link] = ""
-                self.states[link] = counts
+                self.states[link] = count_per_state(info.state for info in infos)
                 self.mirrors[link] = sorted(info.mirror_topic for info in infos)
-                samples = self._lags.setdefault(link, deque())
-                samples.append(LinkSample(time.time(), lags))
-                while samples and samples[0].at <= time.time() - self.window_s:
-                    samples.popleft()
+                add_lags(self._lags, link, time.time(), lags)
 
     def snapshot(self, now: float | None = None) -> dict[tuple[str, str, str], WindowStats]:
         """Every (metric, link, topic) window with samples, as of `now`."""
@@ -104,10 +91,9 @@ class LinkMetrics:
             add_copies(windows, recorded_copies(self.instance, link, since))
             for sync in recorded_checkpoints(self.instance, link, since):
                 add_checkpoint(windows, link, list(sync.mirrors), sync.at, sync.latency_ms)
-            with self._lock:
-                for s in self._lags.get(link, ()):
-                    add_lags(windows, link, s.at, s.lags)
-        return windows.snapshot(now)
+        with self._lock:
+            lags = self._lags.snapshot(now)
+        return {**windows.snapshot(now), **lags}
 
     def rows(self, now: float | None = None) -> list[dict]:
         """Every metric of every mirror and link; a window without samples has count 0 and sum 0."""

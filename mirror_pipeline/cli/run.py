@@ -110,10 +110,9 @@ def _render_cycle(d: dict) -> str:
     rows = []
     for name, m in d["mirrors"].items():
         for p in m["partitions"]:
-            latency = p.get("latency_max_ms", -1)
             rows.append([name, p["partition"], f"{p['source_from']}..{p['source_until']}",
                          f"{p['dest_from']}..{p['dest_until']}", p["records"], p["lag_after"],
-                         latency if latency >= 0 and p["records"] else "-"])
+                         p["latency_max_ms"] if p["latency_records"] else "-"])
     summary = (
         f"link '{d['link']}': copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
         f"over {d['work_units']} work units; lag after: {d['lag_after']:,}"

@@ -39,7 +39,6 @@ deprecation warning.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import socket
@@ -57,6 +56,7 @@ import click
 import yaml
 
 from mirror_pipeline.cli.common import config_option, ensure_dagster_home, fail, handle_errors, load
+from mirror_pipeline.cli.listening import check_host_text, check_port_free, host_port
 from mirror_pipeline.cli.values import printable, shown
 from mirror_pipeline.config.loader import CONFIG_ENV_VAR
 from mirror_pipeline.model.errors import ConfigError
@@ -145,32 +145,6 @@ def _raise_stop(signum, frame) -> None:
     raise _Stop()
 
 
-def check_host_text(host: str) -> None:
-    if not host or not host.isprintable() or any(c.isspace() for c in host) or len(host) > 253:
-        raise click.BadParameter(f"{shown(host)} is not a host name or address", param_hint="'--host'")
-
-
-def check_port_free(host: str, port: int, likely: str = "another Dagster UI?") -> None:
-    """One clear line now, rather than the webserver's logs later."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except (socket.gaierror, UnicodeError) as exc:
-        fail(f"--host {shown(host)}: cannot be resolved ({getattr(exc, 'strerror', None) or exc})")
-    with socket.socket(family, kind, proto) as probe:
-        # As uvicorn binds: a port whose last connection is only in TIME_WAIT is free.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                fail(f"--port {port}: {_host_port(host, port)} is already in use ({likely}); "
-                     f"stop what listens there or pick another port with --port")
-            if exc.errno == errno.EACCES:
-                fail(f"--port {port}: not allowed to listen on {_host_port(host, port)}; pick a port above 1023")
-            fail(f"--host {shown(host)}: cannot listen on {_host_port(host, port)} ({exc.strerror or exc})")
-
-
 def _dagster_home() -> Path:
     """`$DAGSTER_HOME` (made absolute, as Dagster requires), else ./.dagster-home, as the CLI's own runs use
     (`dagster_runs.dagster_instance`); with the project's settings, and its storage created."""
@@ -201,11 +175,7 @@ def _tool(script: str, module: str) -> list[str]:
 
 def _url(host: str, port: int) -> str:
     """Where a browser on this machine reaches the UI."""
-    return f"http://{_host_port({'0.0.0.0': '127.0.0.1', '::': '::1'}.get(host, host), port)}"
-
-
-def _host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"http://{host_port({'0.0.0.0': '127.0.0.1', '::': '::1'}.get(host, host), port)}"
 
 
 def _accepts(path: Path) -> bool:

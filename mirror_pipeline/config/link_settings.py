@@ -82,7 +82,7 @@ class LinkSettings(BaseModel):
     unit_max_bytes: UnitMaxBytes = Field(1024 * 1024 * 1024, alias="mirror.unit.max.bytes")
     chunk_max_records: ChunkMaxRecords = Field(20000, alias="mirror.chunk.max.records")
     # What one copy task's record buffers may hold (consumer prefetch, chunk, producer queue).
-    task_memory_bytes: TaskMemoryBytes = Field(256 * 1024 * 1024, alias="mirror.task.memory.bytes")
+    task_memory_bytes: TaskMemoryBytes = Field(values.DEFAULT_TASK_MEMORY_BYTES, alias="mirror.task.memory.bytes")
     alignment_max_records: AlignmentMaxRecords = Field(1_000_000, alias="mirror.log.start.alignment.max.records")
     fence_wait_ms: FenceWaitMs = Field(16000, alias="mirror.writer.fence.wait.ms")
     state_topic: TopicName = Field(None, alias="mirror.state.topic")

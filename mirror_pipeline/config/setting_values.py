@@ -45,7 +45,11 @@ CHUNK_MAX_RECORDS = (1, 1_000_000, "a chunk is queued in the writer at once, who
 ALIGNMENT_MAX_RECORDS = (0, 1_000_000, "placeholders are produced in one go: they must fit the writer's queue and land within a minute")
 FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is derived from it")
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
-TASK_MEMORY_BYTES = (16 * 1024**2, 64 * 1024**3, "64 GiB: one Spark task's buffers")
+# A copy task's memory budget (`replication.task_memory` splits it): the default, and the
+# least that leaves its buffers large enough to copy at a useful rate.
+DEFAULT_TASK_MEMORY_BYTES = 256 * 1024**2
+MIN_TASK_MEMORY_BYTES = 16 * 1024**2
+TASK_MEMORY_BYTES = (MIN_TASK_MEMORY_BYTES, 64 * 1024**3, "64 GiB: one Spark task's buffers")
 FRESHNESS_MS = (60_000, 7 * 86_400_000, "a week; the replicate schedule runs every minute, so under a minute is always late")
 
 

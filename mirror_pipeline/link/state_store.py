@@ -42,8 +42,8 @@ from mirror_pipeline.link.state_keys import (
     state_writer_id,
     transactional_id,
 )
-from mirror_pipeline.link.state_writers import TRANSACTION_TIMEOUT_MS, SegmentWriter, TransactionalWriter
-from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, read_topic, topic_end
+from mirror_pipeline.link.state_writers import SegmentWriter, TransactionalWriter
+from mirror_pipeline.link.topic_reading import read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
@@ -51,10 +51,10 @@ from mirror_pipeline.model.states import may_copy
 
 # Names that moved to their own modules and are still imported from here.
 __all__ = [
-    "STATE_TOPIC_CONFIG", "SETTLE_TIMEOUT_S", "TRANSACTION_TIMEOUT_MS", "STATE_WRITE_ATTEMPTS",
+    "STATE_TOPIC_CONFIG", "STATE_WRITE_ATTEMPTS",
     "Registry", "SegmentSnapshot", "SegmentWriter", "StateStore", "TransactionalWriter",
     "acl_key", "ensure_internal_topics", "link_key", "mirror_key", "read_topic", "segment_key",
-    "state_writer_id", "topic_end", "transactional_id",
+    "state_writer_id", "transactional_id",
 ]
 
 STATE_TOPIC_CONFIG = {

@@ -18,9 +18,9 @@ from mirror_pipeline.link.state_keys import segment_key, transactional_id
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 
-# How long a reader waits for transactions open on an internal topic to end.
-# Our writers' transactions time out after TRANSACTION_TIMEOUT_MS; the broker
-# aborts a timed-out one at its next check (every 10 s by default).
+# Our writers' transactions time out after this; the broker aborts a timed-out
+# one at its next check (every 10 s by default), so readers settle within
+# `topic_reading.SETTLE_TIMEOUT_S`.
 TRANSACTION_TIMEOUT_MS = 10000
 
 

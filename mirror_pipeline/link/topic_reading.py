@@ -18,6 +18,9 @@ from confluent_kafka.admin import AdminClient
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 
+# How long a reader waits for transactions open on an internal topic to end:
+# past the writers' transaction timeout (`state_writers.TRANSACTION_TIMEOUT_MS`)
+# and the broker's next check for timed-out transactions.
 SETTLE_TIMEOUT_S = 30.0
 
 

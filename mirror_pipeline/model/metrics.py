@@ -71,6 +71,8 @@ class SlidingWindow:
         i = bisect.bisect_right(self._times, sample.at)
         self._times.insert(i, sample.at)
         self._samples.insert(i, sample)
+        # A long-lived window (the exporter's lag) stays bounded even when nobody asks for its stats.
+        self._drop_before(self._times[-1] - self.window_s)
 
     def stats(self, now: float) -> WindowStats | None:
         """Over the samples of (now - window, now]; None when there is none."""

@@ -74,3 +74,17 @@ def transition(info: MirrorInfo, to: str, reason: str, **changes) -> MirrorInfo:
 def with_flag(info: MirrorInfo, flag: str, present: bool = True) -> MirrorInfo:
     flags = set(info.flags) | {flag} if present else set(info.flags) - {flag}
     return replace(info, flags=tuple(sorted(flags)))
+
+
+def count_per_state(states) -> dict[str, int]:
+    """How many of `states` (state names) are in each state: every state listed, in `STATES` order."""
+    counts = dict.fromkeys(STATES, 0)
+    for state in states:
+        counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+def state_summary(counts: dict[str, int]) -> str:
+    """"ACTIVE 3, PAUSED 1": the states held by at least one mirror, most common first."""
+    held = sorted(((s, n) for s, n in counts.items() if n), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{s} {n}" for s, n in held) or "no mirror"

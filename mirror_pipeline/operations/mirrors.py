@@ -200,7 +200,18 @@ def link_lags(ctx: LinkContext) -> dict[str, int]:
     health sensor fails it); the others are still answered.
     """
     ctx.check_destination()
-    mirrors = [m for m in ctx.registry().values() if m.state != "STOPPED"]
+    return _lags(ctx, ctx.registry().values())
+
+
+def link_overview(ctx: LinkContext) -> tuple[list[MirrorInfo], dict[str, int]]:
+    """Every mirror of the link (as `list_mirrors`) and their lags (as `link_lags`), from one read of the registry."""
+    ctx.check_destination()
+    infos = sorted(ctx.registry().values(), key=lambda m: m.mirror_topic)
+    return infos, _lags(ctx, infos)
+
+
+def _lags(ctx: LinkContext, infos) -> dict[str, int]:
+    mirrors = [m for m in infos if m.state != "STOPPED"]
     if not mirrors:
         return {}
     ctx.check_source()

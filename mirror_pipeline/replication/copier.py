@@ -37,6 +37,7 @@ from operator import length_hint
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
@@ -52,7 +53,7 @@ from mirror_pipeline.replication.chunks import (
     produce_chunk,
     timestamp_of,
 )
-from mirror_pipeline.replication.task_memory import DEFAULT_TASK_MEMORY_BYTES, memory_plan, return_free_memory, rss
+from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss
 
 
 @dataclass(frozen=True)

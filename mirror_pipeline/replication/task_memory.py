@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
+
 MiB = 1024 * 1024
-# What a task's buffers may hold unless the link says otherwise (`mirror.task.memory.bytes`).
-DEFAULT_TASK_MEMORY_BYTES = 256 * MiB
-# Below this the split leaves buffers too small to copy at a useful rate.
-MIN_TASK_MEMORY_BYTES = 16 * MiB
 # Memory one record costs beyond its key and value while it is held: the Python
 # Message object, its bytes objects and its headers in the chunk, or librdkafka's
 # message and op structures in the producer and consumer queues (measured on

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.naming import LinkNames
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LINK = "west-to-east"
@@ -243,13 +243,6 @@ class UiProcess:
                 self.proc.wait(30)
         self.reader.join(10)
         return self.proc.returncode, "".join(self.lines)
-
-
-def free_port() -> int:
-    """A port the OS says is free now (the UI binds it a moment later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # --- Dagster and Kafka -----------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline_dagster.naming import LinkNames
-from tests.dagster.test_cli_records import cli, write_config
+from tests.cli_process import run_cli
+from tests.dagster.cli_link import write_config
 from tests.integration.test_config_sync import set_configs, wait_for
 
 LINK = f"cli-config-sync-{uuid.uuid4().hex[:8]}"
@@ -31,10 +32,10 @@ def test_sync_configs_once_from_the_cli(tmp_path, source_bootstrap, destination_
     set_configs(AdminClient({"bootstrap.servers": source_bootstrap}), topic, retention_ms="7200000")
     home = ensure_dagster_home(tmp_path / "dagster-home")
 
-    refused = cli(home, "link", "sync-configs", LINK, "--mirror", "nope", "--config", str(path))
+    refused = run_cli(home, "link", "sync-configs", LINK, "--mirror", "nope", "--config", str(path))
     assert refused.returncode == 1 and "nope" in refused.stderr, refused.stderr[-2000:]
 
-    synced = cli(home, "link", "sync-configs", LINK, "--config", str(path), "--json")
+    synced = run_cli(home, "link", "sync-configs", LINK, "--config", str(path), "--json")
     assert synced.returncode == 0 and "not recorded" not in synced.stderr, synced.stderr[-2000:]
     printed = json.loads(synced.stdout)
     assert printed["mirrors"][topic]["changed"]["retention.ms"][1] == "7200000" and printed["in_sync"]
@@ -49,5 +50,5 @@ def test_sync_configs_once_from_the_cli(tmp_path, source_bootstrap, destination_
         assert metadata["in_sync"].value is True
         assert f"mirror-pipeline link sync-configs {LINK}" in record.asset_materialization.description
 
-    again = cli(home, "link", "sync-configs", LINK, "--config", str(path))
+    again = run_cli(home, "link", "sync-configs", LINK, "--config", str(path))
     assert again.returncode == 0 and again.stdout.startswith(f"link '{LINK}': 0 config(s) changed on 0 of 1 mirror(s)")

@@ -11,20 +11,17 @@ instance that cannot be written costs one warning line, never the command.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import dagster as dg
-import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline_dagster.naming import LinkNames
+from tests.cli_process import run_cli
+from tests.dagster.cli_link import produce, write_config
+from tests.kafka_records import commit
 
 # A link of its own per run (the test clusters may be kept between runs): its registry holds only this test's mirrors.
 LINK = f"cli-records-{uuid.uuid4().hex[:8]}"
@@ -32,44 +29,9 @@ NAMES = LinkNames(LINK)
 MIRROR_DATA, CONSUMER_OFFSETS, PARTITIONS = NAMES.mirror_data_key, NAMES.consumer_offsets_key, NAMES.mirrors_partitions
 
 
-def write_config(tmp_path: Path, source: str, destination: str, group: str, link: str = LINK) -> Path:
-    path = tmp_path / "mirror.yaml"
-    path.write_text(yaml.safe_dump({
-        "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
-        "links": {link: {
-            "source": "src", "destination": "dst",
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
-        }},
-        "spark": {"master": "local[2]"},
-    }))
-    return path
-
-
-def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for partition, count in per_partition.items():
-        for i in range(count):
-            producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
-    assert producer.flush(30) == 0
-
-
-def commit(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mirror_pipeline", *args], capture_output=True, text=True,
-                          env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=600)
-
-
 def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name):
     group = unique_name("billing")
-    path = write_config(tmp_path, source_bootstrap, destination_bootstrap, group)
+    path = write_config(tmp_path, source_bootstrap, destination_bootstrap, group, LINK)
     config = load_config(path)
     orders = create_topic(source_bootstrap, unique_name("orders"), partitions=2)
     refunds = create_topic(source_bootstrap, unique_name("refunds"), partitions=1)
@@ -78,14 +40,14 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
     home = ensure_dagster_home(tmp_path / "dagster-home")  # the project's instance settings, as the CLI makes it
 
     # `mirror create` makes the mirror a partition at once; one made without the CLI is not yet one.
-    created = cli(home, "mirror", "create", orders, "--link", LINK, "--config", str(path))
+    created = run_cli(home, "mirror", "create", orders, "--link", LINK, "--config", str(path))
     assert created.returncode == 0 and created.stderr == "", created.stderr[-2000:]
     engine.create_mirror(config, LINK, refunds)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert list(instance.get_dynamic_partitions(PARTITIONS)) == [orders]
 
     # `run --link`: one materialization per mirror, with the lineage a Dagster run records.
-    ran = cli(home, "run", "--link", LINK, "--config", str(path), "--json")
+    ran = run_cli(home, "run", "--link", LINK, "--config", str(path), "--json")
     assert ran.returncode == 0 and "not recorded" not in ran.stderr, ran.stderr[-2000:]  # (Spark's JVM talks on stderr)
     printed = json.loads(ran.stdout)
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -112,7 +74,7 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
 
     # `run --mirror`: only the mirror named.
     produce(source_bootstrap, refunds, {0: 2})
-    ran = cli(home, "run", "--link", LINK, "--mirror", refunds, "--config", str(path))
+    ran = run_cli(home, "run", "--link", LINK, "--mirror", refunds, "--config", str(path))
     assert ran.returncode == 0 and "not recorded" not in ran.stderr, ran.stderr[-2000:]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         latest = instance.fetch_materializations(MIRROR_DATA, limit=10).records
@@ -122,7 +84,7 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
 
     # `offsets sync`: one `consumer_offsets` materialization per mirror, and the check's outcome.
     commit(source_bootstrap, group, orders, {0: 4, 1: 3})
-    synced = cli(home, "offsets", "sync", "--link", LINK, "--config", str(path))
+    synced = run_cli(home, "offsets", "sync", "--link", LINK, "--config", str(path))
     assert synced.returncode == 0 and synced.stderr == "", synced.stderr[-2000:]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         records = instance.fetch_materializations(CONSUMER_OFFSETS, limit=10).records
@@ -145,7 +107,7 @@ def test_an_instance_that_cannot_be_written_is_one_warning(tmp_path, source_boot
     not_a_directory = tmp_path / "dagster-home"
     not_a_directory.write_text("")
 
-    synced = cli(not_a_directory, "offsets", "sync", "--link", link, "--config", str(path))
+    synced = run_cli(not_a_directory, "offsets", "sync", "--link", link, "--config", str(path))
 
     assert synced.returncode == 0, synced.stderr[-2000:]  # the sync was done: its exit code
     assert synced.stdout.startswith(f"link '{link}'")

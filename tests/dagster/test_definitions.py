@@ -147,6 +147,11 @@ def _resources(config_file: Path, **answers) -> dict:
     return {"mirror_engine": stub_engine(config_file, **answers)}
 
 
+def overview(states, lags):
+    """`mirror_overview` answering the registry `states` gives and the lags `lags` gives."""
+    return lambda link: (states(link), lags(link))
+
+
 def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
     defs, config_file, instance, monkeypatch
 ) -> None:
@@ -156,7 +161,7 @@ def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
     states = mirrors_answer([("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "ACTIVE")])
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lags, list_mirrors=states), definitions=defs
+        instance=instance, resources=_resources(config_file, mirror_overview=overview(states, lags)), definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
 
@@ -183,7 +188,7 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
     sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
     states = mirrors_answer([("x", "ACTIVE")])
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 100}, list_mirrors=states),
+        instance=instance, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 100})),
         definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
@@ -193,7 +198,7 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
     job = defs.get_repository_def().get_job("east_to_west_replicate")
     run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=lambda link: {"x": 101}, list_mirrors=states),
+        instance=instance, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101})),
         definitions=defs
     ) as context:
         result = sensor.evaluate_tick(context)
@@ -210,7 +215,7 @@ def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
 
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_lags=unreachable), definitions=defs, cursor="seen"
+        instance=instance, resources=_resources(config_file, mirror_overview=unreachable), definitions=defs, cursor="seen"
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []

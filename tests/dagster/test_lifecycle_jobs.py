@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -14,6 +11,7 @@ from confluent_kafka import Producer
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline_dagster.lifecycle_jobs import stop_run_config
+from tests.cli_process import run_cli
 
 LINK = "src-to-dst"
 
@@ -65,9 +63,7 @@ def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_boots
     path, config, topic = setup_mirror(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name)
     home = tmp_path / "dagster-home"
     home.mkdir()
-    cli = [sys.executable, "-m", "mirror_pipeline", "mirror", "failover", topic, "--link", LINK, "--config", str(path), "--json"]
-
-    out = subprocess.run(cli, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=300)
+    out = run_cli(home, "mirror", "failover", topic, "--link", LINK, "--config", str(path), "--json", timeout=300)
 
     assert out.returncode == 0, out.stderr[-2000:]
     run_id = yaml.safe_load(out.stdout)["dagster_run_id"]

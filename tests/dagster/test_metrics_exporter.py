@@ -24,15 +24,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.naming import LinkNames
-from tests.dagster.test_cli_records import cli, commit, produce, write_config
+from tests.cli_process import run_cli
+from tests.dagster.cli_link import produce, write_config
+from tests.kafka_records import commit
+from tests.ports import free_port
 
 LINK = f"metrics-{uuid.uuid4().hex[:8]}"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def scrape(url: str, deadline_s: float = 120.0) -> dict:
@@ -67,16 +64,16 @@ def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
     refunds = create_topic(source_bootstrap, unique_name("refunds"), partitions=1)
     home = ensure_dagster_home(tmp_path / "dagster-home")
     for topic in (orders, refunds):
-        created = cli(home, "mirror", "create", topic, "--link", LINK, "--config", str(path))
+        created = run_cli(home, "mirror", "create", topic, "--link", LINK, "--config", str(path))
         assert created.returncode == 0, created.stderr[-2000:]
     produced_at = time.time()
     produce(source_bootstrap, orders, {0: 70, 1: 30})
     produce(source_bootstrap, refunds, {0: 50})
-    ran = cli(home, "run", "--link", LINK, "--config", str(path), "--json")
+    ran = run_cli(home, "run", "--link", LINK, "--config", str(path), "--json")
     copied_by = time.time()
     assert ran.returncode == 0, ran.stderr[-2000:]
     commit(source_bootstrap, group, orders, {0: 40, 1: 30})
-    synced = cli(home, "offsets", "sync", "--link", LINK, "--config", str(path))
+    synced = run_cli(home, "offsets", "sync", "--link", LINK, "--config", str(path))
     assert synced.returncode == 0, synced.stderr[-2000:]
 
     names = LinkNames(LINK)
@@ -125,7 +122,7 @@ def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
 
     # Lag that no copy has taken yet: sampled from the clusters.
     produce(source_bootstrap, refunds, {0: 5})
-    shown = cli(home, "metrics", "show", "--link", LINK, "--config", str(path), "--json")
+    shown = run_cli(home, "metrics", "show", "--link", LINK, "--config", str(path), "--json")
     assert shown.returncode == 0, shown.stderr[-2000:]
     rows = {(r["metric"], r["topic"]): r for r in json.loads(shown.stdout)["metrics"]}
     assert rows[("replication-records-lag", refunds)]["max"] == 5
@@ -135,11 +132,11 @@ def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
 
 def test_unknown_link_and_busy_port_are_refused_before_anything_starts(tmp_path, config_file):
     home = ensure_dagster_home(tmp_path / "dagster-home")
-    unknown = cli(home, "metrics", "serve", "--config", str(config_file), "--link", "nope")
+    unknown = run_cli(home, "metrics", "serve", "--config", str(config_file), "--link", "nope")
     assert unknown.returncode == 1 and "unknown link 'nope'" in unknown.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = cli(home, "metrics", "serve", "--config", str(config_file), "--port", str(port))
+        busy = run_cli(home, "metrics", "serve", "--config", str(config_file), "--port", str(port))
     assert busy.returncode == 1 and "already in use (another exporter?)" in busy.stderr

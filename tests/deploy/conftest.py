@@ -22,7 +22,6 @@ import pwd
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from mirror_pipeline.local.processes import tail_file
+from tests.ports import free_port
 
 ADMIN = "mirror_admin"
 USER = "dagster_user"
@@ -95,12 +97,6 @@ def _run_as() -> tuple[list[str], pwd.struct_passwd | None, str | None]:
     return [runuser, "-u", owner.pw_name, "--"], owner, None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(prefix: list[str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd="/")
 
@@ -109,7 +105,7 @@ def _start(bin_dir: Path, prefix: list[str], root: Path, data: Path, log: Path) 
     """Start the server on a free port; returns the port."""
     failures = []
     for _ in range(START_ATTEMPTS):
-        port = _free_port()
+        port = free_port()
         conf = data / "postgresql.auto.conf"  # read after postgresql.conf: these settings win
         conf.write_text("\n".join([
             "listen_addresses = '127.0.0.1'",
@@ -124,7 +120,7 @@ def _start(bin_dir: Path, prefix: list[str], root: Path, data: Path, log: Path) 
                        "start")
         if started.returncode == 0:
             return port
-        failures.append(f"port {port}: {started.stdout}{started.stderr}{_tail(log)}")
+        failures.append(f"port {port}: {started.stdout}{started.stderr}{tail_file(log)}")
         _run(prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
     raise RuntimeError("the PostgreSQL test server did not start:\n" + "\n".join(failures))
 
@@ -133,13 +129,6 @@ def _chown_like(path: Path, like: Path) -> None:
     st = like.stat()
     if os.geteuid() == 0:
         os.chown(path, st.st_uid, st.st_gid)
-
-
-def _tail(log: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,6 @@ reverse link's records never show up in other tests' registries.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -21,6 +18,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.operations.divergence import ORIGIN_HEADER
+from tests.cli_process import run_cli
 from tests.config_files import write_two_way_config
 from tests.kafka_records import assert_identical, commit, committed, read_partition, read_topic
 
@@ -170,10 +168,8 @@ def test_unplanned_failover_saves_the_divergent_tail_then_rebuilds(
 
         home = tmp_path / "dagster-home"
         home.mkdir()
-        cli = [sys.executable, "-m", "mirror_pipeline", "mirror", "reverse", topic, "--link", FORWARD,
-               "--config", str(path), "--json"]
-        out = subprocess.run(cli, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(home)},
-                             timeout=300)
+        out = run_cli(home, "mirror", "reverse", topic, "--link", FORWARD, "--config", str(path), "--json",
+                      timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         done = json.loads(out.stdout)
         assert done["mirrors"][topic]["saved_topic"] == f"{topic}.diverged"

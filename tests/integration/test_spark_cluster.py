@@ -17,9 +17,6 @@ did the copying.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +28,8 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.local.spark_cluster import QUICK_JVM, LocalSpark
 from mirror_pipeline.replication.spark_runner import LOG_CONFIG
-from tests.conftest import KEEP_ENV, REPO, _live_leases, _session_lock
+from tests.conftest import REPO, shared_between_runs
+from tests.cli_process import run_cli
 from tests.config_files import write_pair_config
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
@@ -50,16 +48,8 @@ RECORDS = 300
 def local_spark():
     """The master, two workers and the Connect server, running; stopped by the last run that used them."""
     cluster = LocalSpark(SPARK_ROOT, master_port=MASTER_PORT, connect_port=CONNECT_PORT)
-    with _session_lock(SPARK_SESSIONS_DIR):
-        (SPARK_SESSIONS_DIR / str(os.getpid())).touch()
-        cluster.up()
-    try:
+    with shared_between_runs(SPARK_SESSIONS_DIR, cluster.up, cluster.down):
         yield cluster
-    finally:
-        with _session_lock(SPARK_SESSIONS_DIR):
-            (SPARK_SESSIONS_DIR / str(os.getpid())).unlink(missing_ok=True)
-            if not _live_leases(SPARK_SESSIONS_DIR) and not os.environ.get(KEEP_ENV):
-                cluster.down()
 
 
 def produce_records(bootstrap: str, topic: str) -> None:
@@ -83,10 +73,7 @@ def run_cycle_in_a_process(tmp_path: Path, source: str, destination: str, spark:
     engine.create_mirror(config, LINK, topic)
     home = tmp_path / "dagster-home"
     home.mkdir()
-    cli = [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--mirror", topic,
-           "--config", str(path), "--json"]
-    out = subprocess.run(cli, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(home)},
-                         timeout=300)
+    out = run_cli(home, "run", "--link", LINK, "--mirror", topic, "--config", str(path), "--json", timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(out.stdout)
 

@@ -1,0 +1,14 @@
+"""The `mirror-pipeline` command line run as a user runs it: a process of its own, with its own `DAGSTER_HOME`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`mirror-pipeline ARGS` with `DAGSTER_HOME=home`; its exit code and output, never raising on failure."""
+    return subprocess.run([sys.executable, "-m", "mirror_pipeline", *args], capture_output=True, text=True,
+                          env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=timeout)
