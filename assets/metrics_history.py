@@ -42,7 +42,7 @@ def recorded_copies(instance: DagsterInstance, link: str, since: float) -> list[
             latency_count=int(values.get("latency_records", 0)),
             latency_min_ms=float(values.get("replication-latency-ms-min", 0.0)),
             latency_max_ms=float(values.get("replication-latency-ms-max", 0.0)),
-            latency_sum_ms=float(values.get("replication-latency-ms-avg", 0.0)) * int(values.get("latency_records", 0)),
+            latency_sum_ms=float(values.get("replication-latency-ms-sum", 0)),
             cycle_id=f"{record.run_id}/{started}",
             cycle_bytes=int(values.get("cycle_bytes", 0)),
         ))

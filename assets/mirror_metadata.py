@@ -49,6 +49,8 @@ def latency_metadata(copy: MirrorCopyResult) -> dict:
         "replication-latency-ms-max": MetadataValue.int(latency.max_ms),
         "replication-latency-ms-avg": MetadataValue.float(round(latency.avg_ms, 3)),
         "replication-latency-ms-min": MetadataValue.int(latency.min_ms),
+        # Exact, so the metrics sum latencies over records without rounding (`metrics_history`).
+        "replication-latency-ms-sum": MetadataValue.int(latency.sum_ms),
         "latency_records": MetadataValue.int(latency.count),
     }
 

@@ -157,17 +157,22 @@ def serve(metrics: LinkMetrics, host: str, port: int, interval_s: float, on_erro
     """Serve /metrics on host:port and sample every `interval_s` until `stop` is set.
 
     A link that cannot be sampled is said once, when it starts failing, and again when it recovers.
+    The first sampling comes before the port opens: a scrape never sees a link without its mirrors.
     """
-    server, thread = start_http_server(port, addr=host, registry=registry_for(metrics))
     said: dict[str, str] = {}
+
+    def sample_and_say() -> None:
+        metrics.sample()
+        for link, why in sorted(metrics.errors.items()):
+            if why != said.get(link, ""):
+                on_error(f"link {link}: not sampled: {why}" if why else f"link {link}: sampled again")
+                said[link] = why
+
+    sample_and_say()
+    server, thread = start_http_server(port, addr=host, registry=registry_for(metrics))
     try:
-        while not stop.is_set():
-            metrics.sample()
-            for link, why in sorted(metrics.errors.items()):
-                if why != said.get(link, ""):
-                    on_error(f"link {link}: not sampled: {why}" if why else f"link {link}: sampled again")
-                    said[link] = why
-            stop.wait(interval_s)
+        while not stop.wait(interval_s):
+            sample_and_say()
     finally:
         server.shutdown()
         thread.join(5)
