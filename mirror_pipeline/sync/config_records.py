@@ -21,7 +21,6 @@ import json
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import read_topic
 
 
 def config_sync_key(link: str, mirror: str) -> str:
@@ -32,14 +31,10 @@ def config_sync_key(link: str, mirror: str) -> str:
 def read_sync_records(ctx: LinkContext) -> dict[str, dict]:
     """What the link last recorded per mirror (`configsync/<link>/<mirror>`; latest record wins)."""
     prefix = config_sync_key(ctx.link.name, "")
-    latest: dict[str, bytes | None] = {}
-    for key, value, _ in read_topic(ctx.store.conf("state-reader"), ctx.dest_admin, ctx.store.state_topic, ctx.dest.alias):
-        if key.startswith(prefix):
-            latest[key[len(prefix):]] = value
+    state = ctx.store.read_latest(ctx.store.state_topic)  # read incrementally, like the registry
+    latest = {} if state is None else {k[len(prefix):]: v for k, v in state[0].items() if k.startswith(prefix)}
     out: dict[str, dict] = {}
     for mirror, value in latest.items():
-        if value is None:
-            continue
         try:
             record = json.loads(value)
         except ValueError:

@@ -13,7 +13,7 @@ from typing import Iterable
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import ensure_internal_topics, read_topic
+from mirror_pipeline.link.state_store import ensure_internal_topics
 from mirror_pipeline.model.offset_results import OffsetCheckpoint
 
 
@@ -37,13 +37,10 @@ def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
 
 def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
     """The newest checkpoint of every group partition of this link (none when the topic is missing)."""
-    topic = ctx.naming.internal_topic("checkpoints")
-    if kc.topic_partitions(ctx.dest_admin, topic, ctx.dest.alias) is None:
+    # Read incrementally, like the registry: a process reads only what is new since its last read.
+    state = ctx.store.read_latest(ctx.naming.internal_topic("checkpoints"))
+    if state is None:
         return []
     prefix = f"{ctx.link.name}/"
-    latest: dict[str, bytes | None] = {}
-    for key, value, _ in read_topic(ctx.dest_conf("state-reader"), ctx.dest_admin, topic, ctx.dest.alias):
-        if key.startswith(prefix):
-            latest[key] = value
-    found = [OffsetCheckpoint.from_json(ctx.link.name, v) for v in latest.values() if v is not None]
+    found = [OffsetCheckpoint.from_json(ctx.link.name, v) for k, v in state[0].items() if k.startswith(prefix)]
     return sorted(found, key=lambda c: (c.source_group, c.mirror_topic, c.partition))
