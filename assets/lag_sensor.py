@@ -6,11 +6,17 @@ in Kafka by the CLI or auto-create), and requests ONE replicate run over every
 mirror whose lag is above the link's `mirror.lag.alert.records`, unless a run
 of the replicate job is already queued or running.
 
-Each tick also records, per registered mirror, an observation of the link's
-copy asset with its lag and state and the link's mirror count per state, so
-the UI plots lag between copies and shows the link's state at a glance.
+A tick also records, per registered mirror, an observation of the link's copy
+asset with its lag and state and the link's mirror count per state, so the UI
+plots lag between copies and shows the link's state at a glance. Only news is
+recorded: a mirror is observed when its state or the link's summary changed,
+when its lag crossed zero or the alert threshold, or when its lag changed and
+its last observation is `LAG_OBSERVATION_INTERVAL_S` old. Observing every
+mirror on every tick would be 2,880 events a day per mirror, millions for a
+large link, in the instance's event log.
 
-Cursor: JSON `{"lags": {mirror: lag}, "last_run_key": ...}`, what it last saw.
+Cursor: JSON `{"lags": {mirror: lag}, "last_run_key": ..., "observed": {mirror:
+[lag, state, at]}, "summary": ...}`, what it last saw and last recorded.
 """
 
 # No `from __future__ import annotations`: Dagster reads the decorated
@@ -35,6 +41,7 @@ from mirror_pipeline_dagster.resources.engine import MirrorEngine
 from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress
 
 LAG_SENSOR_INTERVAL_S = 30
+LAG_OBSERVATION_INTERVAL_S = 300
 
 
 def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
@@ -74,9 +81,12 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         if new:
             context.log.info(f"registering {len(new)} new mirror(s) of {link.name}: {', '.join(new)}")
         behind = sorted(m for m, lag in lags.items() if lag > link.lag_alert_records)
-        cursor = {"lags": dict(sorted(lags.items())), "last_run_key": previous.get("last_run_key")}
         summary = state_summary(count_per_state(states.values()))
-        observed = observations(names, lags, states, known, summary)
+        now = time.time()
+        news = observation_news(lags, states, known, summary, previous, link.lag_alert_records, now)
+        observed = observations(names, lags, states, news, summary)
+        cursor = {"lags": dict(sorted(lags.items())), "last_run_key": previous.get("last_run_key"),
+                  "observed": _observed_after(previous, lags, states, news, now), "summary": summary}
 
         def skip(reason: str) -> SensorResult:
             return SensorResult(
@@ -116,22 +126,59 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
     return _lag_sensor
 
 
-def observations(names: LinkNames, lags: dict[str, int], states: dict[str, str], registered: set,
+def observation_news(lags: dict[str, int], states: dict[str, str], registered: set, summary: str,
+                     previous: dict, alert_records: int, now: float) -> list[str]:
+    """The registered mirrors worth an observation this tick (see the module's docstring)."""
+    last = _last_observed(previous)
+    summary_changed = previous.get("summary") != summary
+
+    def band(lag: int) -> int:
+        return 0 if lag <= 0 else 1 if lag <= alert_records else 2
+
+    news = []
+    for mirror, lag in sorted(lags.items()):
+        if mirror not in registered:
+            continue
+        seen = last.get(mirror)
+        try:
+            seen_lag, seen_state, seen_at = int(seen[0]), str(seen[1]), float(seen[2])
+        except (TypeError, ValueError, IndexError, KeyError):
+            news.append(mirror)  # never observed, or a cursor from before observations were kept
+            continue
+        if (summary_changed or states.get(mirror, "unknown") != seen_state or band(lag) != band(seen_lag)
+                or (lag != seen_lag and now - seen_at >= LAG_OBSERVATION_INTERVAL_S)):
+            news.append(mirror)
+    return news
+
+
+def _observed_after(previous: dict, lags: dict[str, int], states: dict[str, str], news: list[str],
+                    now: float) -> dict:
+    """The cursor's last observation per mirror: this tick's news, the rest as before (gone mirrors dropped)."""
+    kept = {m: v for m, v in _last_observed(previous).items() if m in lags}
+    kept.update({m: [lags[m], states.get(m, "unknown"), round(now, 3)] for m in news})
+    return dict(sorted(kept.items()))
+
+
+def observations(names: LinkNames, lags: dict[str, int], states: dict[str, str], mirrors: list[str],
                  summary: str) -> list[AssetObservation]:
-    """Per registered mirror: its lag (plotted between copies) and state, and the link's summary."""
+    """Per mirror of `mirrors`: its lag (plotted between copies) and state, and the link's summary."""
     return [
         AssetObservation(
             asset_key=names.mirror_data_key,
             partition=mirror,
             metadata={
-                "replication-records-lag": MetadataValue.int(lag),
+                "replication-records-lag": MetadataValue.int(lags[mirror]),
                 "state": MetadataValue.text(states.get(mirror, "unknown")),
                 "link_mirrors": MetadataValue.text(summary),
             },
         )
-        for mirror, lag in sorted(lags.items())
-        if mirror in registered
+        for mirror in mirrors
     ]
+
+
+def _last_observed(previous: dict) -> dict:
+    last = previous.get("observed")
+    return last if isinstance(last, dict) else {}
 
 
 def _read_cursor(cursor: str | None) -> dict:

@@ -180,6 +180,42 @@ def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
     assert json.loads(result.cursor)["lags"] == {"a": 0, "b": 7, "c": 0, "d": 2}
 
 
+def test_lag_sensor_observes_news_only(defs, config_file, instance, monkeypatch) -> None:
+    """A tick observes what changed; an unchanged link records nothing, a steady lag change at most every 5 min."""
+    import mirror_pipeline_dagster.lag_sensor as lag_sensor
+
+    instance.add_dynamic_partitions("east_to_west_mirrors", ["a", "b", "c"])
+    sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
+    clock = [1_000_000.0]
+    # The sensor's clock only: Dagster's own must stay real.
+    monkeypatch.setattr(lag_sensor, "time", types.SimpleNamespace(time=lambda: clock[0], time_ns=time.time_ns))
+
+    def tick(cursor, lags, states):
+        answers = overview(mirrors_answer(sorted(states.items())), lambda link: lags)
+        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                     resources=_resources(config_file, mirror_overview=answers)) as context:
+            result = sensor.evaluate_tick(context)
+        return result.cursor, {e.partition: e.metadata["replication-records-lag"].value for e in result.asset_events}
+
+    active = {"a": "ACTIVE", "b": "ACTIVE", "c": "ACTIVE"}
+    # east.to.west alerts above 100 records (offline_config).
+    cursor, seen = tick(None, {"a": 0, "b": 5, "c": 50}, active)
+    assert seen == {"a": 0, "b": 5, "c": 50}  # first sight of each
+    clock[0] += 30
+    cursor, seen = tick(cursor, {"a": 0, "b": 5, "c": 50}, active)
+    assert seen == {}  # nothing new
+    clock[0] += 30
+    cursor, seen = tick(cursor, {"a": 300, "b": 6, "c": 500}, active)
+    assert seen == {"a": 300, "c": 500}  # a and c crossed the threshold; b only moved
+    clock[0] += lag_sensor.LAG_OBSERVATION_INTERVAL_S
+    cursor, seen = tick(cursor, {"a": 300, "b": 7, "c": 500}, active)
+    assert seen == {"b": 7}  # b moved, and its last observation is old enough
+    cursor, seen = tick(cursor, {"a": 300, "b": 7, "c": 500}, {**active, "c": "PAUSED"})
+    assert seen == {"a": 300, "b": 7, "c": 500}  # the link's summary changed: every mirror shows it
+    cursor, seen = tick(cursor, {"a": 300, "b": 700}, {"a": "ACTIVE", "b": "ACTIVE"})
+    assert sorted(json.loads(cursor)["observed"]) == ["a", "b"]  # a deleted mirror leaves the cursor
+
+
 def test_lag_sensor_threshold_and_in_progress_run_skip(
     defs, config_file, instance, monkeypatch
 ) -> None:
