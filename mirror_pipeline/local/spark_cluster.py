@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
 from mirror_pipeline.local.jars import java_executable
 from mirror_pipeline.local.processes import (
     file_size,
@@ -302,9 +303,7 @@ class LocalSpark:
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.connect_port),
             "spark.ui.enabled": "false",
-            # What the copy job's correctness needs (spark_runner.REQUIRED_CONF): the server's conf rules.
-            "spark.speculation": "false",
-            "spark.task.maxFailures": "1",
+            **REQUIRED_CONF,  # under Connect the server's conf rules
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.executor.cores": str(WORKER_CORES),
             "spark.executor.extraJavaOptions": QUICK_JVM,
@@ -313,7 +312,7 @@ class LocalSpark:
             "spark.dynamicAllocation.minExecutors": "0",
             "spark.dynamicAllocation.executorIdleTimeout": CONNECT_IDLE_TIMEOUT,
             "spark.python.worker.reuse": "true",
-            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            **CONNECT_SESSION_CONF,
         }
 
     def _registered(self, worker: SparkDaemon) -> bool:

@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_unit
 
@@ -48,17 +49,6 @@ RESULT_SCHEMA = pa.schema(
 
 #: What makes a session a Spark Connect client.
 CONNECT_KEY = "spark.remote"
-#: Session settings a Spark Connect client may set (the rest belongs to the server).
-CONNECT_SESSION_CONF = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
-
-# Settings the copy job's correctness depends on: they win over user settings.
-REQUIRED_CONF = {
-    # A speculative duplicate of a copy task would be a second writer.
-    "spark.speculation": "false",
-    # A retried task would find the mirror moved on and refuse; the next
-    # cycle resumes instead, from what actually landed.
-    "spark.task.maxFailures": "1",
-}
 
 
 def use_this_python(python: str | None = None, master: str = "local[*]") -> None:
