@@ -4,8 +4,11 @@ Each test copies one partition several times bigger than the task's budget
 (`CopyContext.task_memory_bytes`, the link's `mirror.task.memory.bytes`) through
 a real cycle on the local pair, in a Spark Python worker, and checks the peak
 resident memory the task reports (`UnitResult.rss_peak_bytes`: the worker's
-VmHWM, reset when the task starts) against the budget plus the worker's own
-baseline, and that the copy is byte for byte.
+VmHWM, reset when the task starts): what the task added to the worker stays
+within the budget, and the copy is byte for byte. The worker's own memory
+when the task starts depends on the tasks it ran before (Spark reuses
+workers), so it is only checked against a loose ceiling that a leak across
+tasks would break.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from tests.integration.conftest import LINK
 
 MiB = 1024 * 1024
 BUDGET = 64 * MiB
-# What a Spark Python worker holds beside the budget (documented in the README,
+# What a Spark Python worker holds before a task (documented in the README,
 # Performance): the interpreter, PySpark, pyarrow and the pipeline's modules,
-# ~90 MiB resident when a fresh worker starts a task and up to ~160 MiB in a
-# worker reused after earlier tasks, plus the task's Kafka clients.
-PYTHON_BASELINE = 192 * MiB
+# ~90 MiB in a fresh worker, up to ~200 MiB in one reused after many tasks
+# (194 MiB was seen after a whole suite's worth). Well past that is a leak.
+WORKER_CEILING = 256 * MiB
 
 
 @pytest.fixture
@@ -107,11 +110,11 @@ def test_a_copy_task_stays_within_its_memory_budget(config, spark, source_bootst
     [task] = budgeted_cycles
     assert not task.error, task.error
     figures = (f"task RSS at start {task.rss_start_bytes / MiB:.0f} MiB, peak {task.rss_peak_bytes / MiB:.0f} MiB, "
-               f"budget {BUDGET / MiB:.0f} MiB + baseline {PYTHON_BASELINE / MiB:.0f} MiB")
+               f"budget {BUDGET / MiB:.0f} MiB, worker ceiling {WORKER_CEILING / MiB:.0f} MiB")
     print(figures)
     assert 0 < task.rss_start_bytes <= task.rss_peak_bytes
-    assert task.rss_peak_bytes - task.rss_start_bytes <= BUDGET, figures
-    assert task.rss_peak_bytes <= BUDGET + PYTHON_BASELINE, figures
+    assert task.rss_peak_bytes - task.rss_start_bytes <= BUDGET, figures  # what the task added
+    assert task.rss_start_bytes <= WORKER_CEILING, figures  # the worker before the task
     # Replication latency was measured for every record (they all carry a timestamp).
     assert task.latency_records == records and 0 <= task.latency_min_ms <= task.latency_max_ms
     assert digest(source_bootstrap, topic, records) == digest(destination_bootstrap, topic, records)
