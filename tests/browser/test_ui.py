@@ -15,9 +15,14 @@ checks in the browser that:
 3. materializing that partition from the asset page (Materialize..., All,
    Launch 1 run) runs to Success, and the mirror on Kafka then holds the
    records produced after the CLI's copy;
-4. a link with `dagster.automation.running: true` shows its replicate
+4. promote launched from the Launchpad (the run config typed into its
+   editor, Launch Run) without the link's tag fails, saying so in one
+   sentence, and the mirror stays ACTIVE; with the tag (Edit tags) it runs to
+   Success: the mirror holds every record, including those produced just
+   before, and is STOPPED;
+5. a link with `dagster.automation.running: true` shows its replicate
    schedule and its three sensors on, while the first link's are off;
-5. no page showed a Python error (in its text, or in any GraphQL answer).
+6. no page showed a Python error (in its text, or in any GraphQL answer).
 
 Then Ctrl-C (SIGINT) stops the UI cleanly, and its output never mentioned a
 deprecation. The UI is stopped in a `finally` whatever happens. The asset
@@ -28,6 +33,7 @@ README's picture).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,7 +50,8 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline.cli.common import ensure_dagster_home
-from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.lifecycle_jobs import PROMOTE_JOB, stop_run_config
+from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +59,7 @@ LINK = "west-to-east"
 AUTO_LINK = "west-to-east-auto"
 PARTITIONS = 2
 FIRST, LATER = 120, 80  # records copied by the CLI, then by the run launched from the UI
+FINAL = 40  # produced just before promote: the promote run copies them before it stops the mirror
 UI_START_S = 300  # the UI loads the code location first; a loaded two-core machine is slow
 RUN_S = 600  # a copy run: a Spark session, the copy, and the asset's checks
 STOP_S = 120
@@ -168,7 +176,23 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                     (REPO / "docs").mkdir(exist_ok=True)
                     shutil.copyfile(shot, REPO / "docs" / "ui-asset.png")
 
-                # 4. dagster.automation.running: on for the second link, off for the first.
+                # 4. Promote from the Launchpad. Without the link's tag it is refused in one sentence and
+                #    changes nothing; with it, the run finishes copying, then stops the mirror for good.
+                produce(source_bootstrap, topic, FINAL, "final")
+                refused = launch_promote(page, visit, topic, tag=None)
+                assert refused == "Failure", f"promote without the link's tag ended {refused}; see {ui.log}"
+                expect(page.get_by_text("promote refused: the run must carry the tag").first).to_be_visible()
+                assert describe(home, config, topic)["state"] == "ACTIVE"
+                status = launch_promote(page, visit, topic, tag=(LINK_TAG, LINK))
+                assert status == "Success", f"promote launched from the Launchpad ended {status}; see {ui.log}"
+                text = page.inner_text("body")
+                errors.extend(f"promote run page: {marker}" for marker in ERROR_MARKERS if marker in text)
+                described = describe(home, config, topic)
+                assert described["state"] == "STOPPED" and described["lag"] == 0
+                assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
+                assert sum(source_counts(source_bootstrap, topic)) == FIRST + LATER + FINAL
+
+                # 5. dagster.automation.running: on for the second link, off for the first.
                 for kind, name, running in [("schedules", auto.replicate_schedule, True),
                                             ("sensors", auto.lag_sensor, True),
                                             ("sensors", auto.health_sensor, True),
@@ -184,7 +208,7 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                         latest = page.get_by_role("row", name=re.compile(r"^Latest tick"))
                         expect(latest).not_to_contain_text("never run", timeout=AUTOMATION_TICK_MS)
 
-                # 5. The code location loaded without error.
+                # 6. The code location loaded without error.
                 visit("/deployment/locations", lambda: page.get_by_text("mirror-pipeline").first)
             finally:
                 browser.close()
@@ -297,6 +321,35 @@ def check_graphql(response, counter: dict, errors: list[str]) -> None:
     counter["answers"] += 1
     if '"PythonError"' in body:
         errors.append(f"GraphQL answer with a PythonError: {body[:400]}")
+
+
+def launch_promote(page, visit, topic: str, tag: tuple[str, str] | None) -> str:
+    """Promote `topic` from the Launchpad (run config typed into its editor, `tag` added under Edit tags); the
+    run's final status."""
+    from playwright.sync_api import expect
+
+    editor = page.locator(".CodeMirror").first
+    visit(f"/locations/mirror-pipeline/jobs/{PROMOTE_JOB}/playground", lambda: editor)
+    run_config = yaml.safe_dump(stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S))
+    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", run_config)  # CodeMirror 5's API
+    if tag:
+        page.get_by_role("button", name="Edit tags").click()
+        dialog = page.get_by_role("dialog")
+        if not dialog.get_by_placeholder("Tag Key").count():
+            dialog.get_by_role("button", name="Add custom tag").click()
+        dialog.get_by_placeholder("Tag Key").last.fill(tag[0])
+        dialog.get_by_placeholder("Tag Value").last.fill(tag[1])
+        dialog.get_by_role("button", name="Apply").click()
+        expect(dialog).to_be_hidden()
+    launch = page.get_by_role("button", name="Launch Run")  # its icon is part of its name
+    expect(launch).to_be_enabled()  # the UI has validated the config
+    launch.click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
+    return wait_for_run_end(page, RUN_S)
+
+
+def describe(home: Path, config: Path, topic: str) -> dict:
+    return json.loads(cli(home, "mirror", "describe", topic, "--link", LINK, "--config", str(config), "--json"))
 
 
 def wait_for_run_end(page, timeout_s: float) -> str:
