@@ -6,6 +6,7 @@ Nothing here imports Dagster.
 
 from __future__ import annotations
 
+import threading
 from typing import Sequence
 
 from mirror_pipeline.config.loader import PipelineConfig
@@ -15,6 +16,7 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
 from mirror_pipeline.operations import auto_create as auto_create_scan
+from mirror_pipeline.operations import follow as following
 from mirror_pipeline.operations import lifecycle, mirrors
 from mirror_pipeline.operations import reverse as reversing
 from mirror_pipeline.operations import stopping
@@ -32,6 +34,7 @@ from mirror_pipeline.verification.results import VerifyResult
 __all__ = [
     "CycleFailed",
     "run_cycle",
+    "follow",
     "create_mirror",
     "ensure_mirror",
     "list_mirrors",
@@ -81,6 +84,21 @@ def run_cycle(
     not be copied; the others were.
     """
     return cycle.run_cycle(LinkContext.open(config, link), spark, mirrors, progress)
+
+
+def follow(
+    config: PipelineConfig,
+    link: str,
+    spark,
+    report: following.FollowReport,
+    stop: threading.Event,
+    *,
+    epoch_s: float = following.DEFAULT_EPOCH_S,
+    mirrors: Sequence[str] | None = None,
+) -> int:
+    """Keep `link`'s mirrors copying as records arrive, epoch after epoch, until `stop` is set
+    (follow mode, R-EX-4; see `operations.follow`). Returns the number of epochs run."""
+    return following.follow(lambda: LinkContext.open(config, link), spark, report, stop, epoch_s, mirrors)
 
 
 def create_mirror(

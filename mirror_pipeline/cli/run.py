@@ -11,6 +11,7 @@ import sys
 import click
 
 import mirror_pipeline.cli.dagster_events as dagster_events
+import mirror_pipeline.cli.follow as following
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import (
     config_option,
@@ -24,16 +25,22 @@ from mirror_pipeline.cli.common import (
     table,
 )
 from mirror_pipeline.cli.values import TOPIC
+from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
 from mirror_pipeline.replication.spark_runner import spark_session
 
 
 @click.command()
 @link_option
 @click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@click.option("--follow", is_flag=True,
+              help="Keep copying as records arrive (always-on), epoch after epoch, until Ctrl-C or SIGTERM.")
+@click.option("--epoch-seconds", type=click.FloatRange(1, 3600), default=DEFAULT_EPOCH_S, show_default=True,
+              help="With --follow: how long each epoch's tasks copy before the epoch is recorded and replanned.")
 @config_option
 @json_option
 @handle_errors
-def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: bool) -> None:
+def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float, config_path: str | None,
+        as_json: bool) -> None:
     """Run one replication cycle of a link: plan, copy in one Spark job, record.
 
     With auto.create.mirror.topics.enable on, the source topics the filters
@@ -41,7 +48,13 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
 
     On a terminal, a long copy shows records copied of records to copy.
 
+    With --follow (always-on mode) one Spark application keeps copying: each
+    epoch's tasks copy records as they arrive, and every epoch is recorded as
+    a cycle is. Topic configs and consumer offsets are synced beside it on the
+    link's intervals. Ctrl-C or SIGTERM stops after the epoch in flight.
+
     Example: mirror-pipeline run --link west-to-east
+    Example: mirror-pipeline run --link west-to-east --follow
     """
     config = load(config_path, link)  # an unknown link fails before Spark starts
     auto_create = config.link(link).auto_create_enable
@@ -50,6 +63,11 @@ def run(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: b
         refuse_unknown_mirrors(mirrors, _mirror_names(config, link, mirrors, auto_create), link, "--mirror", as_json)
     # New source topics become mirrors first, so a cycle run without the daemon picks them up (R-AC-1).
     created = engine.auto_create(config, link) if auto_create else None
+    if follow:
+        if created is not None:
+            emit({"auto_create": created.to_dict()}, as_json, lambda d: _render_auto_create(d["auto_create"]))
+        following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json)
+        return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
     spark = spark_session(config.spark)
     try:

@@ -21,6 +21,8 @@ from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
 IDLE_TIMEOUT_S = 60.0
 POLL_S = 0.05
+# Follow mode: the longest a task waits for a record before it looks at its deadline again.
+FOLLOW_WAIT_S = 0.5
 # Records asked of the consumer at once (fewer when a chunk is nearly full).
 CONSUME_BATCH = 10000
 FIRST_CONSUME_BATCH = 100
@@ -138,15 +140,9 @@ class ChunkReader:
             if self.pending:
                 msgs, self.pending = self.pending, []
             else:
-                if self.record_bytes:
-                    want = max(1, min(CONSUME_BATCH, room, (max_bytes - size) // self.record_bytes + 1))
-                else:  # a first small batch tells the size of the records
-                    want = min(FIRST_CONSUME_BATCH, room)
                 # consume() waits out its whole timeout unless the batch fills up, so
                 # it is kept short; the position check below notices the end of the range.
-                msgs = self.reader.consume(want, POLL_S)
-                if msgs and any(map(error_of, msgs)):
-                    msgs = without_errors(msgs, unit, position)
+                msgs = self._checked(self.reader.consume(self._want(room, size), POLL_S), position)
             end_reached = False
             if msgs:
                 idle_since = time.monotonic()
@@ -154,20 +150,7 @@ class ChunkReader:
                     msgs = msgs[:bisect_left(list(map(offset_of, msgs)), unit.source_until)]
                     end_reached = True
             if msgs:
-                # Memory the chunk holds after each record of the batch, and so how many fit.
-                held = list(accumulate(map(add, map(add, map(len, msgs), map(length_hint, map(key_of, msgs))),
-                                           repeat(RECORD_OVERHEAD_BYTES)), initial=size))
-                self.record_bytes = max(1, (held[-1] - size) // len(msgs))
-                take = min(len(msgs), room, bisect_right(held, max_bytes) - 1)
-                if take == 0 and not chunk:
-                    take = 1  # a record bigger than a whole chunk still goes, alone
-                if take < len(msgs):
-                    self.pending = msgs[take:]
-                    del msgs[take:]
-                if msgs:
-                    chunk += msgs
-                    size = held[take]
-                    position = msgs[-1].offset() + 1
+                size, position = self._take(msgs, chunk, size, room, position)
                 if self.pending:
                     return chunk, position
             if end_reached:
@@ -186,6 +169,60 @@ class ChunkReader:
                     f"source topic '{unit.source_topic}' partition {unit.partition}: no progress at offset {position} "
                     f"for {IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {unit.source_until})"
                 )
+
+
+    def next_available(self, position: int, deadline: float) -> tuple[list, int]:
+        """Follow mode: the records there are now (a chunk at most), waiting for a first one
+        until `deadline` (wall clock) at the latest; an empty chunk when none came.
+
+        Unlike `next_chunk` it never waits to fill a chunk: a record goes out as
+        soon as the one before it is acknowledged, which is what keeps latency low.
+        A record arriving wakes `poll` at once, so waiting costs no CPU.
+        """
+        room = self.unit.chunk_records
+        if self.pending:
+            msgs, self.pending = self.pending, []
+        else:
+            msgs = self.reader.consume(self._want(room, 0), 0)
+            if not msgs:
+                wait = deadline - time.time()
+                first = self.reader.poll(min(wait, FOLLOW_WAIT_S)) if wait > 0 else None
+                if first is None:
+                    return [], position
+                msgs = [first] + (self.reader.consume(self._want(room, 0) - 1, 0) if room > 1 else [])
+            msgs = self._checked(msgs, position)
+        chunk: list = []
+        if msgs:
+            _, position = self._take(msgs, chunk, 0, room, position)
+        return chunk, position
+
+    def _want(self, room: int, size: int) -> int:
+        """Records to ask the consumer for: about what the chunk has room for, by the sizes seen so far."""
+        if self.record_bytes:
+            return max(1, min(CONSUME_BATCH, room, (self.max_bytes - size) // self.record_bytes + 1))
+        return min(FIRST_CONSUME_BATCH, room)  # a first small batch tells the size of the records
+
+    def _checked(self, msgs: list, position: int) -> list:
+        return without_errors(msgs, self.unit, position) if msgs and any(map(error_of, msgs)) else msgs
+
+    def _take(self, msgs: list, chunk: list, size: int, room: int, position: int) -> tuple[int, int]:
+        """Move into `chunk` as many of `msgs` as fit (the rest wait in `pending`); the chunk's new
+        size and the read position past its last record."""
+        # Memory the chunk holds after each record of the batch, and so how many fit.
+        held = list(accumulate(map(add, map(add, map(len, msgs), map(length_hint, map(key_of, msgs))),
+                                   repeat(RECORD_OVERHEAD_BYTES)), initial=size))
+        self.record_bytes = max(1, (held[-1] - size) // len(msgs))
+        take = min(len(msgs), room, bisect_right(held, self.max_bytes) - 1)
+        if take == 0 and not chunk:
+            take = 1  # a record bigger than a whole chunk still goes, alone
+        if take < len(msgs):
+            self.pending = msgs[take:]
+            del msgs[take:]
+        if msgs:
+            chunk += msgs
+            size = held[take]
+            position = msgs[-1].offset() + 1
+        return size, position
 
 
 def without_errors(msgs: list, unit, position: int) -> list:

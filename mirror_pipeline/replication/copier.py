@@ -16,6 +16,9 @@ its own clients. The protocol, per unit:
    acknowledged before announcing the next chunk. The segment lands before its
    records, so after a crash the mirror's log end tells how much landed, and
    only the last segment can be in doubt (see `repair`).
+   In follow mode (always-on, `WorkUnit.follow_until`) the unit has no
+   upper offset: each chunk is whatever has arrived, announced and produced
+   the same way, until the deadline.
 4. Verify the mirror's log end is exactly where this unit's last segment
    ends: anything else means another writer interleaved (R-MT-9).
 
@@ -32,7 +35,8 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from operator import length_hint
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -56,6 +60,10 @@ from mirror_pipeline.replication.chunks import (
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss
 
 
+# A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
+FOLLOW_END = 2**63 - 1
+
+
 @dataclass(frozen=True)
 class WorkUnit:
     link: str
@@ -69,6 +77,14 @@ class WorkUnit:
     max_bytes: int
     chunk_records: int
     max_message_bytes: int
+    # Follow mode (always-on): copy records as they arrive until this wall-clock
+    # time, with no upper source offset (`source_until` is FOLLOW_END); 0 for a
+    # cycle's unit, which copies its planned range and ends.
+    follow_until: float = 0.0
+
+    @property
+    def follows(self) -> bool:
+        return self.follow_until > 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +168,27 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     return result
 
 
+def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
+    """Copy several units in one task, each in its own thread (follow mode: a
+    long-lived task serves a group of partitions, since a Spark application has
+    fewer task slots than a link has partitions).
+
+    The task's memory budget is shared between the units. The threads spend
+    their time in librdkafka calls, which release the GIL.
+    """
+    if len(units) == 1:
+        return [copy_unit(units[0], ctx)]
+    share = replace(ctx, task_memory_bytes=ctx.task_memory_bytes // len(units))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # once for all threads: each copy_unit then leaves it as it found it
+    try:
+        with ThreadPoolExecutor(len(units), thread_name_prefix="copy") as pool:
+            return list(pool.map(lambda unit: copy_unit(unit, share), units))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
     writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
     try:
@@ -200,8 +237,15 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         copied_bytes = 0
         chunks = ChunkReader(reader, unit, memory.chunk_bytes)
         latency = Latency()
-        while position < unit.source_until and copied_bytes < unit.max_bytes:
-            chunk, position = chunks.next_chunk(position)
+        while _more_to_copy(unit, position, copied_bytes):
+            if unit.follows:
+                chunk, position = chunks.next_available(position, unit.follow_until)
+                if not chunk:
+                    # Nothing arrived: nothing to announce. Transaction markers the
+                    # consumer crossed are covered by the next segment's start.
+                    continue
+            else:
+                chunk, position = chunks.next_chunk(position)
             offsets = list(map(offset_of, chunk))
             segment = Segment(dest_end, chunk_runs(offsets), position, written_at=time.time())
             del offsets
@@ -246,6 +290,12 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         reader.close()
         mirror_probe.close()
         writer.close()
+
+
+def _more_to_copy(unit: WorkUnit, position: int, copied_bytes: int) -> bool:
+    if unit.follows:
+        return time.time() < unit.follow_until
+    return position < unit.source_until and copied_bytes < unit.max_bytes
 
 
 def _mirror_log_end(cons, topic: str, partition: int) -> int:

@@ -21,9 +21,9 @@ from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import consolidate, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
-from mirror_pipeline.replication.copier import CopyContext, UnitResult
+from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.planner import Plan, plan_cycle
-from mirror_pipeline.replication.spark_runner import run_units
+from mirror_pipeline.replication.spark_runner import run_unit_groups, run_units, task_slots
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,11 @@ def run_cycle(
     spark,
     mirror_topics: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
+    follow_until: float = 0.0,
 ) -> CycleResult:
+    """One cycle; with `follow_until` one epoch of follow mode (see `follow`): every
+    partition's unit copies records as they arrive until then, its tasks each
+    serving a group of partitions."""
     started = time.time()
     ctx.check_destination()
     registry = ctx.registry()
@@ -61,7 +65,7 @@ def run_cycle(
     selected = track_source_reachability(ctx, selected)
 
     t0 = time.monotonic()
-    plan = plan_cycle(ctx, selected)
+    plan = plan_cycle(ctx, selected, follow_until)
     track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
     log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
 
@@ -76,8 +80,14 @@ def run_cycle(
         task_memory_bytes=ctx.link.task_memory_bytes,
     )
     t0 = time.monotonic()
-    with _ProgressReporter(ctx, plan, progress):
-        results = run_units(spark, plan.units, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units")
+    if follow_until:
+        groups = unit_groups(plan.units, task_slots(spark))
+        results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: follow "
+                                  f"{len(plan.units)} partitions in {len(groups)} tasks")
+    else:
+        with _ProgressReporter(ctx, plan, progress):
+            results = run_units(spark, plan.units, copy_ctx,
+                                description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units")
     log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
 
     _consolidate(ctx, plan)
@@ -101,6 +111,12 @@ def run_cycle(
         lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
         raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {lines}", result)
     return result
+
+
+def unit_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:
+    """At most `slots` groups, the units dealt round-robin (a topic's partitions spread over the tasks)."""
+    count = max(1, min(slots, len(units)))
+    return [list(units[i::count]) for i in range(count) if units[i::count]]
 
 
 def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:

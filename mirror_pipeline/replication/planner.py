@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
@@ -26,7 +26,7 @@ from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChang
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
-from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.replication.copier import FOLLOW_END, WorkUnit
 from mirror_pipeline.replication.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,10 @@ class Plan:
     map_snapshot_end: int = 0
 
 
-def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
+def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float = 0.0) -> Plan:
+    """The cycle's work: a unit per partition that is behind; with `follow_until`
+    (follow mode's epoch end) a unit per partition, behind or not, that copies
+    as records arrive until then."""
     plan = Plan()
     live: list[tuple[MirrorInfo, int]] = []
     for info in mirrors:
@@ -162,11 +165,14 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo]) -> Plan:
     plan.map_snapshot_end = snapshot.end_offset
     max_bytes: dict[str, int] = {}
     for pp in plan.partitions.values():
-        if pp.lag:
+        if pp.lag or follow_until:
             name = pp.mirror.mirror_topic
             if name not in max_bytes:
                 max_bytes[name] = _max_message_bytes(ctx, name)
-            plan.units.append(_unit(ctx, pp, plan.map_snapshot_end, max_bytes[name]))
+            unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[name])
+            if follow_until:
+                unit = replace(unit, source_until=FOLLOW_END, follow_until=follow_until)
+            plan.units.append(unit)
     return plan
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
 from mirror_pipeline.model.errors import ConfigError
-from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_unit
+from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_unit, copy_units
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +143,36 @@ def run_units(spark, units: Sequence[WorkUnit], ctx: CopyContext, description: s
     return [UnitResult(**row) for row in rows]
 
 
-def run_tasks(spark, items: Sequence, run_one: Callable[[object], dict], schema: pa.Schema,
+def run_unit_groups(spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext,
+                    description: str = "") -> list[UnitResult]:
+    """Copy every group's units in one Spark job, one task per group (follow mode); one result per unit."""
+    rows = run_tasks(spark, [list(g) for g in groups], lambda group: [r.to_row() for r in copy_units(group, ctx)],
+                     RESULT_SCHEMA, description)
+    return [UnitResult(**row) for row in rows]
+
+
+def task_slots(spark) -> int:
+    """How many tasks the session runs at once (its default parallelism); 2 when it cannot tell.
+
+    Follow mode's tasks all run for the whole epoch, so there must be no more
+    of them than this: a task waiting for a slot would copy nothing until then.
+    """
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext; the server's conf may say
+        try:
+            return max(1, int(spark.conf.get("spark.default.parallelism")))
+        except Exception:
+            return 2
+
+
+def run_tasks(spark, items: Sequence, run_one: Callable[[object], dict | list[dict]], schema: pa.Schema,
               description: str = "") -> list[dict]:
     """`run_one(item)` for every item in one Spark job, one task each; its result rows, as dicts of `schema`.
 
-    `items` and `run_one` are shipped to the tasks, so they must be picklable
-    plain values (clients are built inside the task).
+    `run_one` returns one row or a list of rows. `items` and `run_one` are
+    shipped to the tasks, so they must be picklable plain values (clients are
+    built inside the task).
     """
     if not items:
         return []
@@ -156,7 +180,10 @@ def run_tasks(spark, items: Sequence, run_one: Callable[[object], dict], schema:
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [run_one(items[i]) for i in batch.column("id").to_pylist()]
+            rows = []
+            for i in batch.column("id").to_pylist():
+                out = run_one(items[i])
+                rows += out if isinstance(out, list) else [out]
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     if description:

@@ -195,6 +195,28 @@ def start_cycle(config_path: Path, link: str, topic: str, log_dir: Path) -> Star
                             "--config", str(config_path)), "cycle", log_dir)
 
 
+# Follow mode's epochs in the fault suite: short, so kills land in every part of an epoch's life.
+FOLLOW_EPOCH_S = 3
+
+
+def start_follow(config_path: Path, link: str, topic: str, log_dir: Path) -> Started:
+    """`mirror-pipeline run --follow` of the link, limited to `topic`: it runs until stopped."""
+    return start(python_cmd("-m", "mirror_pipeline", "run", "--link", link, "--mirror", topic, "--follow",
+                            "--epoch-seconds", str(FOLLOW_EPOCH_S), "--config", str(config_path)), "follow", log_dir)
+
+
+def wait_output(started: Started, text: str, timeout: float) -> bool:
+    """Whether `text` appeared in the process's output within `timeout` (False: it did not, or the process ended)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in started.output(tail=1_000_000):
+            return True
+        if started.proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
 def start_dagster_run(config_path: Path, link: str, topic: str, log_dir: Path) -> Started:
     """One Dagster run of the link's copy asset for `topic`, in a process of its own."""
     return start(python_cmd("-m", "tests.faults.dagster_run", str(config_path), link, topic), "dagster-run", log_dir)

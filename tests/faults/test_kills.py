@@ -5,7 +5,11 @@ Each kill point starts a real process and SIGKILLs it at a random moment:
 - `driver`: the driver alone, leaving its Spark workers running as possible
   zombie writers while the next cycle starts (they are reaped at the end);
 - `worker`: one of Spark's Python workers, mid-copy;
-- `dagster`: a Dagster run of the link's copy asset, whole session.
+- `dagster`: a Dagster run of the link's copy asset, whole session;
+- `follow`: follow mode (`run --follow`, epochs of a few seconds), whole
+  session, in start-up, mid-epoch or between epochs;
+- `follow-stop`: follow mode stopped by SIGTERM at a random moment, which
+  must finish the epoch in flight and exit 0 (a graceful stop loses nothing).
 A quarter of the kills are followed at once by a second one on the restarted
 process. After the last, the producer stops, cycles catch up, and every
 record is compared. `make test` runs a slice; `make faults` the full count.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 
 import pytest
@@ -23,6 +28,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import (
+    FOLLOW_EPOCH_S,
     SOURCE_KINDS,
     catch_up,
     compare,
@@ -34,14 +40,19 @@ from tests.faults.harness import (
     session_members,
     start_cycle,
     start_dagster_run,
+    start_follow,
     topic_config,
     wait_exit,
+    wait_output,
 )
 
-KILL_KINDS = ("cycle", "driver", "worker", "dagster")
-KILLS_PER_KIND = 9 if FULL else 1  # per source kind: 108 kill points in all, or 12 in the slice
+KILL_KINDS = ("cycle", "driver", "worker", "dagster", "follow", "follow-stop")
+KILLS_PER_KIND = 9 if FULL else 1  # per source kind: 162 kill points in all, or 18 in the slice
 PARTITIONS = 4
 SEED = int(os.environ.get("MIRROR_PIPELINE_FAULTS_SEED", "20261123"))
+
+
+STARTERS = {"dagster": start_dagster_run, "follow": start_follow, "follow-stop": start_follow}
 
 
 def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
@@ -60,8 +71,18 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
         wait_exit(started, 20)  # the cycle fails its unit and ends by itself
         kill_session(started)
         return True
-    # A run takes 6-8 s to start Spark: kills land in start-up, planning, copying and recording.
-    if wait_exit(started, rng.uniform(0.5, 9.0)) is not None:
+    if how == "follow-stop":
+        # SIGTERM before follow mode is up is no graceful stop (it is a kill, covered above).
+        if not wait_output(started, "following link", 90):
+            return False
+        time.sleep(rng.uniform(0.0, 3 * FOLLOW_EPOCH_S))
+        started.proc.send_signal(signal.SIGTERM)
+        code = wait_exit(started, FOLLOW_EPOCH_S + 60)
+        assert code == 0, f"follow mode did not stop gracefully on SIGTERM (exit {code}):\n{started.output()}"
+        return True
+    # A run takes 6-8 s to start Spark: kills land in start-up, planning, copying and recording
+    # (follow mode: also mid-epoch and between epochs).
+    if wait_exit(started, rng.uniform(0.5, 9.0 if how != "follow" else 9.0 + 3 * FOLLOW_EPOCH_S)) is not None:
         return False
     if how == "driver":
         kill_pids([started.pid])
@@ -94,7 +115,7 @@ def test_kill_points_lose_and_duplicate_nothing(kind, fault_config, spark, sourc
             if kills[how] >= KILLS_PER_KIND:
                 continue
             for attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
-                proc = (start_dagster_run if how == "dagster" else start_cycle)(path, LINK, topic, log_dir)
+                proc = STARTERS.get(how, start_cycle)(path, LINK, topic, log_dir)
                 started.append(proc)
                 if kill_at_random(proc, how, rng, strays):
                     kills[how] += 1

@@ -224,3 +224,54 @@ def test_the_client_settings_are_accepted_by_librdkafka():
 def test_rss_reads_this_process():
     rss, peak = task_memory.rss(reset_peak=True)
     assert 0 < rss <= peak
+
+
+class TricklingConsumer(FakeConsumer):
+    """A FakeConsumer whose records arrive a few at a time: `poll` hands out the next one, `consume`
+    only what has arrived; nothing more arrives once they are all out."""
+
+    def __init__(self, records: list[Message], arrive: int):
+        super().__init__(records)
+        self.arrive, self.arrived, self.polls = arrive, 0, 0
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        assert timeout == 0, "follow mode never waits in consume (it would hold records back)"
+        out = self.records[self.next:min(self.arrived, self.next + n)]
+        self.next += len(out)
+        return out
+
+    def poll(self, timeout: float):
+        self.polls += 1
+        self.arrived = min(len(self.records), self.arrived + self.arrive)
+        if self.next >= self.arrived:
+            return None
+        self.next += 1
+        return self.records[self.next - 1]
+
+
+@pytest.mark.parametrize("arrive", [1, 5, 400])
+@pytest.mark.parametrize("chunk_records,max_bytes", [(1000, 1 * MiB), (3, 400)])
+def test_follow_mode_chunks_take_what_has_arrived_once_in_order(arrive, chunk_records, max_bytes):
+    records = [record(o, size=(o * 37) % 900) for o in range(0, 1200) if o % 13 != 4]
+    consumer = TricklingConsumer(records, arrive)
+    reader = ChunkReader(consumer, unit(2**63 - 1, chunk_records), max_bytes)
+    got, position, empty = [], 0, 0
+    while empty < 3:
+        chunk, new_position = reader.next_available(position, deadline=float("inf"))
+        if not chunk:
+            empty += 1
+            assert new_position == position
+            continue
+        assert len(chunk) <= chunk_records and (len(chunk) == 1 or held(chunk) <= max_bytes)
+        assert len(chunk) <= max(arrive, 1) + 1 or consumer.arrived >= len(records), "never waits to fill a chunk"
+        assert new_position == chunk[-1].offset() + 1
+        got += chunk
+        position = new_position
+    assert [m.offset() for m in got] == [m.offset() for m in records]
+
+
+def test_follow_mode_returns_an_empty_chunk_at_its_deadline_without_waiting():
+    consumer = TricklingConsumer([], arrive=1)
+    reader = ChunkReader(consumer, unit(2**63 - 1), 1 * MiB)
+    assert reader.next_available(42, deadline=0.0) == ([], 42)
+    assert consumer.polls == 0, "past its deadline a task does not wait for records"

@@ -1,0 +1,112 @@
+"""`mirror-pipeline run --link L --follow`: follow mode in the foreground (see `operations.follow`).
+
+One line per epoch (one JSON object per line with --json), each epoch recorded
+in the Dagster instance the UI reads, as a cycle is. Ctrl-C or SIGTERM stops
+it gracefully: the epoch in flight finishes, is recorded, and the command
+exits 0. A second Ctrl-C stops at once (the tasks are cancelled; the next
+plan repairs what they left, as after a crash).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from typing import Sequence
+
+import click
+
+import mirror_pipeline.cli.dagster_events as dagster_events
+from mirror_pipeline import engine
+from mirror_pipeline.cli.values import printable
+from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.operations.follow import Epoch
+
+
+class _Report:
+    """Prints each epoch and sync in one line and records it in the Dagster instance."""
+
+    def __init__(self, config: PipelineConfig, link: str, mirrors: Sequence[str], as_json: bool):
+        self.config, self.link, self.mirrors, self.as_json = config, link, tuple(mirrors), as_json
+        self.origin = f"run --link {link} --follow"
+
+    def epoch(self, epoch: Epoch) -> None:
+        d = epoch.result.to_dict() if epoch.result else None
+        self._line({"epoch": epoch.number, "cycle": d, "error": epoch.error or None}, _epoch_line(epoch, d))
+        if epoch.result is not None:
+            dagster_events.record_cycle(self.config, self.link, epoch.result, self.mirrors, as_json=self.as_json,
+                                        origin=f"{self.origin} (epoch {epoch.number})")
+
+    def synced(self, kind: str, result, error: str) -> None:
+        d = result.to_dict() if result is not None else None
+        changed = _sync_changed(kind, d)
+        if not changed and not error:
+            return  # a sync that changed nothing is not news
+        self._line({"sync": kind, "result": d, "error": error or None},
+                   f"{kind} sync: {error or changed}")
+        if result is None:
+            return
+        if kind == "config":
+            dagster_events.record_config_sync(self.config, self.link, result, origin=self.origin, as_json=self.as_json)
+        else:
+            dagster_events.record_offset_sync(self.config, self.link, result, self.mirrors, origin=self.origin,
+                                              as_json=self.as_json)
+
+    def _line(self, data: dict, text: str) -> None:
+        click.echo(json.dumps(data, sort_keys=True, default=str) if self.as_json else printable(text))
+
+
+def _epoch_line(epoch: Epoch, d: dict | None) -> str:
+    if d is None:
+        return f"epoch {epoch.number}: not run: {epoch.error}"
+    latency = [p["latency_max_ms"] for m in d["mirrors"].values() for p in m["partitions"] if p["latency_records"]]
+    text = (f"epoch {epoch.number}: copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
+            f"over {d['work_units']} partitions; lag after: {d['lag_after']:,}")
+    if latency:
+        text += f"; max latency {max(latency)} ms"
+    return text + (f"; {epoch.error}" if epoch.error else "")
+
+
+def _sync_changed(kind: str, d: dict | None) -> str:
+    """What a sync changed, in a few words; empty when nothing."""
+    if d is None:
+        return ""
+    if kind == "config":
+        return f"{d['configs_changed']} config(s) changed" if d.get("configs_changed") else ""
+    return f"{d['committed']} group offset(s) committed" if d.get("committed") else ""
+
+
+def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epoch_s: float, as_json: bool) -> int:
+    """Run follow mode until Ctrl-C or SIGTERM; the number of epochs run."""
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        if stop.is_set():
+            # The second time: do not wait for the epoch (PySpark's own handler cancels the jobs).
+            _cancel_jobs(spark)
+            raise KeyboardInterrupt
+        stop.set()
+        click.echo(f"stopping after the epoch in flight (at most {epoch_s:.0f}s); Ctrl-C again to stop at once",
+                   err=True)
+
+    # Installed after the session started: PySpark puts its own SIGINT handler in then.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if not as_json:
+            click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in flight",
+                       err=True)
+        return engine.follow(config, link, spark, _Report(config, link, mirrors, as_json), stop, epoch_s=epoch_s,
+                             mirrors=list(mirrors) or None)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _cancel_jobs(spark) -> None:
+    try:
+        spark.sparkContext.cancelAllJobs()
+    except Exception:  # Spark Connect: interrupt the session's operations instead
+        try:
+            spark.interruptAll()
+        except Exception:
+            pass
