@@ -23,6 +23,7 @@ from mirror_pipeline_dagster.config_sync import (
     build_config_sync_schedule,
     build_mirror_config_asset,
 )
+from mirror_pipeline_dagster.follow_job import build_follow_job
 from mirror_pipeline_dagster.health_sensor import build_health_sensor
 from mirror_pipeline_dagster.housekeeping_jobs import build_auto_create_job, build_health_job
 from mirror_pipeline_dagster.lag_sensor import build_lag_sensor
@@ -57,10 +58,11 @@ def link_definitions(
     offsets_job = build_offset_sync_job(names)
     health_job = build_health_job(names)
     auto_create_job = build_auto_create_job(names)
+    follow_job = build_follow_job(names)
     return Definitions(
         assets=[build_mirror_data_asset(names), build_mirror_config_asset(names), build_consumer_offsets_asset(names)],
         asset_checks=[build_config_in_sync_check(names), *build_mirror_checks(names)],
-        jobs=[job, config_job, offsets_job, health_job, auto_create_job],
+        jobs=[job, config_job, offsets_job, health_job, auto_create_job, follow_job],
         schedules=[
             build_replicate_schedule(names, job),
             build_config_sync_schedule(names, config_job, config_sync_ms),

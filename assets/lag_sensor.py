@@ -38,7 +38,7 @@ from mirror_pipeline.model.errors import ClusterUnreachable
 from mirror_pipeline.model.states import count_per_state, state_summary
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
-from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress
+from mirror_pipeline_dagster.runs import any_run_in_progress, request_for_mirrors
 
 LAG_SENSOR_INTERVAL_S = 30
 LAG_OBSERVATION_INTERVAL_S = 300
@@ -101,11 +101,12 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
                 f"{len(lags)} mirror(s) of {link.name} ({summary}), none more than "
                 f"{link.lag_alert_records} records behind"
             )
-        running = run_in_progress(context.instance, names.replicate_job)
+        # A follow (always-on) run in progress is copying them already.
+        running = any_run_in_progress(context.instance, [names.replicate_job, names.follow_job])
         if running:
             return skip(
-                f"{len(behind)} mirror(s) behind, but run {running} of "
-                f"{names.replicate_job} is still in progress"
+                f"{len(behind)} mirror(s) behind, but run {running[1]} of "
+                f"{running[0]} is still in progress"
             )
         # Unique per evaluation (a cursor reset must not replay old, deduplicated keys).
         run_key = f"{link.name}:lag:{time.time_ns() // 1_000_000}"

@@ -28,6 +28,11 @@ OFFSET_SYNC_TAG = "mirror-pipeline/offset-sync"
 # need not queue behind a long copy run (a source outage must show at once).
 HOUSEKEEPING_TAG = "mirror-pipeline/housekeeping"
 
+# Runs of a link's follow job carry this tag (value: the link), one at a time
+# per link. Not `LINK_TAG`: a promote or failover must not queue behind an
+# always-on run that never ends; it fences the run's tasks instead.
+FOLLOW_TAG = "mirror-pipeline/follow"
+
 # The asset check on a link's `consumer_offsets` asset.
 OFFSETS_IN_SYNC_CHECK = "offsets_in_sync"
 
@@ -83,6 +88,14 @@ class LinkNames:
     @property
     def replicate_job(self) -> str:
         return f"{self.group}_replicate"
+
+    @property
+    def follow_job(self) -> str:
+        return f"{self.group}_follow"
+
+    @property
+    def follow_tags(self) -> dict[str, str]:
+        return {FOLLOW_TAG: self.link}
 
     @property
     def replicate_schedule(self) -> str:

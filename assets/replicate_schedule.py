@@ -38,6 +38,7 @@ def build_replicate_schedule(names: LinkNames, job) -> ScheduleDefinition:
             context, mirror_engine, names, names.replicate_job,
             keep=lambda m: m.state not in IDLE_STATES, what="copy",
             run_key_prefix=names.link, tags=names.run_tags,
+            skip_while=[names.follow_job],  # the always-on run copies already
         )
 
     return _replicate_schedule

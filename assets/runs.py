@@ -45,6 +45,15 @@ def run_in_progress(instance: DagsterInstance, job_name: str) -> str | None:
     return runs[0].run_id if runs else None
 
 
+def any_run_in_progress(instance: DagsterInstance, job_names: Sequence[str]) -> tuple[str, str] | None:
+    """(job name, run id) of a queued or running run of any of `job_names`, if there is one."""
+    for job_name in job_names:
+        running = run_in_progress(instance, job_name)
+        if running:
+            return job_name, running
+    return None
+
+
 def covering_range(wanted: Sequence[str], ordered_keys: Sequence[str]) -> tuple[str, str]:
     """First and last of `ordered_keys` (the partitions' order) that are in `wanted`."""
     wanted_set = set(wanted)
@@ -82,15 +91,17 @@ def one_run_over_mirrors(
     what: str,
     run_key_prefix: str,
     tags: Mapping[str, str],
+    skip_while: Sequence[str] = (),
 ) -> RunRequest | SkipReason:
     """What a link's schedules do: one run over the registered mirrors that `keep` selects.
 
-    Skips while a run of the job is still in progress, or when Kafka does not
-    answer (naming the cluster, never failing the daemon).
+    Skips while a run of the job (or of a job in `skip_while`) is still in
+    progress, or when Kafka does not answer (naming the cluster, never failing
+    the daemon).
     """
-    running = run_in_progress(context.instance, job_name)
+    running = any_run_in_progress(context.instance, [job_name, *skip_while])
     if running:
-        return SkipReason(f"run {running} of {job_name} is still in progress")
+        return SkipReason(f"run {running[1]} of {running[0]} is still in progress")
     try:
         mirrors = mirror_engine.list_mirrors(names.link)
     except ClusterUnreachable as exc:

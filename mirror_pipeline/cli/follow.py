@@ -9,7 +9,9 @@ plan repairs what they left, as after a crash).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import threading
 from dataclasses import replace
@@ -27,9 +29,10 @@ from mirror_pipeline.operations.follow import Epoch
 class _Report:
     """Prints each epoch and sync in one line and records it in the Dagster instance."""
 
-    def __init__(self, config: PipelineConfig, link: str, mirrors: Sequence[str], as_json: bool):
+    def __init__(self, config: PipelineConfig, link: str, mirrors: Sequence[str], as_json: bool, pipes=None):
         self.config, self.link, self.mirrors, self.as_json = config, link, tuple(mirrors), as_json
         self.origin = f"run --link {link} --follow"
+        self.pipes = pipes  # launched by the link's Dagster follow job: its lines go to the run's log too
 
     def epoch(self, epoch: Epoch) -> None:
         d = epoch.result.to_dict() if epoch.result else None
@@ -58,6 +61,8 @@ class _Report:
 
     def _line(self, data: dict, text: str) -> None:
         click.echo(json.dumps(data, sort_keys=True, default=str) if self.as_json else printable(text))
+        if self.pipes is not None:
+            (self.pipes.log.warning if data.get("error") else self.pipes.log.info)(printable(text))
 
 
 def _epoch_line(epoch: Epoch, d: dict | None) -> str:
@@ -96,14 +101,22 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
     # Installed after the session started: PySpark puts its own SIGINT handler in then.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if not as_json:
-            click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in flight",
-                       err=True)
-        return engine.follow(config, link, spark, _Report(config, link, mirrors, as_json), stop, epoch_s=epoch_s,
-                             mirrors=list(mirrors) or None)
+        with _dagster_pipes() as pipes:
+            if not as_json:
+                click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in "
+                           f"flight", err=True)
+            report = _Report(config, link, mirrors, as_json, pipes)
+            return engine.follow(config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _dagster_pipes():
+    """The Dagster Pipes session of the follow job that launched this process; none otherwise."""
+    from dagster_pipes import DAGSTER_PIPES_CONTEXT_ENV_VAR, open_dagster_pipes
+
+    return open_dagster_pipes() if os.environ.get(DAGSTER_PIPES_CONTEXT_ENV_VAR) else contextlib.nullcontext(None)
 
 
 def _cancel_jobs(spark) -> None:

@@ -15,6 +15,10 @@ checks in the browser that:
 3. materializing that partition from the asset page (Materialize..., All,
    Launch 1 run) runs to Success, and the mirror on Kafka then holds the
    records produced after the CLI's copy;
+3b. the link's follow job (always-on) launched from the Launchpad copies
+   records produced while it runs, each epoch in the run's log; Terminate
+   stops it gracefully: the epoch in flight is finished and logged, the run
+   ends Canceled, and the mirror holds every record;
 4. promote launched from the Launchpad (the run config typed into its
    editor, Launch Run) without the link's tag fails, saying so in one
    sentence, and the mirror stays ACTIVE; with the tag (Edit tags) it runs to
@@ -59,6 +63,8 @@ LINK = "west-to-east"
 AUTO_LINK = "west-to-east-auto"
 PARTITIONS = 2
 FIRST, LATER = 120, 80  # records copied by the CLI, then by the run launched from the UI
+FOLLOWED = 60  # produced while the follow job runs
+FOLLOW_EPOCH_S = 3
 FINAL = 40  # produced just before promote: the promote run copies them before it stops the mirror
 UI_START_S = 300  # the UI loads the code location first; a loaded two-core machine is slow
 RUN_S = 600  # a copy run: a Spark session, the copy, and the asset's checks
@@ -176,6 +182,24 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                     (REPO / "docs").mkdir(exist_ok=True)
                     shutil.copyfile(shot, REPO / "docs" / "ui-asset.png")
 
+                # 3b. Follow mode from the Launchpad; Terminate finishes the epoch in flight.
+                launch_follow(page, visit, names)
+                expect(page.get_by_text(re.compile(r"epoch 1: copied")).first).to_be_visible(timeout=RUN_S * 1000)
+                produce(source_bootstrap, topic, FOLLOWED, "followed")
+                deadline = time.monotonic() + RUN_S
+                while mirror_counts(destination_bootstrap, topic) != source_counts(source_bootstrap, topic):
+                    assert time.monotonic() < deadline, f"the follow run did not copy new records; see {ui.log}"
+                    time.sleep(1)
+                page.get_by_role("button", name="Terminate").first.click()
+                page.get_by_role("dialog").get_by_role("button", name="Terminate").click()
+                status = wait_for_run_end(page, FOLLOW_EPOCH_S + RUN_S)
+                assert status == "Canceled", f"the terminated follow run ended {status}; see {ui.log}"
+                expect(page.get_by_text("sending SIGINT to subprocess").first).to_be_visible()
+                text = page.inner_text("body")
+                errors.extend(f"follow run page: {marker}" for marker in ERROR_MARKERS if marker in text)
+                assert describe(home, config, topic)["state"] == "ACTIVE"
+                assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
+
                 # 4. Promote from the Launchpad. Without the link's tag it is refused in one sentence and
                 #    changes nothing; with it, the run finishes copying, then stops the mirror for good.
                 produce(source_bootstrap, topic, FINAL, "final")
@@ -190,7 +214,7 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 described = describe(home, config, topic)
                 assert described["state"] == "STOPPED" and described["lag"] == 0
                 assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
-                assert sum(source_counts(source_bootstrap, topic)) == FIRST + LATER + FINAL
+                assert sum(source_counts(source_bootstrap, topic)) == FIRST + LATER + FOLLOWED + FINAL
 
                 # 5. dagster.automation.running: on for the second link, off for the first.
                 for kind, name, running in [("schedules", auto.replicate_schedule, True),
@@ -346,6 +370,20 @@ def launch_promote(page, visit, topic: str, tag: tuple[str, str] | None) -> str:
     launch.click()
     page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
     return wait_for_run_end(page, RUN_S)
+
+
+def launch_follow(page, visit, names: LinkNames) -> None:
+    """The link's follow job from the Launchpad, in short epochs; returns once its run page shows."""
+    from playwright.sync_api import expect
+
+    editor = page.locator(".CodeMirror").first
+    visit(f"/locations/mirror-pipeline/jobs/{names.follow_job}/playground", lambda: editor)
+    run_config = {"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}}
+    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", yaml.safe_dump(run_config))
+    launch = page.get_by_role("button", name="Launch Run")
+    expect(launch).to_be_enabled()
+    launch.click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
 
 
 def describe(home: Path, config: Path, topic: str) -> dict:
