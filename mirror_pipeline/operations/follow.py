@@ -39,7 +39,11 @@ from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_config
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EPOCH_S = 30.0
+# Between two epochs no task copies for a few hundred milliseconds (planning, the
+# job's start, each unit fencing and checking): records arriving then wait. At
+# two minutes that is well under 1% of the records, so it stays out of the p99;
+# shorter epochs record lineage more often and stop sooner.
+DEFAULT_EPOCH_S = 120.0
 # With nothing to copy (every mirror paused, say), the next plan comes this much later.
 IDLE_WAIT_S = 5.0
 # After an epoch that could not run at all (a cluster down), the next try comes this much later.

@@ -34,6 +34,7 @@ failed deliveries (a successful one costs no Python object); see
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -43,9 +44,10 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
-from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.model.offset_map import Segment, consolidate
 from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.chunks import (
     ChunkReader,
@@ -59,6 +61,8 @@ from mirror_pipeline.replication.chunks import (
 )
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss
 
+
+log = logging.getLogger(__name__)
 
 # A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
 FOLLOW_END = 2**63 - 1
@@ -237,6 +241,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         copied_bytes = 0
         chunks = ChunkReader(reader, unit, memory.chunk_bytes)
         latency = Latency()
+        announced: list[Segment] = []  # follow mode: this epoch's segments, packed at its end
         while _more_to_copy(unit, position, copied_bytes):
             if unit.follows:
                 chunk, position = chunks.next_available(position, unit.follow_until)
@@ -250,6 +255,8 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             segment = Segment(dest_end, chunk_runs(offsets), position, written_at=time.time())
             del offsets
             writer.write(puts=[segment])
+            if unit.follows:
+                announced.append(segment)
             stamps = list(map(timestamp_of, chunk))
             produce_ts, valid_ts = chunk_timestamps(stamps)
             produce_chunk(out, unit.mirror_topic, unit.partition, chunk, produce_ts)
@@ -286,10 +293,33 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {landed} after copying, "
                 f"expected {result.dest_until}: records not written by this link are in the mirror"
             )
+        if len(announced) > 1:
+            _pack(writer, unit, announced)
     finally:
         reader.close()
         mirror_probe.close()
         writer.close()
+
+
+def _pack(writer: SegmentWriter, unit: WorkUnit, announced: list[Segment]) -> None:
+    """Follow mode: merge the epoch's segments (one per chunk, often thousands) into few, in one
+    transaction, while this task still holds the partition's writer.
+
+    Every one of them has landed (checked just before), as the driver's merge
+    requires. The driver would otherwise do it between epochs, fencing each
+    partition, while no task copies. Best effort: a writer fenced meanwhile
+    (a stop) leaves them as they are, for the next plan to read.
+    """
+    packed = consolidate(announced)
+    if len(packed) >= len(announced):
+        return
+    keep = {s.dest_start for s in packed}
+    stale = [segment_key(unit.link, unit.mirror_topic, unit.partition, s.dest_start)
+             for s in announced if s.dest_start not in keep]
+    try:
+        writer.write(puts=packed, deletes=stale)
+    except MirrorError as exc:
+        log.info("%s[%d]: the epoch's segments stay unpacked: %s", unit.mirror_topic, unit.partition, exc)
 
 
 def _more_to_copy(unit: WorkUnit, position: int, copied_bytes: int) -> bool:

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from mirror_pipeline import engine
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline_dagster.naming import LinkNames
 from tests.dagster.cli_link import produce, write_config
 from tests.integration.test_config_sync import set_configs, wait_for
@@ -94,6 +95,10 @@ def test_follow_mode_copies_syncs_and_records_until_sigterm(tmp_path, source_boo
     assert [e["epoch"] for e in epochs] == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
     assert all(e["error"] is None for e in epochs), [e["error"] for e in epochs if e["error"]]
     assert sum(e["cycle"]["records"] for e in epochs) == sum(source_ends.values())
+    # Each task packs its epoch's segments (one per chunk) before it ends: at most one a partition per epoch stays.
+    segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
+    assert segments and all(len(kept) <= len(epochs) for kept in segments.values()), {
+        p: len(kept) for p, kept in segments.items()}
     synced = {line["sync"] for line in lines if "sync" in line and line["error"] is None}
     assert synced == {"config", "offsets"}, lines
 
