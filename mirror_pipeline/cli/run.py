@@ -6,6 +6,7 @@ materializations of the link's `mirror_data` asset (see `dagster_events`).
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -24,7 +25,7 @@ from mirror_pipeline.cli.common import (
     refuse_unknown_mirrors,
     table,
 )
-from mirror_pipeline.cli.values import TOPIC
+from mirror_pipeline.cli.values import TOPIC, printable
 from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
 from mirror_pipeline.replication.spark_runner import spark_session
 
@@ -64,8 +65,9 @@ def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float,
     # New source topics become mirrors first, so a cycle run without the daemon picks them up (R-AC-1).
     created = engine.auto_create(config, link) if auto_create else None
     if follow:
-        if created is not None:
-            emit({"auto_create": created.to_dict()}, as_json, lambda d: _render_auto_create(d["auto_create"]))
+        if created is not None:  # one line of JSON, like each epoch's
+            click.echo(json.dumps({"auto_create": created.to_dict()}, sort_keys=True, default=str) if as_json
+                       else printable(_render_auto_create(created.to_dict())))
         following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json)
         return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
