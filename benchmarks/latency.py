@@ -1,0 +1,314 @@
+#!/usr/bin/env python
+"""Latency benchmark: how long a record takes from the source to the mirror, per way of running the mirror.
+
+    .venv/bin/python benchmarks/latency.py [--seconds 180] [--rate 2000] [--modes LIST | --skip LIST]
+        [--epoch-seconds N] [--burst-records N] [--json] [--json-file PATH] [--keep-clusters] ...
+
+Starts its own pair of local single-node clusters (`.local-kafka/bench-latency`,
+ports 17592/27592), then, for each mode on fresh topics, runs a steady load
+(--rate records/s of --record-bytes over --partitions partitions for --seconds)
+on `a` and times every record's arrival on the mirror on `b`:
+
+1. mm2               -- MirrorMaker 2 (dedicated mode, throughput.py's settings);
+2. cycles            -- `mirror-pipeline run --link L` processes back to back;
+3. scheduled         -- `run --link L` started every --schedule-seconds (60, the default schedule);
+4. follow            -- one `run --link L --follow` process on local[*], stopped with SIGTERM;
+5. follow-standalone -- the same with its executors on a local Spark standalone cluster
+                        (master 17680-17685, Connect server 17690).
+
+Latency = the tracker's wall clock when a read_committed consumer on the mirror
+receives the record, minus the record's CreateTime, set by the producer from the
+same clock. MM2 and follow are measured once running: a warm-up trickle runs
+until their first record arrives, and is reported apart. After follow's run, a
+burst (--burst-records, as fast as possible) gives its copy rate, next to the
+same burst copied by one `run --link` process. Progress on stderr, the table
+(or --json) on stdout; see benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a plain script from any directory
+    sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+from benchmarks.common import admin_for, create_topic, local_clusters, mm2_class_present, say, warm_up  # noqa: E402
+from benchmarks.latency_copiers import CliCycles, Copier, Follow, Mm2, follow_options  # noqa: E402
+from benchmarks.latency_cpu import CpuSampler  # noqa: E402
+from benchmarks.latency_load import (  # noqa: E402
+    BURST,
+    BURST_PRODUCER,
+    MEASURED,
+    WARM,
+    Load,
+    Tracker,
+    arrival_rate,
+    phase_stats,
+)
+from benchmarks.latency_report import render_table  # noqa: E402
+from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
+from mirror_pipeline import engine  # noqa: E402
+from mirror_pipeline.config.loader import load_config  # noqa: E402
+from mirror_pipeline.local.spark_cluster import QUICK_JVM, LocalSpark  # noqa: E402
+
+BENCH_ROOT = REPO / ".local-kafka" / "bench-latency"
+#: Configs, logs, MM2's files, the CLI's Dagster instance: outside BENCH_ROOT so they outlive the wiped storage.
+WORK_DIR = REPO / ".local-kafka" / "bench-latency-work"
+BASE_PORT = 17592
+SPARK_MASTER_PORT = 17680  # the master and its UI, then two workers and their UIs: 17680..17685
+SPARK_CONNECT_PORT = 17690
+MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone")
+LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst"}
+
+
+def write_config(path: Path, a: str, b: str, spark: dict[str, Any]) -> Path:
+    """A link per mode, so each `run --link` sees its own mirror only; auto-create stays off (its default)."""
+    data = {
+        "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
+        "links": {link: {"source": "a", "destination": "b"} for link in LINKS.values()},
+        "spark": spark,
+    }
+    path.write_text(f"# Written by benchmarks/latency.py\n{yaml.safe_dump(data, sort_keys=False)}")
+    return path
+
+
+class Bench:
+    """The clusters, configs and settings every mode shares."""
+
+    def __init__(self, args: argparse.Namespace, a: str, b: str, meter: CpuMeter, run_id: str):
+        self.args, self.a, self.b, self.meter, self.run_id = args, a, b, meter, run_id
+        self.a_admin = admin_for(a)
+        spark = {"master": args.spark_master} if args.spark_master else {}
+        self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark)
+        standalone = {"master": f"spark://127.0.0.1:{args.spark_master_port}",
+                      "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
+        self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
+
+    def source_topic(self, mode: str) -> str:
+        topic = f"lat-{mode}-{self.run_id}"
+        create_topic(self.a_admin, topic, self.args.partitions)
+        return topic
+
+    def mirror(self, config: Path, mode: str, topic: str) -> str:
+        return engine.create_mirror(load_config(config), LINKS[mode], topic).mirror_topic
+
+    def copier(self, mode: str) -> Copier:
+        args, topic = self.args, self.source_topic(mode)
+        if mode == "mm2":
+            return Mm2(WORK_DIR / "mm2", self.a, self.b, topic)
+        config = self.standalone_config if mode == "follow-standalone" else self.config
+        mirror = self.mirror(config, mode, topic)
+        if mode in ("cycles", "scheduled"):
+            period = args.schedule_seconds if mode == "scheduled" else None
+            return CliCycles(mode, config, LINKS[mode], topic, mirror, WORK_DIR, period)
+        return Follow(mode, config, LINKS[mode], topic, mirror, WORK_DIR, args.epoch_seconds, args.stop_timeout)
+
+
+def measure(bench: Bench, copier: Copier, burst: bool) -> dict[str, Any]:
+    """One mode: start the copier, (warm up), steady load, drain, (burst), stop; the figures."""
+    args = bench.args
+    if args.wait_quiet > 0:
+        wait_until_quiet(args.wait_quiet)
+    tracker = Tracker(bench.b, copier.mirror_topic, args.partitions)
+    tracker.start()
+    load = Load(bench.a, copier.source_topic, args.partitions, args.record_bytes)
+    out: dict[str, Any] = {"topic": copier.source_topic, "mirror_topic": copier.mirror_topic}
+    cpu = CpuSampler(bench.meter)
+    cpu.start()
+    copier.watch(tracker, load)
+    copier.start(time.monotonic())
+    try:
+        drive(bench, copier, tracker, load, burst, out)
+    finally:
+        copier.stop()
+        tracker.stop(linger_s=args.linger)  # late copies (duplicates) still count
+        load.close()
+        out["cpu_s"] = cpu.stop()
+    if "error" not in out:
+        out["latency"] = phase_stats(load, tracker, MEASURED, args.window)
+    out["warm_up"] = phase_stats(load, tracker, WARM)
+    out["copier"] = copier.info()
+    if tracker.error:
+        out["tracker_error"] = tracker.error
+    if tracker.foreign:
+        out["foreign_records"] = tracker.foreign  # keys without a phase letter of ours: none expected
+    return out
+
+
+def drive(bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: bool, out: dict[str, Any]) -> None:
+    """The running copier's part of `measure`: warm-up, load, drain, burst; figures go into `out`."""
+    args = bench.args
+    if copier.warm_up:
+        out["start_up_s"] = load.warm_up(tracker.first_arrival, args.start_timeout, copier.alive)
+        if out["start_up_s"] is None:
+            why = "the copier exited" if not copier.alive() else f"none within {args.start_timeout:.0f}s"
+            out["error"] = f"no record mirrored ({why})"
+            return
+        say(f"{copier.name}: first record mirrored {out['start_up_s']:.1f}s after the start; measuring from now")
+    say(f"{copier.name}: {args.rate:g} records/s for {args.seconds:g}s to a:{copier.source_topic}")
+    copier.started_load()
+    out["load"] = load.paced(args.rate, args.seconds)
+    copier.ended_load()
+    t0 = time.monotonic()
+    out["drained"] = copier.drain(tracker, load, args.drain_timeout)
+    out["drain_s"] = round(time.monotonic() - t0, 2)
+    say(f"{copier.name}: load done; everything mirrored: {out['drained']} ({out['drain_s']}s after the load)")
+    if burst and out["drained"] and copier.alive():
+        out["burst"] = follow_burst(bench, copier, tracker, copier.source_topic)
+
+
+def follow_burst(bench: Bench, copier: Copier, tracker: Tracker, source: str) -> dict[str, Any]:
+    """--burst-records as fast as possible into the followed topic; the rate at which they arrive."""
+    n = bench.args.burst_records
+    loader = Load(bench.a, source, bench.args.partitions, bench.args.record_bytes, BURST_PRODUCER)
+    say(f"{copier.name}: burst of {n:,} records")
+    begun = time.time() * 1000
+    produced = loader.burst(n)
+    done = tracker.wait_all(loader, BURST, bench.args.drain_timeout, copier.alive)
+    return burst_figures(loader, tracker, produced, begun, done)
+
+
+def burst_figures(loader: Load, tracker: Tracker, produced: dict, begun_ms: float, done: bool) -> dict[str, Any]:
+    stats = phase_stats(loader, tracker, BURST)
+    out = {"produced": produced, "all_arrived": done, **arrival_rate(tracker, BURST),
+           "lost": stats.get("lost"), "duplicated": stats.get("duplicated")}
+    if tracker.logs[BURST].last_ms:
+        out["burst_start_to_last_s"] = round((tracker.logs[BURST].last_ms - begun_ms) / 1000, 2)
+        # Near 0: the copier kept pace with the producer, and the rate above is the producer's.
+        out["after_produced_s"] = round(out["burst_start_to_last_s"] - produced["seconds"], 2)
+    say(f"burst: {out['records']:,} records arrived at {out['records_per_s']} records/s (first -> last arrival)")
+    return out
+
+
+def burst_cycle(bench: Bench) -> dict[str, Any]:
+    """The same burst copied by one `run --link` process (the cold process, Spark start included)."""
+    args = bench.args
+    if args.wait_quiet > 0:
+        wait_until_quiet(args.wait_quiet)
+    topic = bench.source_topic("burst")
+    mirror = bench.mirror(bench.config, "burst-cycle", topic)
+    tracker = Tracker(bench.b, mirror, args.partitions)
+    tracker.start()
+    loader = Load(bench.a, topic, args.partitions, args.record_bytes, BURST_PRODUCER)
+    say(f"burst-cycle: {args.burst_records:,} records, then one `run --link {LINKS['burst-cycle']}`")
+    begun = time.time() * 1000
+    produced = loader.burst(args.burst_records)
+    run = CliCycles("burst-cycle", bench.config, LINKS["burst-cycle"], topic, mirror, WORK_DIR).run_once()
+    done = tracker.wait_all(loader, BURST, 30.0)
+    tracker.stop(linger_s=args.linger)
+    loader.close()
+    out = {"run": run, **burst_figures(loader, tracker, produced, begun, done)}
+    if run.get("records"):
+        out["records_per_s_process"] = round(run["records"] / run["wall_s"], 1)
+    return out
+
+
+def run_mode(bench: Bench, mode: str, follow: dict[str, Any]) -> dict[str, Any]:
+    if mode == "mm2" and not mm2_class_present():
+        return {"skipped": "MirrorMaker 2 is not in the Kafka jars"}
+    if mode.startswith("follow") and not follow["follow"]:
+        return {"skipped": "`mirror-pipeline run --help` has no --follow"}
+    if mode == "follow-standalone":
+        return with_standalone_spark(bench, lambda: measure(bench, bench.copier(mode), burst=False))
+    return measure(bench, bench.copier(mode), burst=mode == "follow" and bench.args.burst_records > 0)
+
+
+def with_standalone_spark(bench: Bench, fn) -> dict[str, Any]:
+    """A master and two workers (and the Connect server `local spark up` brings) around `fn`, then down."""
+    spark = LocalSpark(WORK_DIR / "spark", bench.args.spark_master_port, bench.args.spark_connect_port)
+    say(f"follow-standalone: starting the local Spark cluster ({spark.master_url}, Connect {spark.connect_url})")
+    t0 = time.monotonic()
+    try:
+        spark.up()
+    except Exception as exc:  # noqa: BLE001 - the mode is reported as not measured, the others stand
+        spark.down()
+        return {"error": f"local Spark cluster did not start: {exc}"}
+    up_s = round(time.monotonic() - t0, 1)
+    try:
+        return {"spark_cluster_up_s": up_s, "spark_master": spark.master_url, **fn()}
+    finally:
+        spark.down()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=180, help="steady load per mode (default 180)")
+    ap.add_argument("--rate", type=float, default=2000, help="records/s of the steady load (default 2000)")
+    ap.add_argument("--record-bytes", type=int, default=1024, help="value size (default 1024; keys are 11 bytes)")
+    ap.add_argument("--partitions", type=int, default=8, help="partitions per topic (default 8)")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
+    ap.add_argument("--skip", default="", help="modes to leave out, comma separated")
+    ap.add_argument("--epoch-seconds", type=float, default=None, help="follow's --epoch-seconds (default: the CLI's)")
+    ap.add_argument("--schedule-seconds", type=float, default=60, help="cadence of the scheduled mode (default 60)")
+    ap.add_argument("--burst-records", type=int, default=200_000, help="burst after follow's run; 0: none")
+    ap.add_argument("--drain-timeout", type=float, default=300, help="after the load, wait this long for the rest")
+    ap.add_argument("--start-timeout", type=float, default=300, help="MM2/follow: wait this long for a first record")
+    ap.add_argument("--stop-timeout", type=float, default=300, help="follow: SIGKILL this long after SIGTERM")
+    ap.add_argument("--linger", type=float, default=3, help="listen this long after stopping a copier (duplicates)")
+    ap.add_argument("--window", type=float, default=10, help="seconds per window of the latency timeline")
+    ap.add_argument("--spark-master", default=None, help="spark.master of the local modes (default: local[*])")
+    ap.add_argument("--spark-master-port", type=int, default=SPARK_MASTER_PORT)
+    ap.add_argument("--spark-connect-port", type=int, default=SPARK_CONNECT_PORT)
+    ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b's is +10000 ({BASE_PORT})")
+    ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running (and its data) at the end")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                    help="before each mode, wait up to this long for other processes to leave the CPUs idle")
+    ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
+    ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
+    args = ap.parse_args(argv)
+    skip = {m.strip() for m in args.skip.split(",") if m.strip()}
+    args.mode_list = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() not in skip]
+    unknown = set(args.mode_list) - set(MODES)
+    if unknown:
+        ap.error(f"unknown mode(s) {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    run_id = time.strftime("%H%M%S") + "-" + uuid.uuid4().hex[:4]
+    shutil.rmtree(WORK_DIR, ignore_errors=True)
+    WORK_DIR.mkdir(parents=True)
+    follow = follow_options()
+    say(f"`run --help`: --follow {'present' if follow['follow'] else 'ABSENT'}; --epoch-seconds "
+        f"{'present' if follow['epoch_seconds'] else 'absent'} (default {follow.get('epoch_seconds_default', '?')})")
+    report: dict[str, Any] = {"params": {
+        "seconds": args.seconds, "rate": args.rate, "record_bytes": args.record_bytes, "partitions": args.partitions,
+        "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "burst_records": args.burst_records,
+        "epoch_seconds": args.epoch_seconds, "cli_follow": follow, "cpus": os.cpu_count(),
+        "spark_master": args.spark_master or "local[*]", "work_dir": str(WORK_DIR)}, "modes": {}}
+    with local_clusters(BENCH_ROOT, args.keep_clusters, args.base_port) as lk:
+        a, b = lk.bootstraps
+        for boot in lk.bootstraps:
+            warm_up(boot)
+        meter = CpuMeter({"broker-a": lk.root / lk.names[0], "broker-b": lk.root / lk.names[1]})
+        bench = Bench(args, a, b, meter, run_id)
+        for mode in args.mode_list:
+            say(f"=== {mode}")
+            report["modes"][mode] = run_mode(bench, mode, follow)
+            if mode == "follow" and args.burst_records > 0:
+                say("=== burst-cycle (the follow burst, copied by one `run --link` process)")
+                report["burst_cycle"] = burst_cycle(bench)
+        del bench
+    if args.json_file:
+        args.json_file.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2) if args.json else render_table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""CPU seconds per process group during one latency mode, and the other load on the machine.
+
+`throughput.CpuMeter` compares two snapshots: a process that exits in between
+(every `run` process, MM2 or follow once stopped) would leave no trace in the
+second one, and its CPU would count as someone else's. This samples every
+second instead, so such a process is counted up to its last second.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from benchmarks.throughput import CpuMeter
+
+#: CpuMeter's catch-all for our children that are no JVM, Spark worker or broker: here, the CLI processes.
+ROLE_NAMES = {"other-children": "cli"}
+
+
+class CpuSampler(threading.Thread):
+    def __init__(self, meter: CpuMeter, every_s: float = 1.0):
+        super().__init__(name="cpu-sampler", daemon=True)
+        self.meter, self.every_s = meter, every_s
+        self.stopping = threading.Event()
+        self.first = self.last = meter.snapshot()
+        # CPU seconds of each process when last seen; the processes running now count from here.
+        self.seen = {pid: cpu for pid, (_, cpu) in self.first.get("pids", {}).items()}
+        self.roles: dict[str, float] = {}
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.every_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        snap = self.meter.snapshot()
+        if not snap:
+            return
+        for pid, (role, cpu) in snap["pids"].items():
+            role = ROLE_NAMES.get(role, role)
+            self.roles[role] = self.roles.get(role, 0.0) + max(0.0, cpu - self.seen.get(pid, 0.0))
+            self.seen[pid] = cpu
+        self.last = snap
+
+    def stop(self) -> dict[str, Any]:
+        """CPU seconds per role, `not-ours` (everything else on the machine) and the wall time, as CpuMeter.delta."""
+        self.stopping.set()
+        self.join(10)
+        self._sample()
+        if not self.first:
+            return {}
+        out = {k: round(v, 1) for k, v in sorted(self.roles.items()) if v >= 0.05}
+        machine = self.last["machine_busy"] - self.first["machine_busy"]
+        out["not-ours"] = round(max(0.0, machine - sum(self.roles.values())), 1)
+        out["wall"] = round(self.last["wall"] - self.first["wall"], 1)
+        return out

@@ -1,0 +1,341 @@
+"""The latency benchmark's load and stopwatch: a paced producer on the source, an arrival tracker on the mirror.
+
+Every record carries its phase and a sequence number in its key (`m0000000042`:
+phase `m`, record 42), so the tracker counts loss and duplication exactly, per
+phase:
+
+- `w` warm-up: a trickle sent until the copier's first record arrives, so a
+  copier's start-up lands in no latency figure (the output says so);
+- `m` measured: the steady load the latency figures come from;
+- `b` burst: records produced as fast as possible, for a throughput figure.
+
+Latency is the tracker's wall clock when the consumer hands it the record,
+minus the record's timestamp (CreateTime), which the producer sets explicitly
+from the same clock in the same process and the mirrors keep as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from array import array
+from typing import Any, Callable
+
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from benchmarks.common import QUIET, say
+
+WARM, MEASURED, BURST = b"w", b"m", b"b"
+PHASES = (WARM, MEASURED, BURST)
+KEY_DIGITS = 10
+
+#: The steady load: small batches, so the producer adds at most a few ms to a record's latency.
+PACED_PRODUCER = {"acks": "1", "linger.ms": 5, "compression.type": "none", "enable.idempotence": False}
+#: The burst: the throughput benchmark's load settings (large batches), and delivery reports for failures only
+#: (a Python callback per record would halve the producer's rate); every record not reported failed by the
+#: time flush() returns with nothing left was acknowledged.
+BURST_PRODUCER = {"acks": "1", "linger.ms": 20, "batch.size": 1000000, "batch.num.messages": 100000,
+                  "compression.type": "none", "enable.idempotence": False, "delivery.report.only.error": True,
+                  "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576}
+#: The tracker: a fetch returns as soon as one record is there (fetch.min.bytes 1); the wait only bounds
+#: an idle fetch. read_committed, like an application on the mirror: a transactional copy counts once committed.
+TRACKER_CONSUMER = {"fetch.wait.max.ms": 20, "fetch.min.bytes": 1, "isolation.level": "read_committed",
+                    "enable.auto.commit": False, "enable.partition.eof": False}
+
+
+def now_ms() -> float:
+    return time.time() * 1000.0
+
+
+class PhaseLog:
+    """Per sequence number of one phase: copies seen, first arrival (ms), timestamp seen on the mirror."""
+
+    GROW = 1 << 16
+
+    def __init__(self) -> None:
+        self.counts = bytearray()
+        self.arrival = array("d")
+        self.mirror_ts = array("q")
+        self.distinct = 0
+        self.copies = 0
+        self.first_ms = self.last_ms = 0.0
+
+    def _grow(self, seq: int) -> None:
+        extra = seq + 1 - len(self.counts) + self.GROW
+        self.counts.extend(bytes(extra))
+        self.arrival.extend([0.0] * extra)
+        self.mirror_ts.extend([0] * extra)
+
+    def add(self, seq: int, ts: int, arrived: float) -> None:
+        if seq >= len(self.counts):
+            self._grow(seq)
+        self.copies += 1
+        self.last_ms = arrived
+        if not self.first_ms:
+            self.first_ms = arrived
+        c = self.counts[seq]
+        if c == 0:
+            self.distinct += 1
+            self.arrival[seq] = arrived
+            self.mirror_ts[seq] = ts
+        self.counts[seq] = min(c + 1, 255)
+
+
+class SentLog:
+    """Per sequence number of one phase: the timestamp given, and whether the source acknowledged it."""
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.acked = bytearray()
+        self.failed = 0
+        self.failed_seqs: set[int] = set()
+
+    @property
+    def sent(self) -> int:
+        return len(self.ts)
+
+
+class Load:
+    """One producer on the source topic for all three phases; delivery reports mark what the source holds."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, record_bytes: int, conf: dict | None = None):
+        self.topic, self.partitions = topic, partitions
+        self.body = os.urandom(max(0, record_bytes - KEY_DIGITS))
+        self.logs = {phase: SentLog() for phase in PHASES}
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "bench-latency-load", "logger": QUIET,
+                                  **(conf or PACED_PRODUCER)})
+        self.producer.list_topics(topic, timeout=10)  # connected, leaders known, before any clock starts
+
+    def _on_delivery(self, err, msg) -> None:
+        key = msg.key()
+        log = self.logs[key[:1]]
+        if err is not None:
+            log.failed += 1
+            log.failed_seqs.add(int(key[1:]))
+        else:
+            log.acked[int(key[1:])] = 1
+
+    def send(self, phase: bytes, seq: int | None = None) -> None:
+        log = self.logs[phase]
+        seq = log.sent if seq is None else seq
+        ts = int(now_ms())
+        log.ts.append(ts)
+        log.acked.append(0)
+        key = phase + b"%0*d" % (KEY_DIGITS, seq)
+        while True:
+            try:
+                self.producer.produce(self.topic, key=key, value=key[1:] + self.body, partition=seq % self.partitions,
+                                      timestamp=ts, on_delivery=self._on_delivery)
+                return
+            except BufferError:  # only a burst fills the queue; wait for acknowledgements
+                self.producer.poll(0.005)
+
+    def warm_up(self, arrived: threading.Event, timeout_s: float, alive: Callable[[], bool],
+                every_s: float = 0.2) -> float | None:
+        """Trickle warm-up records until `arrived` is set; seconds it took, None on timeout or once not `alive()`."""
+        start = time.monotonic()
+        while not arrived.is_set():
+            if time.monotonic() - start > timeout_s or not alive():
+                return None
+            self.send(WARM)
+            self.producer.poll(0)
+            arrived.wait(every_s)
+        self.producer.flush(30)
+        return time.monotonic() - start
+
+    def paced(self, rate: float, seconds: float, stop: threading.Event | None = None) -> dict[str, Any]:
+        """`rate` records/s for `seconds`, round robin over the partitions, in groups every ~5 ms.
+
+        A record's timestamp is taken when it is produced, so a producer that falls
+        behind its schedule does not inflate the latency; how far behind it fell is reported.
+        """
+        total = int(rate * seconds)
+        group = max(1, int(rate * 0.005))
+        start = time.monotonic()
+        behind, behind_at = 0.0, 0.0
+        log = self.logs[MEASURED]
+        while log.sent < total and not (stop and stop.is_set()):
+            now = time.monotonic()
+            due = min(total, int((now - start) * rate) + 1)
+            if now - (start + log.sent / rate) > behind:
+                behind, behind_at = now - (start + log.sent / rate), now - start
+            while log.sent < due:
+                self.send(MEASURED)
+            self.producer.poll(0)
+            wake = start + min(total, log.sent + group) / rate
+            time.sleep(max(0.0, wake - time.monotonic()))
+        elapsed = time.monotonic() - start
+        left = self.producer.flush(60)
+        return {"records": log.sent, "seconds": round(elapsed, 2), "rate": round(log.sent / max(elapsed, 1e-9), 1),
+                "max_behind_schedule_ms": round(behind * 1000, 1), "max_behind_at_s": round(behind_at, 1),
+                "unacknowledged": left, "failed": log.failed}
+
+    def burst(self, n: int) -> dict[str, Any]:
+        """`n` burst records as fast as this producer goes; seconds from first produce to last acknowledgement."""
+        start = time.monotonic()
+        for _ in range(n):
+            self.send(BURST)
+            if not self.logs[BURST].sent & 1023:
+                self.producer.poll(0)
+        left = self.producer.flush(300)
+        elapsed = time.monotonic() - start
+        log = self.logs[BURST]
+        if not left:  # failure-only reports: everything else was acknowledged
+            log.acked[:] = b"\x01" * log.sent
+            for seq in log.failed_seqs:
+                log.acked[seq] = 0
+        return {"records": n, "seconds": round(elapsed, 2), "rate": round(n / max(elapsed, 1e-9), 1),
+                "unacknowledged": left, "failed": self.logs[BURST].failed}
+
+    def close(self) -> None:
+        self.producer.flush(30)
+
+
+class Tracker(threading.Thread):
+    """A consumer on the mirror topic, from its beginning, logging each record's arrival.
+
+    It waits for the topic to exist (MM2 creates its remote topic itself).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        super().__init__(name=f"tracker-{topic}", daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.logs = {phase: PhaseLog() for phase in PHASES}
+        self.first_arrival = threading.Event()
+        self.stopping = threading.Event()
+        self.error: str | None = None
+        self.foreign = 0  # records whose key is not ours (none expected)
+
+    def run(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"bench-latency-{self.topic}",
+                      "logger": QUIET, **TRACKER_CONSUMER})
+        try:
+            if self._wait_for_topic(c):
+                c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
+                self._consume(c)
+        except Exception as exc:  # noqa: BLE001 - reported with the results, never a silent stop
+            self.error = f"{type(exc).__name__}: {exc}"
+            say(f"tracker on b:{self.topic} stopped: {self.error}")
+        finally:
+            c.close()
+
+    def _wait_for_topic(self, c: Consumer) -> bool:
+        while not self.stopping.is_set():
+            meta = c.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if meta is not None and meta.error is None and len(meta.partitions) == self.partitions:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def _consume(self, c: Consumer) -> None:
+        logs = self.logs
+        while not self.stopping.is_set():
+            msgs = c.consume(2000, 0.05)
+            arrived = now_ms()  # one stamp per batch: the batch was handed over at once
+            for m in msgs:
+                if m.error():
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(m.error().str())
+                    continue
+                key = m.key() or b""
+                log = logs.get(key[:1])
+                if log is None:
+                    self.foreign += 1
+                    continue
+                log.add(int(key[1:]), m.timestamp()[1], arrived)
+            if msgs:
+                self.first_arrival.set()
+
+    def arrived_all(self, load: Load, phase: bytes) -> bool:
+        """Whether every record of `phase` the source acknowledged has arrived (a cheap count first)."""
+        sent, seen = load.logs[phase], self.logs[phase]
+        if seen.distinct < sum(sent.acked):
+            return False
+        n = len(seen.counts)
+        return all(i < n and seen.counts[i] for i in range(sent.sent) if sent.acked[i])
+
+    def wait_all(self, load: Load, phase: bytes, timeout_s: float, alive=lambda: True) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and alive() and self.error is None:
+            if self.arrived_all(load, phase):
+                return True
+            time.sleep(0.2)
+        return self.arrived_all(load, phase)
+
+    def stop(self, linger_s: float = 0.0) -> None:
+        """Stop after `linger_s` more seconds of listening (late duplicates are counted too)."""
+        time.sleep(linger_s)
+        self.stopping.set()
+        self.join(30)
+
+
+# --- figures -----------------------------------------------------------------------
+
+
+def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10.0) -> dict[str, Any]:
+    """Latency (first arrival of each record), loss and duplication of one phase.
+
+    lost: acknowledged by the source, never seen on the mirror. duplicated: copies
+    beyond the first. The timeline groups records by production time in
+    `window_s` windows; `gaps` are the stretches with no arrival at all.
+    """
+    sent, seen = load.logs[phase], tracker.logs[phase]
+    n = sent.sent
+    if not n:
+        return {"sent": 0, "received": seen.distinct}
+    counts = np.frombuffer(bytes(seen.counts[:n]).ljust(n, b"\0"), dtype=np.uint8)
+    acked = np.frombuffer(bytes(sent.acked), dtype=np.uint8).astype(bool)
+    ts = np.frombuffer(sent.ts, dtype=np.int64)
+    got = counts > 0
+    arrival = np.frombuffer(seen.arrival, dtype=np.float64)[:n][got[: len(seen.arrival)]]
+    latency = arrival - ts[got]
+    out: dict[str, Any] = {
+        "sent": n, "acked": int(acked.sum()), "received": int(got.sum()),
+        "lost": int((acked & ~got).sum()),
+        "duplicated": int(counts.sum()) - int(got.sum()),
+        "unexpected": max(0, seen.distinct - int(got.sum())),  # arrivals with a sequence number never sent
+        "timestamp_changed": int((np.frombuffer(seen.mirror_ts, dtype=np.int64)[:n][got[: len(seen.mirror_ts)]]
+                                  != ts[got]).sum()),
+    }
+    if not len(latency):
+        return out
+    p50, p99 = np.percentile(latency, [50, 99], method="inverted_cdf")
+    out.update({"p50_ms": round(float(p50), 1), "p99_ms": round(float(p99), 1),
+                "max_ms": round(float(latency.max()), 1), "min_ms": round(float(latency.min()), 1),
+                "mean_ms": round(float(latency.mean()), 1)})
+    out["timeline"] = _timeline(ts[got] - ts[0], latency, window_s)
+    out["gaps"] = _arrival_gaps(arrival, float(ts[0]))
+    return out
+
+
+def _timeline(produced_ms: np.ndarray, latency: np.ndarray, window_s: float) -> list[dict[str, float]]:
+    """Per window of production time: records, median and max latency."""
+    bins = (produced_ms // (window_s * 1000)).astype(np.int64)
+    rows = []
+    for b in np.unique(bins):
+        lat = latency[bins == b]
+        rows.append({"from_s": round(float(b * window_s), 1), "records": int(len(lat)),
+                     "p50_ms": round(float(np.median(lat)), 1), "max_ms": round(float(lat.max()), 1)})
+    return rows
+
+
+def _arrival_gaps(arrival: np.ndarray, ref_ms: float, at_least_ms: float = 1000.0) -> dict[str, Any]:
+    """Stretches of at least `at_least_ms` without a single arrival; `at_s` from `ref_ms` (the load's start)."""
+    if len(arrival) < 2:
+        return {"count": 0, "longest_ms": 0.0, "total_s": 0.0, "at_s": []}
+    ordered = np.sort(arrival)
+    gaps = np.diff(ordered)
+    long = np.flatnonzero(gaps >= at_least_ms)
+    return {"count": int(len(long)), "longest_ms": round(float(gaps.max()), 1),
+            "total_s": round(float(gaps[long].sum()) / 1000, 1),
+            "at_s": [[round(float(ordered[i] - ref_ms) / 1000, 1), round(float(gaps[i]) / 1000, 1)] for i in long]}
+
+
+def arrival_rate(tracker: Tracker, phase: bytes) -> dict[str, Any]:
+    """Records/s of a phase from its first to its last arrival (copies counted once)."""
+    log = tracker.logs[phase]
+    span = (log.last_ms - log.first_ms) / 1000
+    return {"records": log.distinct, "first_to_last_s": round(span, 2),
+            "records_per_s": round(log.distinct / span, 1) if span > 0 else None}

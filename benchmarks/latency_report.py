@@ -1,0 +1,137 @@
+"""The latency benchmark's table: one row per mode, then what each copier did and the burst rates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+W = 18  # mode column
+FROM = 34  # "measured from" column
+
+
+def render_table(r: dict[str, Any]) -> str:
+    p = r["params"]
+    modes = r["modes"]
+    mm2_p99 = (modes.get("mm2") or {}).get("latency", {}).get("p99_ms")
+    head = (f"{'mode':<{W}} {'measured from':<{FROM}} {'records':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
+            f"{'lost':>6} {'dup':>6} {'p99/MM2':>8} {'other load':>11}")
+    rule = "-" * len(head)
+    lines = [f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {p['partitions']} "
+             f"partitions, {p['seconds']:g} s of steady load per mode; {p['cpus']} CPUs shared by both brokers, the "
+             f"copiers and the load", "", head, rule]
+    for mode, m in modes.items():
+        lines.append(_row(mode, m, mm2_p99))
+    lines.append(rule)
+    for mode, m in modes.items():
+        lines += [f"{mode}: {line}" for line in _notes(mode, m, p)]
+    lines += _bursts(modes.get("follow", {}).get("burst"), r.get("burst_cycle"))
+    return "\n".join(lines)
+
+
+def _row(mode: str, m: dict[str, Any], mm2_p99: float | None) -> str:
+    if "skipped" in m or "latency" not in m:
+        why = m.get("skipped") or m.get("error") or "not measured"
+        return f"{mode:<{W}} not measured: {why}"
+    lat = m["latency"]
+    if "p50_ms" not in lat:
+        return f"{mode:<{W}} {_measured_from(mode, m):<{FROM}} {lat.get('received', 0):>9,}  (no record arrived)"
+    ratio = f"{lat['p99_ms'] / mm2_p99:>7.1f}x" if mm2_p99 else f"{'-':>8}"
+    cpu = m.get("cpu_s") or {}
+    other = f"{cpu['not-ours'] / max(cpu['wall'], 1e-9):>6.2f} cores" if "not-ours" in cpu else ""
+    return (f"{mode:<{W}} {_measured_from(mode, m):<{FROM}} {lat['received']:>9,} {lat['p50_ms']:>9,.0f} "
+            f"{lat['p99_ms']:>9,.0f} {lat['max_ms']:>9,.0f} {lat['lost']:>6,} {lat['duplicated']:>6,} {ratio} {other}")
+
+
+def _measured_from(mode: str, m: dict[str, Any]) -> str:
+    if m.get("start_up_s") is not None:
+        return f"running (start-up {m['start_up_s']:.1f} s excluded)"
+    runs = m.get("copier", {}).get("runs_count", 0)
+    return f"load start ({runs} run{'s' if runs != 1 else ''}, whole processes)"
+
+
+def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
+    if "latency" not in m:
+        return [f"not measured: {m.get('skipped') or m.get('error')}"] + _copier_notes(mode, m.get("copier", {}), p)
+    out = [_load_note(m)]
+    warm = m.get("warm_up") or {}
+    if warm.get("sent"):
+        out.append(f"{warm['sent']} warm-up records (one per 0.2 s until the first arrived) left out of the figures; "
+                   f"received {warm.get('received', 0)}, lost {warm.get('lost', 0)}, "
+                   f"duplicated {warm.get('duplicated', 0)}")
+    out += _copier_notes(mode, m.get("copier", {}), p)
+    lat = m["latency"]
+    if lat.get("timestamp_changed") or lat.get("unexpected"):
+        out.append(f"WARNING: {lat.get('timestamp_changed')} records with a changed timestamp, "
+                   f"{lat.get('unexpected')} unexpected sequence numbers")
+    if not m.get("drained"):
+        out.append(f"NOT everything arrived within the drain timeout ({m.get('drain_s')} s after the load)")
+    if "gaps" in lat and mode.startswith("follow"):
+        g = lat["gaps"]
+        where = ", ".join(f"{length:g} s from {at:+.1f} s" for at, length in g.get("at_s", [])[:12])
+        out.append(f"arrival gaps of 1 s or more: {g['count']} (longest {g['longest_ms'] / 1000:.1f} s, "
+                   f"{g.get('total_s', 0)} s in all)" + (f": {where}" if where else ""))
+    if "timeline" in lat and not mode.startswith(("cycles", "scheduled")):
+        t = lat["timeline"]
+        span = t[1]["from_s"] - t[0]["from_s"] if len(t) > 1 else 0
+        out.append(f"max ms per {span:g} s of production: " + " ".join(f"{w['max_ms']:.0f}" for w in t))
+    cpu = m.get("cpu_s") or {}
+    if cpu:
+        roles = ", ".join(f"{k} {v:g}" for k, v in cpu.items() if k not in ("not-ours", "wall"))
+        out.append(f"CPU s: {roles}; everything else {cpu['not-ours']:g} ({cpu['wall']:g} s wall)")
+    for key in ("tracker_error", "foreign_records", "spark_master"):
+        if key in m:
+            out.append(f"{key.replace('_', ' ')}: {m[key]}")
+    if "spark_cluster_up_s" in m:
+        out.append(f"local Spark standalone cluster started in {m['spark_cluster_up_s']} s (before the mode, "
+                   f"not measured)")
+    return out
+
+
+def _load_note(m: dict[str, Any]) -> str:
+    ld = m.get("load") or {}
+    return (f"load {ld.get('records', 0):,} records in {ld.get('seconds')} s ({ld.get('rate', 0):,.0f}/s, at most "
+            f"{ld.get('max_behind_schedule_ms')} ms behind schedule at {ld.get('max_behind_at_s')} s, "
+            f"{ld.get('failed', 0)} failed); "
+            f"all arrived {m.get('drain_s')} s after the load ended")
+
+
+def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
+    out = []
+    if "runs_count" in c:
+        walls = ", ".join(f"{r['wall_s']:.0f}" for r in c["runs"])
+        out.append(f"{c['runs_count']} `run` processes ({c['failed']} failed), wall s: {walls}; "
+                   f"mean {c['wall_s_mean']} s of which the cycle itself {c['cycle_s_mean']} s (the rest: interpreter and Spark start, "
+                   f"recording in Dagster)")
+        if mode == "scheduled":
+            out.append(f"started every {p['schedule_seconds']:g} s from the load's start; latest start "
+                       f"{c['late_s_max']} s late")
+    if "exit_code" in c:
+        out.append(f"SIGTERM -> exit code {c['exit_code']} after {c['stop_s']} s")
+    if c.get("epochs"):
+        out.append("its output, stamped in s from the measured load's start:")
+        out += [f"  {e['at_s']:+8.1f} s  {e['line']}" for e in c["epochs"]]
+    for key in ("died", "killed"):
+        if key in c:
+            out.append(f"{key.upper()}: {c[key]}")
+    if "log_tail" in c:
+        out.append("log tail:\n    " + c["log_tail"].replace("\n", "\n    "))
+    return out
+
+
+def _bursts(follow: dict[str, Any] | None, cycle: dict[str, Any] | None) -> list[str]:
+    if not (follow or cycle):
+        return []
+    out = ["", "burst throughput: records produced as fast as possible; records/s from the first to the last "
+               "arrival on the mirror"]
+    for label, b in (("follow (running)", follow), ("one `run --link` process", cycle)):
+        if not b:
+            continue
+        line = (f"  {label + ':':<26} {b['records']:>9,} records at {b['records_per_s'] or 0:>7,.0f}/s over "
+                f"{b['first_to_last_s']:.2f} s (producer {b['produced']['rate']:,.0f}/s); lost {b['lost']}, "
+                f"dup {b['duplicated']}")
+        if "run" in b:
+            line += (f"; the process took {b['run']['wall_s']} s (its cycle {b['run'].get('duration_s')} s): "
+                     f"{b.get('records_per_s_process', 0):,.0f}/s over the whole process")
+        elif b.get("after_produced_s") is not None:
+            line += f"; last arrival {b['after_produced_s']} s after the producer's last acknowledgement"
+        out.append(line)
+    return out
