@@ -243,6 +243,15 @@ def consolidate(landed: Sequence[Segment], max_runs: int = MAX_RUNS_PER_SEGMENT)
     return [_merge(pack) for pack in packs]
 
 
+def pack(landed: Sequence[Segment], max_runs: int = MAX_RUNS_PER_SEGMENT) -> tuple[list[Segment], list[int]]:
+    """`consolidate(landed)`, and the `dest_start`s of the landed segments it makes stale: their
+    keys are deleted in the transaction that writes the packed ones (a packed segment keeps the
+    key of its first part)."""
+    packed = consolidate(landed, max_runs)
+    kept = {s.dest_start for s in packed}
+    return packed, [s.dest_start for s in landed if s.dest_start not in kept]
+
+
 def _merge(parts: Sequence[Segment]) -> Segment:
     runs: list[tuple[int, int]] = []
     for seg in parts:

@@ -47,7 +47,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
-from mirror_pipeline.model.offset_map import Segment, consolidate
+from mirror_pipeline.model.offset_map import Segment, pack
 from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.chunks import (
     ChunkReader,
@@ -310,12 +310,10 @@ def _pack(writer: SegmentWriter, unit: WorkUnit, announced: list[Segment]) -> No
     partition, while no task copies. Best effort: a writer fenced meanwhile
     (a stop) leaves them as they are, for the next plan to read.
     """
-    packed = consolidate(announced)
+    packed, stale_starts = pack(announced)
     if len(packed) >= len(announced):
         return
-    keep = {s.dest_start for s in packed}
-    stale = [segment_key(unit.link, unit.mirror_topic, unit.partition, s.dest_start)
-             for s in announced if s.dest_start not in keep]
+    stale = [segment_key(unit.link, unit.mirror_topic, unit.partition, start) for start in stale_starts]
     try:
         writer.write(puts=packed, deletes=stale)
     except MirrorError as exc:

@@ -18,7 +18,7 @@ from mirror_pipeline.link.health import track_source_failures, track_source_reac
 from mirror_pipeline.link.state_store import SegmentWriter, segment_key
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
-from mirror_pipeline.model.offset_map import consolidate, resolve_keyed
+from mirror_pipeline.model.offset_map import pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
@@ -167,12 +167,10 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
             if len(keyed) <= CONSOLIDATE_AFTER:
                 continue
             res = resolve_keyed(keyed, kc.watermark(cons, mirror, p)[1])
-            merged = consolidate(res.landed)
+            merged, stale_starts = pack(res.landed)
             if len(merged) >= len(res.landed):
                 continue  # already packed as far as the segment size allows
-            landed_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in res.landed}
-            merged_keys = {segment_key(ctx.link.name, mirror, p, s.dest_start) for s in merged}
-            stale = [k for k, _ in keyed if k in landed_keys and k not in merged_keys]
+            stale = [segment_key(ctx.link.name, mirror, p, start) for start in stale_starts]
             writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
             try:
                 writer.fence()

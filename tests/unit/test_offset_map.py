@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror_pipeline.model.offset_map import OffsetMap, Run, Segment, consolidate, resolve, runs_of
+from mirror_pipeline.model.offset_map import OffsetMap, Run, Segment, consolidate, pack, resolve, runs_of
 
 
 def seg(dest_start, runs, source_end, padding=0):
@@ -130,3 +130,12 @@ def test_segment_wire_format_round_trips():
 
 def test_empty_map_translates_to_log_end():
     assert OffsetMap().translate(5) == 0
+
+
+def test_pack_names_exactly_the_parts_a_packed_segment_replaces():
+    parts = [Segment(0, ((0, 5),), 5), Segment(5, ((5, 5),), 10), Segment(10, ((12, 3),), 15)]
+    packed, stale = pack(parts)
+    assert packed == consolidate(parts) and [s.dest_start for s in packed] == [0]
+    assert stale == [5, 10]
+    packed, stale = pack(parts, max_runs=1)  # each part alone: nothing replaced
+    assert stale == [] and len(packed) == 3
