@@ -105,6 +105,27 @@ def admin_client(conf: dict) -> AdminClient:
     return admin
 
 
+# How long `learn_cluster` waits: past that, the request it prepares would not be quick anyway.
+LEARN_TIMEOUT_S = 2.0
+
+
+def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEOUT_S) -> None:
+    """One metadata request, so a new client knows the brokers and leaders before a request
+    that would otherwise wait on one of librdkafka's retry timers.
+
+    Measured on the local pair: a new AdminClient's first `list_offsets` took
+    3.0 s instead of 3 ms about one time in three, and a new transactional
+    producer's `init_transactions` 0.5 s instead of 5 ms; after one metadata
+    request (1-55 ms), neither did in 16 tries each. A client whose cluster
+    does not answer is left to the request that follows, which says so.
+    Name a `topic` only for a consumer (see `_learn_once`).
+    """
+    try:
+        client.list_topics(topic, timeout=timeout)
+    except KafkaException:
+        pass
+
+
 def producer(conf: dict) -> Producer:
     return Producer({**conf, "logger": quiet_logger()})
 
@@ -292,6 +313,7 @@ def list_offsets(
     if not wanted:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    _learn_once(admin)
     # Leadership of a just-created topic or partition takes a moment to
     # propagate; retriable errors are retried until the deadline.
     started = time.monotonic()
@@ -317,6 +339,18 @@ def list_offsets(
             tp, err = retry
             raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}")
         time.sleep(0.2)
+
+
+def _learn_once(admin: AdminClient) -> None:
+    """`learn_cluster` before this admin's first `list_offsets`.
+
+    All topics' metadata, not the topics asked for: an AdminClient is a
+    producer-type client to librdkafka, and a producer's metadata request for
+    a named topic may create it where the broker auto-creates topics.
+    """
+    if not getattr(admin, "cluster_learned", False):
+        learn_cluster(admin)
+        admin.cluster_learned = True
 
 
 # A partition just added is unknown to a client until its metadata refreshes.

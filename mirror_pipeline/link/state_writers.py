@@ -42,6 +42,7 @@ class TransactionalWriter:
 
     def fence(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
+        kc.learn_cluster(self._producer)
         while True:
             try:
                 self._producer.init_transactions(max(1.0, deadline - time.monotonic()))

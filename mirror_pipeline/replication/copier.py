@@ -236,6 +236,9 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {dest_end}, the plan expected "
                 f"{unit.dest_start}; another writer is active or wrote since the plan"
             )
+        # A new consumer otherwise finds the partition's leader on its next
+        # one-second scan: its first fetch came ~0.95 s after assign one time in four.
+        kc.learn_cluster(reader, unit.source_topic)
         reader.assign([TopicPartition(unit.source_topic, unit.partition, unit.source_from)])
         position = unit.source_from
         copied_bytes = 0
