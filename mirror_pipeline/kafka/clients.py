@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
-from mirror_pipeline.kafka.handshake import DropHandshakeLogs, HandshakeFailures, explain
+from mirror_pipeline.kafka.handshake import UNREACHABLE_WORDS, DropConnectionFailureLogs, HandshakeFailures, explain
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, TopicNotFound
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def quiet_logger() -> logging.Logger:
     logger = logging.getLogger("mirror_pipeline.librdkafka")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.ERROR)
-        logger.addFilter(DropHandshakeLogs())
+        logger.addFilter(DropConnectionFailureLogs())
     return logger
 
 
@@ -175,6 +175,8 @@ def error_reason(exc: BaseException) -> str:
     if err is None:
         return type(exc).__name__
     text = err.str()
+    if err.code() in UNREACHABLE_WORDS:
+        return f"{UNREACHABLE_WORDS[err.code()]} ({err.name()})"
     if err.code() < 0 or not text or text == err.name():
         return err.name()
     return f"{err.name()}: {text}"

@@ -24,6 +24,15 @@ HANDSHAKE_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaE
 _LOGGED_AS_ERROR = ("SASL authentication error", "SSL handshake failed", "SSL routines", "Authentication failed")
 
 
+# librdkafka's local errors for a cluster it cannot reach, in words (their names are kept beside).
+UNREACHABLE_WORDS = {
+    KafkaError._TRANSPORT: "no connection to its brokers (refused, closed or unreachable)",
+    KafkaError._ALL_BROKERS_DOWN: "all its brokers are down",
+    KafkaError._RESOLVE: "its host name does not resolve",
+    KafkaError._TIMED_OUT: "no answer in time",
+}
+
+
 class HandshakeFailures:
     """An error callback that remembers the client's last handshake failure."""
 
@@ -56,9 +65,15 @@ def explain(error: KafkaError, conf: Mapping[str, object]) -> str:
             f"(check sasl.username and sasl.password)")
 
 
-class DropHandshakeLogs(logging.Filter):
-    """Keeps librdkafka's repeated handshake-failure lines out of the output: the error says it once."""
+class DropConnectionFailureLogs(logging.Filter):
+    """Keeps librdkafka's connection-failure lines out of the output: the error raised says it once.
+
+    librdkafka logs every failed attempt to reach a broker (its FAIL facility:
+    a refused connection, a failed TLS or SASL handshake) and retries by
+    itself; a client that cannot reach its cluster logged dozens of them
+    before the one-line error that names the cluster and what went wrong.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not any(marker in message for marker in _LOGGED_AS_ERROR)
+        return not message.startswith("FAIL ") and not any(marker in message for marker in _LOGGED_AS_ERROR)
