@@ -10,6 +10,7 @@ from confluent_kafka.admin import NewPartitions
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.clients import watermark
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_map import resolve
@@ -137,6 +138,7 @@ def test_transactional_source_copies_only_committed_records(config, spark, sourc
             tx.abort_transaction(30)
         else:
             tx.commit_transaction(30)
+    _wait_for_commit_markers(source_bootstrap, topic, partitions=2)
     engine.create_mirror(config, LINK, topic)
 
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
@@ -151,6 +153,22 @@ def test_transactional_source_copies_only_committed_records(config, spark, sourc
         # One run per committed transaction, not one entry per record.
         assert len(omap.runs) == 4
     assert sorted(r.value for p in range(2) for r in read_partition(destination_bootstrap, topic, p)) == sorted(committed)
+
+
+def _wait_for_commit_markers(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until every transaction's markers are written, a read_committed reader sees less than a later one.
+
+    `commit_transaction` returns once the commit is decided, before its markers
+    reach the partitions: a cycle planned in between would copy one transaction
+    fewer than the source read afterwards shows.
+    """
+    admin = kc.admin_client({"bootstrap.servers": bootstrap})
+    parts = [(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + timeout
+    while kc.list_offsets(admin, parts, "latest", "source") != kc.list_offsets(admin, parts, "latest", "source",
+                                                                               read_committed=False):
+        assert time.monotonic() < deadline, f"{topic}: transactions still open after {timeout:.0f}s"
+        time.sleep(0.05)
 
 
 def test_compacted_source_keeps_tombstones_and_maps_holes(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
