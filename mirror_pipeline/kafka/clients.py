@@ -118,7 +118,11 @@ def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEO
     producer's `init_transactions` 0.5 s instead of 5 ms; after one metadata
     request (1-55 ms), neither did in 16 tries each. A client whose cluster
     does not answer is left to the request that follows, which says so.
-    Name a `topic` only for a consumer (see `_learn_once`).
+    Name a `topic` only for a consumer: an AdminClient or a producer asking
+    for a named topic may create it where the broker auto-creates topics.
+
+    Used where a new client's first request is on a latency path (a copy
+    task's start), not for every client.
     """
     try:
         client.list_topics(topic, timeout=timeout)
@@ -315,7 +319,6 @@ def list_offsets(
     if not wanted:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    _learn_once(admin)
     # Leadership of a just-created topic or partition takes a moment to
     # propagate; retriable errors are retried until the deadline.
     started = time.monotonic()
@@ -341,18 +344,6 @@ def list_offsets(
             tp, err = retry
             raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}")
         time.sleep(0.2)
-
-
-def _learn_once(admin: AdminClient) -> None:
-    """`learn_cluster` before this admin's first `list_offsets`.
-
-    All topics' metadata, not the topics asked for: an AdminClient is a
-    producer-type client to librdkafka, and a producer's metadata request for
-    a named topic may create it where the broker auto-creates topics.
-    """
-    if not getattr(admin, "cluster_learned", False):
-        learn_cluster(admin)
-        admin.cluster_learned = True
 
 
 # A partition just added is unknown to a client until its metadata refreshes.

@@ -20,14 +20,6 @@ class RecordingClient:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
 
 
-def test_an_admin_learns_the_cluster_once_and_never_names_a_topic():
-    admin = RecordingClient()
-    kc._learn_once(admin)
-    kc._learn_once(admin)
-    # All topics: a producer-type client's request for a named topic may auto-create it.
-    assert admin.asked == [None]
-
-
 def test_a_cluster_that_does_not_answer_is_left_to_the_request_that_follows():
     client = RecordingClient(fails=True)
     kc.learn_cluster(client, "orders")  # does not raise
