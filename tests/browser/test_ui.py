@@ -56,6 +56,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.lifecycle_jobs import PROMOTE_JOB, stop_run_config
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
+from tests.cli_process import stoppable_with_ctrl_c
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -259,7 +260,7 @@ class UiProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_pipeline", "ui", "--config", str(config), "--port", str(port)],
             cwd=config.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, errors="replace",
+            stderr=subprocess.STDOUT, text=True, errors="replace", preexec_fn=stoppable_with_ctrl_c,
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

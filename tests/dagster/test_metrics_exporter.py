@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.naming import LinkNames
-from tests.cli_process import run_cli
+from tests.cli_process import run_cli, stoppable_with_ctrl_c
 from tests.dagster.cli_link import produce, write_config
 from tests.kafka_records import commit
 from tests.ports import free_port
@@ -88,7 +88,8 @@ def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
     server = subprocess.Popen(
         [sys.executable, "-m", "mirror_pipeline", "metrics", "serve", "--config", str(path), "--port", str(port),
          "--interval", "2", "--window", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "DAGSTER_HOME": str(home)})
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "DAGSTER_HOME": str(home)},
+        preexec_fn=stoppable_with_ctrl_c)
     try:
         scraped = scrape(f"http://127.0.0.1:{port}/metrics")
     finally:
