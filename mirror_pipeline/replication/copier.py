@@ -196,7 +196,7 @@ def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
     writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
     try:
-        writer.fence(learn_cluster=True)
+        writer.fence()
         _check_still_copying(unit, ctx)
         _check_no_writer_since_plan(unit, ctx)
     except BaseException:
@@ -236,9 +236,6 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {dest_end}, the plan expected "
                 f"{unit.dest_start}; another writer is active or wrote since the plan"
             )
-        # A new consumer otherwise finds the partition's leader on its next
-        # one-second scan: its first fetch came ~0.95 s after assign one time in four.
-        kc.learn_cluster(reader, unit.source_topic)
         reader.assign([TopicPartition(unit.source_topic, unit.partition, unit.source_from)])
         position = unit.source_from
         copied_bytes = 0
@@ -348,7 +345,6 @@ def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
     prefix = f"{unit.link}/{unit.mirror_topic}/{unit.partition}/"
     conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
     admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
-    kc.learn_cluster(admin)
     for key, value, _ in read_topic(conf, admin, ctx.offset_map_topic, ctx.dest_alias, start=unit.map_snapshot_end):
         if key.startswith(prefix) and value is not None and int(key.rsplit("/", 1)[1]) >= unit.dest_start:
             raise ConcurrentWriter(
