@@ -10,8 +10,7 @@ from confluent_kafka.admin import NewPartitions
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.kafka.clients import watermark
+from mirror_pipeline.kafka.clients import admin_client, list_offsets, watermark
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_map import resolve
 from tests.integration.conftest import LINK
@@ -162,11 +161,11 @@ def _wait_for_commit_markers(bootstrap: str, topic: str, partitions: int, timeou
     reach the partitions: a cycle planned in between would copy one transaction
     fewer than the source read afterwards shows.
     """
-    admin = kc.admin_client({"bootstrap.servers": bootstrap})
+    admin = admin_client({"bootstrap.servers": bootstrap})
     parts = [(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + timeout
-    while kc.list_offsets(admin, parts, "latest", "source") != kc.list_offsets(admin, parts, "latest", "source",
-                                                                               read_committed=False):
+    while list_offsets(admin, parts, "latest", "source") != list_offsets(admin, parts, "latest", "source",
+                                                                         read_committed=False):
         assert time.monotonic() < deadline, f"{topic}: transactions still open after {timeout:.0f}s"
         time.sleep(0.05)
 
