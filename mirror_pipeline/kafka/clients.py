@@ -105,6 +105,31 @@ def admin_client(conf: dict) -> AdminClient:
     return admin
 
 
+# How long `learn_cluster` waits: past that, the request it prepares would not be quick anyway.
+LEARN_TIMEOUT_S = 2.0
+
+
+def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEOUT_S) -> None:
+    """One metadata request, so a new client knows the brokers and leaders before a request
+    that would otherwise wait on one of librdkafka's retry timers.
+
+    Measured on the local pair: a new AdminClient's first `list_offsets` took
+    3.0 s instead of 3 ms about one time in three, and a new transactional
+    producer's `init_transactions` 0.5 s instead of 5 ms; after one metadata
+    request (1-55 ms), neither did in 16 tries each. A client whose cluster
+    does not answer is left to the request that follows, which says so.
+    Name a `topic` only for a consumer: an AdminClient or a producer asking
+    for a named topic may create it where the broker auto-creates topics.
+
+    Used where a new client's first request is on a latency path (a copy
+    task's start), not for every client.
+    """
+    try:
+        client.list_topics(topic, timeout=timeout)
+    except KafkaException:
+        pass
+
+
 def producer(conf: dict) -> Producer:
     return Producer({**conf, "logger": quiet_logger()})
 

@@ -40,8 +40,12 @@ class TransactionalWriter:
                              **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
         )
 
-    def fence(self, timeout: float = 30.0) -> None:
+    def fence(self, timeout: float = 30.0, learn_cluster: bool = False) -> None:
+        """Take over as the writer; with `learn_cluster`, first one metadata request (see
+        `clients.learn_cluster`), for a writer whose start is on a latency path."""
         deadline = time.monotonic() + timeout
+        if learn_cluster:
+            kc.learn_cluster(self._producer)
         while True:
             try:
                 self._producer.init_transactions(max(1.0, deadline - time.monotonic()))

@@ -40,7 +40,7 @@ from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_config
 log = logging.getLogger(__name__)
 
 # Between two epochs no task copies (the tasks' end, planning, the job's start,
-# each unit fencing and checking: 0.3-2.6 s measured): records arriving then
+# each unit fencing and checking: 0.8-2.2 s measured with 8 partitions): records arriving then
 # wait. Longer epochs make that rarer; shorter ones record lineage more often
 # and stop sooner.
 DEFAULT_EPOCH_S = 120.0

@@ -244,3 +244,35 @@ def without_errors(msgs: list, unit, position: int) -> list:
             f"{position}: {err.str()}"
         )
     return records
+
+
+def writer_timeouts_ms(fence_wait_ms: int) -> tuple[int, int]:
+    """(chunk delivery timeout, request timeout) of a copy task's writer, from the link's fence wait.
+
+    Invariant a repair relies on (`repair`): a fenced writer's records land
+    within its fence wait. Every record of a chunk is sent before the chunk's
+    deadline, counted from *before* its segment was written, so before any
+    repair could read that segment and fence: what is still queued then is
+    purged, and a request already sent is given up after the request timeout.
+    Half and a quarter of the fence wait leave a quarter of it to spare, for
+    a broker still reading a request its writer has given up on. Below 2 s
+    of fence wait the floors win and the spare is gone: a late record is then
+    found by the next cycle as one the link did not write, and the mirror is
+    flagged (nothing is lost).
+    """
+    chunk = max(1000, fence_wait_ms // 2)
+    return chunk, writer_request_timeout_ms(chunk)
+
+
+def writer_request_timeout_ms(chunk_timeout_ms: int) -> int:
+    return max(500, chunk_timeout_ms // 2)
+
+
+def land_by_deadline(out, deadline: float) -> int:
+    """Wait for the chunk's records until `deadline`; those still queued then are purged, never
+    sent (see `writer_timeouts_ms`). Returns how many were not acknowledged."""
+    remaining = out.flush(max(0.0, deadline - time.monotonic()))
+    if remaining:
+        out.purge(in_queue=True, in_flight=False)
+        out.poll(0)
+    return remaining

@@ -55,9 +55,11 @@ from mirror_pipeline.replication.chunks import (
     chunk_runs,
     chunk_timestamps,
     key_of,
+    land_by_deadline,
     offset_of,
     produce_chunk,
     timestamp_of,
+    writer_request_timeout_ms,
 )
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss
 
@@ -100,6 +102,8 @@ class CopyContext:
     source_properties: dict
     dest_properties: dict
     offset_map_topic: str
+    # How long a chunk's records have to land, counted from before its segment is
+    # written (see `writer_timeouts_ms`).
     writer_delivery_timeout_ms: int
     state_topic: str
     # The link's `mirror.task.memory.bytes`: what one copy task's buffers may hold (see MemoryPlan).
@@ -196,7 +200,7 @@ def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
     writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
     try:
-        writer.fence()
+        writer.fence(learn_cluster=True)
         _check_still_copying(unit, ctx)
         _check_no_writer_since_plan(unit, ctx)
     except BaseException:
@@ -213,6 +217,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         if err is not None:
             failures.append(err)
 
+    request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
     out = kc.producer(
         kc.client_config(
             ctx.dest_properties,
@@ -220,7 +225,10 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             "writer",
             **{
                 "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
-                "request.timeout.ms": min(30000, max(1000, ctx.writer_delivery_timeout_ms // 3)),
+                # Bounds how long a sent request can still land (librdkafka gives up on it
+                # and closes the connection): see `writer_timeouts_ms`.
+                "request.timeout.ms": request_timeout_ms,
+                "socket.timeout.ms": request_timeout_ms,
                 # A batch must fit the mirror's own limit (librdkafka does not split batches).
                 "batch.size": max(16384, min(1000000, unit.max_message_bytes - 512)),
                 "on_delivery": on_delivery,
@@ -236,6 +244,9 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {dest_end}, the plan expected "
                 f"{unit.dest_start}; another writer is active or wrote since the plan"
             )
+        # A new consumer otherwise finds the partition's leader on its next
+        # one-second scan: its first fetch came ~0.95 s after assign one time in four.
+        kc.learn_cluster(reader, unit.source_topic)
         reader.assign([TopicPartition(unit.source_topic, unit.partition, unit.source_from)])
         position = unit.source_from
         copied_bytes = 0
@@ -254,11 +265,15 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             offsets = list(map(offset_of, chunk))
             segment = Segment(dest_end, chunk_runs(offsets), position, written_at=time.time())
             del offsets
+            land_by = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
             writer.write(puts=[segment])
             if unit.follows:
                 announced.append(segment)
             stamps = list(map(timestamp_of, chunk))
             produce_ts, valid_ts = chunk_timestamps(stamps)
+            if time.monotonic() >= land_by:
+                raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: announcing a chunk took "
+                                  f"over {ctx.writer_delivery_timeout_ms} ms; its records were not sent")
             produce_chunk(out, unit.mirror_topic, unit.partition, chunk, produce_ts)
             chunk_bytes = sum(map(len, chunk)) + sum(map(length_hint, map(key_of, chunk)))
             n = len(chunk)
@@ -272,10 +287,11 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             # Invariant: a chunk is announced only once every record of the one
             # before is acknowledged, so that at most the last segment is in
             # doubt after a crash and a lost batch cannot hide under a later one.
-            remaining = out.flush(ctx.writer_delivery_timeout_ms / 1000 + 5)
+            remaining = land_by_deadline(out, land_by)
             acked_ms = int(time.time() * 1000)
             if failures or remaining:
-                reason = failures[0].str() if failures else f"{remaining} records not acknowledged"
+                reason = (f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
+                          if remaining else failures[0].str())
                 raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
             latency.add(valid_ts, acked_ms)
             del valid_ts
@@ -345,6 +361,7 @@ def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
     prefix = f"{unit.link}/{unit.mirror_topic}/{unit.partition}/"
     conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
     admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
+    kc.learn_cluster(admin)
     for key, value, _ in read_topic(conf, admin, ctx.offset_map_topic, ctx.dest_alias, start=unit.map_snapshot_end):
         if key.startswith(prefix) and value is not None and int(key.rsplit("/", 1)[1]) >= unit.dest_start:
             raise ConcurrentWriter(

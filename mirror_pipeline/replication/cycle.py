@@ -21,6 +21,7 @@ from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
+from mirror_pipeline.replication.chunks import writer_timeouts_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.planner import Plan, plan_cycle
 from mirror_pipeline.replication.spark_runner import run_unit_groups, run_units, task_slots
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # Segments a partition may gather before the driver merges them into one.
 CONSOLIDATE_AFTER = 16
+# Partitions merged under one set of fenced writers (each writer is a producer).
+CONSOLIDATE_BATCH = 64
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -75,7 +78,7 @@ def run_cycle(
         source_properties=dict(ctx.source.properties),
         dest_properties=dict(ctx.dest.properties),
         offset_map_topic=ctx.store.offset_map_topic,
-        writer_delivery_timeout_ms=max(2000, ctx.link.fence_wait_ms - 1000),
+        writer_delivery_timeout_ms=writer_timeouts_ms(ctx.link.fence_wait_ms)[0],
         state_topic=ctx.store.state_topic,
         task_memory_bytes=ctx.link.task_memory_bytes,
     )
@@ -160,27 +163,42 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
     copied = sorted({u.mirror_topic for u in plan.units})
     if not copied:
         return
-    snapshot = ctx.store.read_segments(copied)
+    crowded = [tp for tp, keyed in ctx.store.read_segments(copied).segments.items() if len(keyed) > CONSOLIDATE_AFTER]
+    for i in range(0, len(crowded), CONSOLIDATE_BATCH):
+        _consolidate_partitions(ctx, crowded[i:i + CONSOLIDATE_BATCH])
+
+
+def _consolidate_partitions(ctx: LinkContext, partitions: list[tuple[str, int]]) -> None:
+    """Fence the partitions' writers, then merge their landed segments as read *after* fencing.
+
+    Invariant: what is written is decided from a read made while this driver
+    holds the partitions. A read made before the fence may miss segments
+    another cycle wrote, or a merge it made, meanwhile: writing a merge of that
+    older view puts back a shorter segment under the first key and deletes the
+    newer ones, and the records they mapped are left unmapped (seen as records
+    the link did not write).
+    """
+    writers: dict[tuple[str, int], SegmentWriter] = {}
     cons = kc.consumer(ctx.dest_conf("state-reader"))
     try:
-        for (mirror, p), keyed in snapshot.segments.items():
-            if len(keyed) <= CONSOLIDATE_AFTER:
+        for mirror, p in partitions:
+            writers[(mirror, p)] = writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p,
+                                                          ctx.store.offset_map_topic)
+            writer.fence()
+        # After fencing, the state decides: a stopping mirror's map is the stop's to write.
+        copyable = ctx.store.copyable()
+        segments = ctx.store.read_segments(sorted({m for m, _ in partitions})).segments
+        for (mirror, p), writer in writers.items():
+            if mirror not in copyable:
                 continue
-            res = resolve_keyed(keyed, kc.watermark(cons, mirror, p)[1])
+            res = resolve_keyed(segments.get((mirror, p), []), kc.watermark(cons, mirror, p)[1])
             merged, stale_starts = pack(res.landed)
-            if len(merged) >= len(res.landed):
-                continue  # already packed as far as the segment size allows
-            stale = [segment_key(ctx.link.name, mirror, p, start) for start in stale_starts]
-            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p, ctx.store.offset_map_topic)
-            try:
-                writer.fence()
-                # After fencing, the state decides: a stopping mirror's map is the stop's to write.
-                if mirror in ctx.store.copyable():
-                    writer.write(puts=merged, deletes=stale)
-            finally:
-                writer.close()
+            if len(merged) < len(res.landed):
+                writer.write(puts=merged, deletes=[segment_key(ctx.link.name, mirror, p, s) for s in stale_starts])
     finally:
         cons.close()
+        for writer in writers.values():
+            writer.close()
 
 
 class _ProgressReporter:

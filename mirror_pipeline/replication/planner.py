@@ -206,8 +206,12 @@ def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
             w.fence()
         # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
         copyable = ctx.store.copyable()
-        items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(keyed))
-                 for info, p, keyed in in_doubt if info.mirror_topic in copyable]
+        # And so do the segments: the planner's snapshot came before the fence, and
+        # another cycle may have settled or written this partition since. Cutting a
+        # segment as that older read saw it would overwrite a newer one of the same key.
+        segments = ctx.store.read_segments(sorted({info.mirror_topic for info, _, _ in in_doubt})).segments
+        items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(segments.get((info.mirror_topic, p), [])))
+                 for info, p, _ in in_doubt if info.mirror_topic in copyable]
         return settle_in_doubt(ctx, items, writers)
     finally:
         for w in writers.values():
