@@ -35,6 +35,7 @@ from dagster import (
     Failure,
     FreshnessPolicy,
     MaterializeResult,
+    MetadataValue,
     asset,
     define_asset_job,
 )
@@ -123,9 +124,22 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
             f"link {names.link}: {result.records} records, {result.bytes} bytes, "
             f"{len(result.mirrors)} mirror(s) in {result.duration_s:.1f}s; lag after {result.lag_after}"
         )
-        yield MaterializeResult(metadata=cycle_metadata(result))
+        yield MaterializeResult(metadata={**cycle_metadata(result), **_heartbeat_metadata(context, mirror_engine, names)})
 
     return _mirror_data
+
+
+def _heartbeat_metadata(context: AssetExecutionContext, mirror_engine, names: LinkNames) -> dict:
+    """The age of the newest heartbeat on the mirror after the cycle (R-OBS-3), plotted run over run."""
+    try:
+        status = mirror_engine.heartbeat_status(names.link)
+    except MirrorError as exc:
+        context.log.warning(f"link {names.link}: heartbeats not read: {exc}")
+        return {}
+    if status.age_ms is None:
+        return {}
+    return {"heartbeat_age_ms": MetadataValue.int(status.age_ms),
+            "heartbeat_emitted_at": MetadataValue.timestamp(status.newest_emitted_ms / 1000)}
 
 
 def freshness_policy(names: LinkNames) -> Optional[FreshnessPolicy]:

@@ -17,6 +17,7 @@ from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncRes
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
 from mirror_pipeline.operations import auto_create as auto_create_scan
 from mirror_pipeline.operations import follow as following
+from mirror_pipeline.operations import heartbeats
 from mirror_pipeline.operations import lifecycle, mirrors
 from mirror_pipeline.operations import reverse as reversing
 from mirror_pipeline.operations import stopping
@@ -83,7 +84,16 @@ def run_cycle(
     Raises `CycleFailed` (carrying the partial result) when some mirrors could
     not be copied; the others were.
     """
-    return cycle.run_cycle(LinkContext.open(config, link), spark, mirrors, progress)
+    ctx = LinkContext.open(config, link)
+    if ctx.link.heartbeats_enabled:
+        # Before the plan, so that this cycle copies it (when it covers the heartbeats mirror).
+        heartbeats.HeartbeatEmitter(ctx).beat()
+    return cycle.run_cycle(ctx, spark, mirrors, progress)
+
+
+def heartbeat_status(config: PipelineConfig, link: str) -> heartbeats.HeartbeatStatus:
+    """What the newest heartbeat on the link's heartbeats mirror says (R-OBS-3); reads the destination only."""
+    return heartbeats.heartbeat_status(LinkContext.open(config, link))
 
 
 def follow(
@@ -303,4 +313,4 @@ def required_acls(config: PipelineConfig, link: str, topics: Sequence[str], grou
     ctx = LinkContext.open(config, link)
     dest_groups = [ctx.link.prefix + g if ctx.link.group_prefix_enable and ctx.link.prefix else g for g in groups]
     return least_privilege.link_acls(link, ctx.naming, list(topics), list(groups), dest_groups,
-                                     acl_sync=ctx.link.acl_sync_enable)
+                                     acl_sync=ctx.link.acl_sync_enable, heartbeats=ctx.link.heartbeats_enabled)

@@ -53,6 +53,10 @@ class MirrorEngine(ConfigurableResource):
         """Every mirror of the link and their lags, from one read of its registry."""
         return engine.mirror_overview(self.load(), link)
 
+    def heartbeat_status(self, link: str) -> engine.heartbeats.HeartbeatStatus:
+        """The newest heartbeat on the link's heartbeats mirror (R-OBS-3); reads the destination only."""
+        return engine.heartbeat_status(self.load(), link)
+
     def link_config_drift(self, link: str, mirrors: Optional[Sequence[str]] = None) -> dict[str, dict]:
         return engine.link_config_drift(self.load(), link, mirrors)
 

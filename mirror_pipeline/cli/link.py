@@ -65,12 +65,25 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
             "destination": config.cluster(settings["destination"]).redacted()}
     if config.link(name).acl_sync_enable:
         data["acl_sync"] = _last_acl_sync(config, name, mirrors_unknown)
+    data["heartbeats"] = _heartbeats(config, name, mirrors_unknown)
     emit(data, as_json, lambda d: "\n".join(
         [f"link {d['link']}: {settings['source']} -> {settings['destination']}"]
         + [f"  {k}: {v}" for k, v in sorted(d["settings"].items()) if k not in ("source", "destination")]
         + [f"  mirrors: unknown: {d['mirrors_unknown']}" if d["mirrors"] is None
            else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]
-        + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])))
+        + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])
+        + [f"  heartbeats: {d['heartbeats']['sentence']}"]))
+
+
+def _heartbeats(config, name: str, destination_unknown: str) -> dict:
+    """The newest mirrored heartbeat (R-OBS-3), with its one-line sentence; describe answers without it."""
+    if destination_unknown and config.link(name).heartbeats_enabled:
+        return {"unknown": destination_unknown, "sentence": f"unknown: {destination_unknown}"}
+    try:
+        status = engine.heartbeat_status(config, name)
+    except MirrorError as exc:
+        return {"unknown": str(exc), "sentence": f"unknown: {exc}"}
+    return {**status.to_dict(), "sentence": status.sentence()}
 
 
 def _last_acl_sync(config, name: str, destination_unknown: str) -> dict:

@@ -61,6 +61,7 @@ class LinkMetrics:
     states: dict = field(default_factory=dict)  # link -> {state: count}
     mirrors: dict = field(default_factory=dict)  # link -> [mirror topics]
     errors: dict = field(default_factory=dict)  # link -> why the last sample failed ("" when it did not)
+    heartbeat_ages_ms: dict = field(default_factory=dict)  # link -> age of its newest mirrored heartbeat
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -76,11 +77,21 @@ class LinkMetrics:
                 with self._lock:
                     self.errors[link] = scrub(" ".join(str(exc).split()), self.config.secret_values())
                 continue
+            heartbeat_age_ms = self._heartbeat_age_ms(link)
             with self._lock:
                 self.errors[link] = ""
+                self.heartbeat_ages_ms[link] = heartbeat_age_ms
                 self.states[link] = count_per_state(info.state for info in infos)
                 self.mirrors[link] = sorted(info.mirror_topic for info in infos)
                 add_lags(self._lags, link, time.time(), lags)
+
+    def _heartbeat_age_ms(self, link: str) -> int | None:
+        if not self.config.link(link).heartbeats_enabled:
+            return None
+        try:
+            return engine.heartbeat_status(self.config, link).age_ms
+        except MirrorError:
+            return None  # the lag sample just taken says whether the clusters answer
 
     def snapshot(self, now: float | None = None) -> dict[tuple[str, str, str], WindowStats]:
         """Every (metric, link, topic) window with samples, as of `now`."""
@@ -137,14 +148,20 @@ class PrometheusCollector(Collector):
         mirrors = GaugeMetricFamily(f"{PREFIX}_link_mirrors", "mirrors of the link per state", labels=["link", "state"])
         up = GaugeMetricFamily(f"{PREFIX}_link_sample_success",
                                "1 when the last sampling of the link's clusters succeeded", labels=["link"])
+        heartbeat = GaugeMetricFamily(
+            f"{PREFIX}_link_heartbeat_age_seconds",
+            "how long ago the source wrote the newest heartbeat found on the mirror, at the last sample "
+            "(links with emit.heartbeats.enabled that have one)", labels=["link"])
         with metrics._lock:
             for link in metrics.links:
                 for state, count in sorted(metrics.states.get(link, {}).items()):
                     mirrors.add_metric([link, state], count)
                 up.add_metric([link], 0.0 if metrics.errors.get(link, "unsampled") else 1.0)
+                if metrics.heartbeat_ages_ms.get(link) is not None:
+                    heartbeat.add_metric([link], metrics.heartbeat_ages_ms[link] / 1000)
         window = GaugeMetricFamily(f"{PREFIX}_metrics_window_seconds", "length of the sliding window")
         window.add_metric([], metrics.window_s)
-        yield from (mirrors, up, window)
+        yield from (mirrors, up, heartbeat, window)
 
 
 def registry_for(metrics: LinkMetrics) -> CollectorRegistry:

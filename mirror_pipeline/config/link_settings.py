@@ -43,6 +43,7 @@ ChunkMaxRecords = _number(values.CHUNK_MAX_RECORDS)
 AlignmentMaxRecords = _number(values.ALIGNMENT_MAX_RECORDS)
 FenceWaitMs = _number(values.FENCE_WAIT_MS)
 LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
+HeartbeatIntervalS = _number(values.HEARTBEAT_INTERVAL_S)
 FreshnessMs = _number(values.FRESHNESS_MS)
 TaskMemoryBytes = _number(values.TASK_MEMORY_BYTES)
 Bool = Annotated[bool, BeforeValidator(values.boolean)]
@@ -90,6 +91,10 @@ class LinkSettings(BaseModel):
     checkpoints_topic: TopicName = Field(None, alias="mirror.checkpoints.topic")
     heartbeats_topic: TopicName = Field(None, alias="mirror.heartbeats.topic")
     lag_alert_records: LagAlertRecords = Field(0, alias="mirror.lag.alert.records")
+    # Heartbeats (R-OBS-3) are written on the source, so they need WRITE there: off unless asked
+    # for, which keeps the source principal read-only (R-ACL-3). See `link.heartbeats`.
+    heartbeats_enabled: Bool = Field(False, alias="emit.heartbeats.enabled")
+    heartbeats_interval_s: HeartbeatIntervalS = Field(1, alias="emit.heartbeats.interval.seconds")
     # The longest the link's copy asset may go without a recorded copy: its Dagster
     # freshness policy fails past it and warns past half of it (the UI's "stale").
     freshness_ms: FreshnessMs = Field(300000, alias="mirror.freshness.target.ms")

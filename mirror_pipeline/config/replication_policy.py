@@ -123,12 +123,21 @@ class ReplicationPolicy:
             raise ValueError(f"unknown internal topic kind {kind!r}")
         return self._internal_names.get(kind) or f"{INTERNAL_PREFIX}{self.separator}{kind}"
 
+    def heartbeats_mirror_topic(self) -> str:
+        """The mirror of the source's heartbeats topic: `<source alias><sep><heartbeats topic>`
+        under every policy (MirrorMaker 2's identity policy keeps that prefix for heartbeats too),
+        so a cluster's own heartbeats and those of each of its sources never share a name."""
+        return f"{self.source_alias}{self.separator}{self.internal_topic('heartbeats')}"
+
     def is_internal(self, name: str) -> bool:
-        """Never mirrored: see `is_internal_topic`, plus renamed internal topics and
-        the mirrored copies of internal topics (`us-west.heartbeats`)."""
+        """Never mirrored by a filter or by hand: see `is_internal_topic`, plus renamed internal
+        topics and the mirrored copies of internal topics (`us-west.heartbeats`). A link with
+        heartbeats on mirrors its own heartbeats topic itself (`link.heartbeats`)."""
         if is_internal_topic(name) or name in self._reserved:
             return True
         if name in (self.internal_topic(kind) for kind in INTERNAL_KINDS):
+            return True
+        if name.endswith(self.separator + self.internal_topic("heartbeats")):
             return True
         upstream = self.upstream_topic(name)
         return upstream is not None and self.is_internal(upstream)

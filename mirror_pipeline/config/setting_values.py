@@ -13,6 +13,7 @@ bound that fits what it feeds:
 | `mirror.log.start.alignment.max.records` | 0 .. 1000000 | placeholders are produced in one go: they must fit the writer's queue and land within a minute |
 | `mirror.writer.fence.wait.ms` | 0 .. 3600000 | one hour; the writer's librdkafka `delivery.timeout.ms` is derived from it |
 | `mirror.lag.alert.records` | 0 .. 9223372036854775807 | Kafka offsets are 64-bit |
+| `emit.heartbeats.interval.seconds` | 1 .. 3600 | an hour: a probe rarer than that says little about a recovery point |
 
 Topic names follow Kafka's rules: up to 249 characters from [A-Za-z0-9._-],
 not `.` or `..`, and two names that differ only in `.` versus `_` collide.
@@ -45,6 +46,7 @@ CHUNK_MAX_RECORDS = (1, 1_000_000, "a chunk is queued in the writer at once, who
 ALIGNMENT_MAX_RECORDS = (0, 1_000_000, "placeholders are produced in one go: they must fit the writer's queue and land within a minute")
 FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is derived from it")
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
+HEARTBEAT_INTERVAL_S = (1, 3600, "an hour: a probe rarer than that says little about a recovery point")
 # A copy task's memory budget (`replication.task_memory` splits it): the default, and the
 # least that leaves its buffers large enough to copy at a useful rate.
 DEFAULT_TASK_MEMORY_BYTES = 256 * 1024**2

@@ -67,6 +67,8 @@ ROLE_SETTINGS: dict[str, dict[str, object]] = {
         "enable.partition.eof": False,
     },
     "state-writer": {"enable.idempotence": True, "acks": "all", "linger.ms": 0},
+    # Writes the link's heartbeats on the source (`emit.heartbeats.enabled`), one at a time.
+    "heartbeats": {"enable.idempotence": True, "acks": "all", "linger.ms": 0},
 }
 
 

@@ -8,7 +8,8 @@ source.
 
 Each grant says why the pipeline needs it. The source side only reads:
 DESCRIBE and READ on the mirrored topics, DESCRIBE_CONFIGS for config sync,
-DESCRIBE on the groups whose offsets are synced.
+DESCRIBE on the groups whose offsets are synced. The one exception is opt-in:
+a link with `emit.heartbeats.enabled` writes its heartbeats topic there.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, R
 from mirror_pipeline.config.replication_policy import ReplicationPolicy
 from mirror_pipeline.kafka.acls import CLUSTER_RESOURCE_NAME
 
-# The internal topics a link writes today (heartbeats are not produced yet).
+# The internal topics a link writes on the destination (heartbeats are written on the source).
 INTERNAL_KINDS_USED = ("state", "offset-map", "checkpoints")
+MIRROR_OPERATIONS = ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER", "DELETE")
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,15 @@ def pattern_of(text: str) -> tuple[str, str]:
     return text, "literal"
 
 
-def source_grants(link: str, topics: list[str], groups: list[str], acl_sync: bool = False) -> list[Grant]:
-    """What the source principal needs: reads only."""
+def source_grants(link: str, topics: list[str], groups: list[str], acl_sync: bool = False,
+                  heartbeats_topic: str | None = None) -> list[Grant]:
+    """What the source principal needs: reads only, unless the link writes heartbeats there."""
     grants = [Grant("topic", name, pattern, ("DESCRIBE", "READ", "DESCRIBE_CONFIGS"),
                     "list offsets, read records read_committed, copy configs")
               for name, pattern in map(pattern_of, topics)]
+    if heartbeats_topic:
+        grants.append(Grant("topic", heartbeats_topic, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
+                            "write the link's heartbeats and mirror them (emit.heartbeats.enabled)"))
     grants += [Grant("group", name, pattern, ("DESCRIBE",), "read the group's committed offsets (offset sync)")
                for name, pattern in map(pattern_of, groups)]
     grants.append(_own_group_ids(link))
@@ -67,12 +73,15 @@ def _own_group_ids(link: str) -> Grant:
                  "the link's consumers' group ids (they never join or commit)")
 
 
-def destination_grants(link: str, mirror_topics: list[str], internal_topics: list[str], groups: list[str]) -> list[Grant]:
+def destination_grants(link: str, mirror_topics: list[str], internal_topics: list[str], groups: list[str],
+                       heartbeats_mirror: str | None = None) -> list[Grant]:
     """What the destination principal needs: own the mirrors and the link's internal topics."""
-    grants = [Grant("topic", name, pattern,
-                    ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER", "DELETE"),
+    grants = [Grant("topic", name, pattern, MIRROR_OPERATIONS,
                     "create mirrors, copy into them, sync configs, add partitions, align log starts, delete mirrors")
               for name, pattern in map(pattern_of, mirror_topics)]
+    if heartbeats_mirror:
+        grants.append(Grant("topic", heartbeats_mirror, "literal", MIRROR_OPERATIONS,
+                            "the mirror of the link's heartbeats (emit.heartbeats.enabled)"))
     grants += [Grant("topic", name, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
                      "the link's state, offset maps and checkpoints")
                for name in internal_topics]
@@ -114,13 +123,15 @@ def mirror_patterns(naming: ReplicationPolicy, topics: list[str]) -> list[str]:
 
 
 def link_acls(link: str, naming: ReplicationPolicy, topics: list[str], groups: list[str],
-              dest_groups: list[str], acl_sync: bool = False) -> dict:
+              dest_groups: list[str], acl_sync: bool = False, heartbeats: bool = False) -> dict:
     """Both principals' grants for a link mirroring `topics` and syncing `groups` (as `dest_groups` there)."""
     internal = [naming.internal_topic(kind) for kind in INTERNAL_KINDS_USED]
+    source_heartbeats = naming.internal_topic("heartbeats") if heartbeats else None
+    mirror_heartbeats = naming.heartbeats_mirror_topic() if heartbeats else None
     return {
-        "source": [g.to_dict() for g in source_grants(link, topics, groups, acl_sync)],
+        "source": [g.to_dict() for g in source_grants(link, topics, groups, acl_sync, source_heartbeats)],
         "destination": [g.to_dict() for g in destination_grants(link, mirror_patterns(naming, topics), internal,
-                                                                dest_groups)],
+                                                                dest_groups, mirror_heartbeats)],
     }
 
 

@@ -17,7 +17,8 @@ partitions' writers, so a task stops announcing chunks at once (R-LC-8).
 
 Config sync and consumer-offset sync run beside the epochs, on the link's
 `topic.config.sync.ms` and `consumer.offset.sync.ms`, so a link followed
-without the Dagster daemon is whole.
+without the Dagster daemon is whole; so do heartbeats, when the link emits
+them, every `emit.heartbeats.interval.seconds`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.operations import auto_create
+from mirror_pipeline.operations.heartbeats import HeartbeatEmitter
 from mirror_pipeline.replication import cycle
 from mirror_pipeline.sync import offset_sync
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_configs
@@ -83,6 +85,8 @@ def follow(
     ctx = open_ctx()
     ctx.check_destination()
     ctx.check_source()
+    if ctx.link.heartbeats_enabled:
+        HeartbeatEmitter(ctx).beat()  # makes the heartbeats mirror, so the first epoch copies it already
     reporter = _Reporter(report)
     syncs = _SideSyncs(open_ctx, reporter, stop, mirror_topics)
     syncs.start()
@@ -156,7 +160,7 @@ class _Reporter:
 
 
 class _SideSyncs:
-    """Config sync and offset sync on their intervals, in a thread beside the epochs.
+    """Config sync, offset sync and heartbeats on their intervals, in a thread beside the epochs.
 
     The driver only waits on its Spark job during an epoch, so the syncs cost
     the copy nothing. Each sync has its own link context (clients are not
@@ -180,6 +184,9 @@ class _SideSyncs:
         ctx = self.open_ctx()
         jobs = [("config", ctx.link.config_sync_ms / 1000, self._config_sync),
                 ("offsets", ctx.link.offset_sync_ms / 1000, self._offset_sync)]
+        if ctx.link.heartbeats_enabled:
+            emitter = HeartbeatEmitter(ctx)
+            jobs.append(("heartbeats", ctx.link.heartbeats_interval_s, lambda _ctx: emitter.beat()))
         due = {kind: 0.0 for kind, _, _ in jobs}
         while not self.stop.is_set():
             now = time.monotonic()

@@ -28,19 +28,28 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     """Create a mirror of `source_topic` on the link's destination; (info, created?).
 
     Running it again for the same source and mirror is a no-op that reports the
-    existing mirror. Every refusal happens before anything is written.
+    existing mirror. Every refusal happens before anything is written. The
+    link's own heartbeats topic, the one internal topic a link mirrors, gets
+    its fixed name (`heartbeats_mirror_topic`).
     """
     link = ctx.link
-    mirror_topic = mirror_topic or ctx.naming.mirror_topic(source_topic)
+    heartbeats = link.heartbeats_enabled and source_topic == ctx.naming.internal_topic("heartbeats")
+    mirror_topic = mirror_topic or (ctx.naming.heartbeats_mirror_topic() if heartbeats
+                                    else ctx.naming.mirror_topic(source_topic))
     for name, what in ((source_topic, "source topic"), (mirror_topic, "mirror topic")):
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
-    try:
-        ctx.naming.check_mirror_name(source_topic, mirror_topic)
-    except Exception as exc:
-        raise MirrorRefused(str(exc)) from None
-    if is_internal_topic(source_topic):
-        raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
+    if heartbeats:
+        if mirror_topic != ctx.naming.heartbeats_mirror_topic():
+            raise MirrorRefused(f"the heartbeats of link '{link.name}' are mirrored as "
+                                f"'{ctx.naming.heartbeats_mirror_topic()}'; '{mirror_topic}' cannot be chosen")
+    else:
+        try:
+            ctx.naming.check_mirror_name(source_topic, mirror_topic)
+        except Exception as exc:
+            raise MirrorRefused(str(exc)) from None
+        if is_internal_topic(source_topic):
+            raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
     ctx.check_destination()
     ctx.check_source()
 

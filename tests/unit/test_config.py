@@ -424,6 +424,7 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.checkpoints.topic": "_cp", "mirror.heartbeats.topic": "_hb",
         "mirror.link.principal": "User:m", "mirror.freshness.target.ms": 120000,
         "mirror.task.memory.bytes": 64 * 1024 * 1024,
+        "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 5,
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
@@ -436,6 +437,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
     assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
     assert link.freshness_ms == 120000 and link.task_memory_bytes == 64 * 1024 * 1024
+    assert (link.heartbeats_enabled, link.heartbeats_interval_s) == (True, 5)
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
