@@ -14,7 +14,9 @@ on `a` and times every record's arrival on the mirror on `b`:
 3. scheduled         -- `run --link L` started every --schedule-seconds (60, the default schedule);
 4. follow            -- one `run --link L --follow` process on local[*], stopped with SIGTERM;
 5. follow-standalone -- the same with its executors on a local Spark standalone cluster
-                        (master 17680-17685, Connect server 17690).
+                        (master 17680-17685, Connect server 17690);
+6. cycles-connect    -- `run --link L` processes back to back through that cluster's
+                        running Spark Connect server (no Spark start per run).
 
 Latency = the tracker's wall clock when a read_committed consumer on the mirror
 receives the record, minus the record's CreateTime, set by the producer from the
@@ -69,7 +71,9 @@ WORK_DIR = REPO / ".local-kafka" / "bench-latency-work"
 BASE_PORT = 17592
 SPARK_MASTER_PORT = 17680  # the master and its UI, then two workers and their UIs: 17680..17685
 SPARK_CONNECT_PORT = 17690
-MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone")
+MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone", "cycles-connect")
+# Modes that run on the local standalone cluster (started around them); the config each uses.
+ON_STANDALONE = ("follow-standalone", "cycles-connect")
 LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst"}
 
 
@@ -95,6 +99,8 @@ class Bench:
         standalone = {"master": f"spark://127.0.0.1:{args.spark_master_port}",
                       "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
         self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
+        self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b,
+                                           {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"})
 
     def source_topic(self, mode: str) -> str:
         topic = f"lat-{mode}-{self.run_id}"
@@ -108,9 +114,9 @@ class Bench:
         args, topic = self.args, self.source_topic(mode)
         if mode == "mm2":
             return Mm2(WORK_DIR / "mm2", self.a, self.b, topic)
-        config = self.standalone_config if mode == "follow-standalone" else self.config
+        config = {"follow-standalone": self.standalone_config, "cycles-connect": self.connect_config}.get(mode, self.config)
         mirror = self.mirror(config, mode, topic)
-        if mode in ("cycles", "scheduled"):
+        if mode in ("cycles", "scheduled", "cycles-connect"):
             period = args.schedule_seconds if mode == "scheduled" else None
             return CliCycles(mode, config, LINKS[mode], topic, mirror, WORK_DIR, period)
         return Follow(mode, config, LINKS[mode], topic, mirror, WORK_DIR, args.epoch_seconds, args.stop_timeout)
@@ -220,15 +226,15 @@ def run_mode(bench: Bench, mode: str, follow: dict[str, Any]) -> dict[str, Any]:
         return {"skipped": "MirrorMaker 2 is not in the Kafka jars"}
     if mode.startswith("follow") and not follow["follow"]:
         return {"skipped": "`mirror-pipeline run --help` has no --follow"}
-    if mode == "follow-standalone":
-        return with_standalone_spark(bench, lambda: measure(bench, bench.copier(mode), burst=False))
+    if mode in ON_STANDALONE:
+        return with_standalone_spark(bench, mode, lambda: measure(bench, bench.copier(mode), burst=False))
     return measure(bench, bench.copier(mode), burst=mode == "follow" and bench.args.burst_records > 0)
 
 
-def with_standalone_spark(bench: Bench, fn) -> dict[str, Any]:
+def with_standalone_spark(bench: Bench, mode: str, fn) -> dict[str, Any]:
     """A master and two workers (and the Connect server `local spark up` brings) around `fn`, then down."""
     spark = LocalSpark(WORK_DIR / "spark", bench.args.spark_master_port, bench.args.spark_connect_port)
-    say(f"follow-standalone: starting the local Spark cluster ({spark.master_url}, Connect {spark.connect_url})")
+    say(f"{mode}: starting the local Spark cluster ({spark.master_url}, Connect {spark.connect_url})")
     t0 = time.monotonic()
     try:
         spark.up()
