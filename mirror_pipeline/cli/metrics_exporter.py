@@ -86,8 +86,7 @@ class LinkMetrics:
                 add_lags(self._lags, link, time.time(), lags)
 
     def _heartbeat_age_ms(self, link: str) -> int | None:
-        if not self.config.link(link).heartbeats_enabled:
-            return None
+        """None when the link has heartbeats off (asked of no cluster then) or none arrived yet."""
         try:
             return engine.heartbeat_status(self.config, link).age_ms
         except MirrorError:

@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.operations.mirrors import create_mirror
+from mirror_pipeline.replication.repair import read_range
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class HeartbeatStatus:
     age_ms: int | None = None
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return asdict(self)
 
     def sentence(self) -> str:
         if not self.enabled:
@@ -123,25 +124,20 @@ def heartbeat_status(ctx: LinkContext) -> HeartbeatStatus:
                              ctx.naming.heartbeats_mirror_topic(), ctx.link.heartbeats_interval_s)
     if not status.enabled or not kc.topic_partitions(ctx.dest_admin, status.mirror_topic, ctx.dest.alias):
         return status
-    emitted = _newest_timestamp(ctx.dest_conf("state-reader"), status.mirror_topic)
+    emitted = _newest_timestamp(ctx.dest_conf("reader"), status.mirror_topic)
     if emitted is None:
         return status
-    return HeartbeatStatus(**{**status.to_dict(), "newest_emitted_ms": emitted,
-                              "age_ms": max(0, int(time.time() * 1000) - emitted)})
+    return replace(status, newest_emitted_ms=emitted, age_ms=max(0, int(time.time() * 1000) - emitted))
 
 
 def _newest_timestamp(conf: dict, topic: str, timeout: float = 10.0) -> int | None:
+    """The source timestamp of the mirror's last record; None while it has none."""
     cons = kc.consumer(conf)
     try:
         low, high = kc.watermark(cons, topic, 0)
-        if high <= low:
-            return None
-        cons.assign([TopicPartition(topic, 0, high - 1)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in cons.consume(10, 0.2):
-                if msg.error() is None:
-                    return msg.timestamp()[1]
-        raise MirrorError(f"'{topic}': its newest heartbeat was not read within {timeout:.0f}s")
     finally:
         cons.close()
+    if high <= low:
+        return None
+    newest = read_range(conf, topic, 0, high - 1, high - 1, timeout).get(high - 1)
+    return None if newest is None else newest.timestamp()[1]

@@ -246,8 +246,9 @@ def without_errors(msgs: list, unit, position: int) -> list:
     return records
 
 
-def writer_timeouts_ms(fence_wait_ms: int) -> tuple[int, int]:
-    """(chunk delivery timeout, request timeout) of a copy task's writer, from the link's fence wait.
+def chunk_delivery_timeout_ms(fence_wait_ms: int) -> int:
+    """How long a copy task's writer gives a chunk's records, from the link's fence wait (its
+    request timeout is half of that: `writer_request_timeout_ms`).
 
     Invariant a repair relies on (`repair`): a fenced writer's records land
     within its fence wait. Every record of a chunk is sent before the chunk's
@@ -260,8 +261,7 @@ def writer_timeouts_ms(fence_wait_ms: int) -> tuple[int, int]:
     found by the next cycle as one the link did not write, and the mirror is
     flagged (nothing is lost).
     """
-    chunk = max(1000, fence_wait_ms // 2)
-    return chunk, writer_request_timeout_ms(chunk)
+    return max(1000, fence_wait_ms // 2)
 
 
 def writer_request_timeout_ms(chunk_timeout_ms: int) -> int:
@@ -270,7 +270,7 @@ def writer_request_timeout_ms(chunk_timeout_ms: int) -> int:
 
 def land_by_deadline(out, deadline: float) -> int:
     """Wait for the chunk's records until `deadline`; those still queued then are purged, never
-    sent (see `writer_timeouts_ms`). Returns how many were not acknowledged."""
+    sent (see `chunk_delivery_timeout_ms`). Returns how many were not acknowledged."""
     remaining = out.flush(max(0.0, deadline - time.monotonic()))
     if remaining:
         out.purge(in_queue=True, in_flight=False)

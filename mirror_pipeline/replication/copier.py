@@ -103,7 +103,7 @@ class CopyContext:
     dest_properties: dict
     offset_map_topic: str
     # How long a chunk's records have to land, counted from before its segment is
-    # written (see `writer_timeouts_ms`).
+    # written (see `chunk_delivery_timeout_ms`).
     writer_delivery_timeout_ms: int
     state_topic: str
     # The link's `mirror.task.memory.bytes`: what one copy task's buffers may hold (see MemoryPlan).
@@ -226,7 +226,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             **{
                 "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
                 # Bounds how long a sent request can still land (librdkafka gives up on it
-                # and closes the connection): see `writer_timeouts_ms`.
+                # and closes the connection): see `chunk_delivery_timeout_ms`.
                 "request.timeout.ms": request_timeout_ms,
                 "socket.timeout.ms": request_timeout_ms,
                 # A batch must fit the mirror's own limit (librdkafka does not split batches).

@@ -21,7 +21,7 @@ from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
-from mirror_pipeline.replication.chunks import writer_timeouts_ms
+from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.planner import Plan, plan_cycle
 from mirror_pipeline.replication.spark_runner import run_unit_groups, run_units, task_slots
@@ -78,7 +78,7 @@ def run_cycle(
         source_properties=dict(ctx.source.properties),
         dest_properties=dict(ctx.dest.properties),
         offset_map_topic=ctx.store.offset_map_topic,
-        writer_delivery_timeout_ms=writer_timeouts_ms(ctx.link.fence_wait_ms)[0],
+        writer_delivery_timeout_ms=chunk_delivery_timeout_ms(ctx.link.fence_wait_ms),
         state_topic=ctx.store.state_topic,
         task_memory_bytes=ctx.link.task_memory_bytes,
     )
