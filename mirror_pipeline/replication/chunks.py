@@ -200,7 +200,11 @@ class ChunkReader:
         """Records to ask the consumer for: about what the chunk has room for, by the sizes seen so far."""
         if self.record_bytes:
             return max(1, min(CONSUME_BATCH, room, (self.max_bytes - size) // self.record_bytes + 1))
-        return min(FIRST_CONSUME_BATCH, room)  # a first small batch tells the size of the records
+        # The first batch tells the size of the records. Until then a record may be as large as
+        # the mirror takes, and every record the consumer hands out while `consume` collects its
+        # batch comes out of its gated queue: asked for 100 records of 1 MB, a task took 40 at
+        # once, 40 MiB of a 64 MiB budget on top of its chunk.
+        return max(1, min(FIRST_CONSUME_BATCH, room, self.max_bytes // max(1, self.unit.max_message_bytes)))
 
     def _checked(self, msgs: list, position: int) -> list:
         return without_errors(msgs, self.unit, position) if msgs and any(map(error_of, msgs)) else msgs

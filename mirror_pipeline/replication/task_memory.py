@@ -37,8 +37,9 @@ class MemoryPlan:
     - the rest (about half) is headroom: a fetch response in flight, the
       allocator's fragmentation, the clients' own buffers. Measured with a
       64 MiB budget, in workers reused after other copies: a task's resident
-      memory grew by 38-59 MiB (with glibc's mmap threshold pinned; see
-      `return_free_memory`).
+      memory grew by 33-38 MiB (with glibc's mmap threshold pinned, see
+      `return_free_memory`, and the first request to the consumer bounded,
+      see `ChunkReader._want`).
 
     Beyond the budget a task holds the Python process itself (interpreter,
     PySpark worker, pyarrow, confluent-kafka: ~100 MiB measured) and its

@@ -18,6 +18,7 @@ from mirror_pipeline.replication.copier import WorkUnit
 from mirror_pipeline.replication.task_memory import MIN_TASK_MEMORY_BYTES, RECORD_OVERHEAD_BYTES, memory_plan
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
 
 
 def record(offset: int, size: int = 100, key: bytes | None = b"k", ts: int | None = None, headers=None) -> Message:
@@ -121,9 +122,18 @@ def test_the_consumer_is_asked_for_about_what_fits():
     chunks = read_all(reader, 500)
 
     # A small first request tells the sizes; then requests ask for what the chunk has room for.
-    assert consumer.asked[0] == FIRST_CONSUME_BATCH
+    assert consumer.asked[0] == 1  # 100_000 bytes hold one record as large as the mirror takes
     assert max(consumer.asked[1:]) <= 100_000 // (10_000 + 1 + RECORD_OVERHEAD_BYTES) + 1
     assert sum(len(c) for c, _ in chunks) == 500
+
+
+def test_the_first_request_is_for_as_many_records_as_fit_at_the_mirrors_largest():
+    consumer = FakeConsumer([record(o, size=100) for o in range(500)])
+
+    read_all(ChunkReader(consumer, unit(500), 10 * MiB), 500)  # unit: 1048588 bytes at most a record
+
+    assert consumer.asked[0] == 10 * MiB // 1048588
+    assert ChunkReader(consumer, unit(500), 1 * GiB)._want(room=1000, size=0) == FIRST_CONSUME_BATCH
 
 
 def test_records_too_big_for_a_chunk_go_one_at_a_time():
