@@ -1,0 +1,98 @@
+"""A copy task frozen mid-chunk while another cycle settles its partition: nothing it held lands after (R-REL-2, R-MT-9).
+
+A fence stops a writer's next segment, not the records it already handed to
+its producer. What the repair relies on (`chunks.chunk_delivery_timeout_ms`):
+a chunk's records land within half of `mirror.writer.fence.wait.ms`, counted
+from before its segment was written, or never. Each test freezes a real copy
+task (SIGSTOP, in a process of its own as a Spark worker runs it) at one
+point of its first chunk, runs a whole cycle meanwhile (it fences the
+partition, waits out the fence wait, cuts the stalled segment at what landed
+and copies everything itself), then thaws the task. The task must give up
+without landing anything more, and the mirror must be its source record for
+record, with every offset mapped.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.replication import cycle
+from tests.faults.conftest import LINK
+from tests.faults.harness import REPO, assert_clean, log_ends, preload, python_cmd
+
+RECORDS = 20_000  # ten chunks of the fault config's 2,000
+STOP_TIMEOUT_S = 120
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def start_frozen_task(work_file: Path, point: str, log: Path) -> subprocess.Popen:
+    """The task of `work_file` in a process of its own, once it has frozen itself at `point`."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(python_cmd("-m", "tests.faults.stalled_task", str(work_file), point),
+                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while process_state(proc.pid) != "T":
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the task did not reach '{point}': {log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.parametrize("point", ["announced", "produced"])
+def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
+        point, fault_config, spark, monkeypatch, tmp_path, source_bootstrap, destination_bootstrap, create_topic,
+        unique_name, fault_report):
+    path = fault_config()
+    config = load_config(path)
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    preload(source_bootstrap, topic, 1, RECORDS)
+    engine.create_mirror(config, LINK, topic)
+
+    # A cycle whose one copy task runs in its own process and freezes there.
+    tasks = []
+
+    def run_in_a_frozen_task(_spark, units, ctx, description=""):
+        [unit] = units
+        work_file = tmp_path / "work.pickle"
+        work_file.write_bytes(pickle.dumps((unit, ctx)))
+        tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
+        return []  # as a driver that lost sight of its task
+
+    monkeypatch.setattr(cycle, "run_units", run_in_a_frozen_task)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    monkeypatch.undo()
+    [task] = tasks
+    try:
+        # Another cycle settles the frozen chunk (cut at what landed) and copies everything.
+        assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+        settled = log_ends(destination_bootstrap, topic, 1)
+        assert settled == {0: RECORDS}
+    finally:
+        task.send_signal(signal.SIGCONT)
+    task.wait(120)
+    log = (tmp_path / "task.log").read_text(errors="replace")
+    assert task.returncode == 0, log
+    result = json.loads(log.strip().splitlines()[-1])
+    # The thawed task gave up: past its chunk's deadline, or fenced at its next one.
+    assert result["error"], result
+
+    time.sleep(3)  # a request the task still had in flight would have landed by now
+    assert log_ends(destination_bootstrap, topic, 1) == settled, "the frozen task landed records after the settling"
+    after = engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    assert (after.records, after.lag_after) == (0, 0)
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="ACTIVE",
+                 report=lambda verdict: fault_report(f"stall: a copy task frozen once its chunk was {point}",
+                                                     {"stall": 1}, verdict))
