@@ -76,6 +76,12 @@ def client_config(cluster_properties: Mapping[str, str], link: str, role: str, *
     """librdkafka settings for one client: the cluster's, then the role's, then overrides."""
     conf: dict[str, object] = dict(cluster_properties)
     conf.update(ROLE_SETTINGS[role])
+    # Every topic the pipeline writes is created on purpose, with the configs it
+    # chose. librdkafka's producers otherwise ask the broker to create a topic
+    # they produce to (their default, unlike its consumers'): a writer still
+    # flushing into a mirror a delete or a reverse just removed would bring it
+    # back with the broker's defaults.
+    conf["allow.auto.create.topics"] = False
     conf["client.id"] = f"mirror-pipeline.{link}.{role}"
     if role in ("reader", "state-reader"):
         # A group id is required by librdkafka even for assign-only consumers;
@@ -120,8 +126,9 @@ def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEO
     producer's `init_transactions` 0.5 s instead of 5 ms; after one metadata
     request (1-55 ms), neither did in 16 tries each. A client whose cluster
     does not answer is left to the request that follows, which says so.
-    Name a `topic` only for a consumer: an AdminClient or a producer asking
-    for a named topic may create it where the broker auto-creates topics.
+    Name a `topic` only for a consumer: an AdminClient, or a producer not
+    built by `client_config`, asking for a named topic may create it where
+    the broker auto-creates topics.
 
     Used where a new client's first request is on a latency path (a copy
     task's start), not for every client.

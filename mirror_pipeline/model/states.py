@@ -30,7 +30,10 @@ STOPPING = "STOPPING"
 # A reverse is turning the old source topic into this mirror (R-LC-7): its
 # data is being saved or rebuilt, nothing may be copied into it until that is done.
 REVERSING = "REVERSING"
-NO_COPY_FLAGS = frozenset({FOREIGN_WRITE, STOPPING, REVERSING})
+# A delete is removing the mirror: set before it fences the writers, for the same
+# reason as STOPPING; a delete that dies halfway leaves it, and running it again finishes.
+DELETING = "DELETING"
+NO_COPY_FLAGS = frozenset({FOREIGN_WRITE, STOPPING, REVERSING, DELETING})
 
 # States a replication cycle copies in (a SOURCE_UNAVAILABLE mirror is retried).
 COPYING = frozenset({ACTIVE, PENDING_STOPPED, SOURCE_UNAVAILABLE})

@@ -17,6 +17,7 @@ from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
     ACTIVE,
+    DELETING,
     FAILED,
     PAUSED,
     PENDING_STOPPED,
@@ -24,8 +25,12 @@ from mirror_pipeline.model.states import (
     SOURCE_UNAVAILABLE,
     STOPPED,
     transition,
+    with_flag,
 )
 from mirror_pipeline.sync.config_records import config_sync_key
+
+# Writers held at once while deleting a mirror's map (each is a transactional producer).
+FENCE_BATCH = 64
 
 
 @dataclass
@@ -82,6 +87,42 @@ def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason
     return result
 
 
+def _mark_deleting(ctx: LinkContext, name: str) -> None:
+    """Mark the mirror DELETING before fencing: a copy task that fences later sees the mark and writes
+    nothing, so no cycle already in flight copies into a mirror being deleted (R-LC-6, R-LC-8)."""
+
+    def decide(current: MirrorInfo | None) -> MirrorInfo:
+        if current is None:
+            raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
+        refuse_reversing([current], "delete it")
+        return with_flag(current, DELETING)
+
+    ctx.store.update_mirror(name, decide)
+
+
+def _forget_segments(ctx: LinkContext, name: str) -> None:
+    """Delete every segment of the mirror's offset map, one partition at a time, each once its writer is fenced.
+
+    The segments are read after fencing: one read before could miss a chunk a
+    task announced in between, and leave it mapped for a later mirror of the name.
+    """
+    parts = set(range(kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0))
+    parts |= {p for (_, p) in ctx.store.read_segments([name]).segments}
+    ordered = sorted(parts)
+    for batch in (ordered[i:i + FENCE_BATCH] for i in range(0, len(ordered), FENCE_BATCH)):
+        writers = {}
+        try:
+            for p in batch:
+                writers[p] = SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
+                writers[p].fence()
+            segments = ctx.store.read_segments([name]).segments
+            for p, writer in writers.items():
+                writer.write(deletes=[key for key, _ in segments.get((name, p), [])])
+        finally:
+            for writer in writers.values():
+                writer.close()
+
+
 def _fence_partitions(ctx: LinkContext, name: str) -> None:
     parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
     for p in range(parts):
@@ -136,15 +177,8 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     refuse_reversing(selected, "delete it")
     _refuse_auto_created(ctx, selected)
     for info in selected:
-        segments = ctx.store.read_segments([info.mirror_topic]).segments
-        parts = sorted({p for (_, p) in segments} | set(range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0)))
-        for p in parts:
-            writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
-            try:
-                writer.fence()  # no cycle still running may write another chunk
-                writer.write(deletes=[key for key, _ in segments.get((info.mirror_topic, p), [])])
-            finally:
-                writer.close()
+        _mark_deleting(ctx, info.mirror_topic)
+        _forget_segments(ctx, info.mirror_topic)
         said = "forgotten; the topic stays (it is a normal topic since it stopped)"
         if info.state != STOPPED:
             fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]

@@ -19,8 +19,8 @@ from mirror_pipeline.link.state_store import SegmentWriter, segment_key
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import pack, resolve_keyed
-from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
-from mirror_pipeline.model.states import NO_COPY_FLAGS, WATCHED
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
+from mirror_pipeline.model.states import DELETING, NO_COPY_FLAGS, WATCHED, may_copy
 from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.planner import Plan, plan_cycle
@@ -96,13 +96,10 @@ def run_cycle(
     _consolidate(ctx, plan)
     result = _cycle_result(ctx, plan, results, started)
     errors = dict(plan.errors)
-    fenced = {r.mirror_topic for r in results if r.error_kind == ConcurrentWriter.__name__}
-    if fenced:
-        # A pause or a stop fences the writers of a mirror it marked: that is
-        # the verb winning the race, not another cycle.
-        copyable = ctx.store.copyable()
+    if any(r.error for r in results):
+        registry = ctx.store.read_mirrors()
         for r in results:
-            if r.error_kind == ConcurrentWriter.__name__ and r.mirror_topic not in copyable:
+            if r.error and _a_verb_won(r, registry.get(r.mirror_topic)):
                 r.error_kind = StateChanged.__name__
     for r in results:
         if r.error_kind == StateChanged.__name__:
@@ -114,6 +111,18 @@ def run_cycle(
         lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
         raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {lines}", result)
     return result
+
+
+def _a_verb_won(failed: UnitResult, now: MirrorInfo | None) -> bool:
+    """Whether a copy task's failure is a verb winning the race against it, not a failure of the cycle.
+
+    A pause or a stop fences the writers of a mirror it marked (the task sees
+    another writer). A delete also removes the topic under a task still
+    writing: whatever that task reports, the mirror is gone by the operator's wish.
+    """
+    if now is None or DELETING in now.flags:
+        return True
+    return failed.error_kind == ConcurrentWriter.__name__ and not may_copy(now)
 
 
 def unit_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:

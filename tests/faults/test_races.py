@@ -15,6 +15,7 @@ import pytest
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
 from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import (
     assert_clean,
@@ -172,3 +173,17 @@ def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, sourc
     catch_up(load_config(path), spark, topic)
     assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
                  expected_state="ACTIVE", report=fault_report.race("a stray worker of a killed driver"))
+
+
+def test_delete_racing_a_cycle_is_final_and_leaves_no_map_or_topic(busy_mirror, source_bootstrap, destination_bootstrap, admin, log_dir):
+    path, topic = busy_mirror
+    config = load_config(path)
+    with racing_cycle(path, topic, destination_bootstrap, log_dir) as cycle:
+        engine.delete_mirrors(config, LINK, [topic])
+    assert cycle.proc.returncode == 0, f"a delete is not a failure of the cycle: {cycle.output()}"
+    ctx = LinkContext.open(config, LINK)
+    assert topic not in ctx.registry()
+    assert ctx.store.read_segments([topic]).segments == {}, "segments of the deleted mirror were left in the map"
+    # No writer still flushing brought the topic back (a producer asks the broker to auto-create by default).
+    assert topic not in admin(destination_bootstrap).list_topics(timeout=10).topics
+    assert sum(log_ends(source_bootstrap, topic, PARTITIONS).values()) == PARTITIONS * PER_PARTITION
