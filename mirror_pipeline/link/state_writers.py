@@ -9,7 +9,7 @@ from both writing a partition, and how a state change is a compare-and-set.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -22,6 +22,8 @@ from mirror_pipeline.model.offset_map import Segment
 # one at its next check (every 10 s by default), so readers settle within
 # `topic_reading.SETTLE_TIMEOUT_S`.
 TRANSACTION_TIMEOUT_MS = 10000
+# Segment writers held at once by `fenced_batches` (each is a transactional producer).
+FENCE_BATCH = 64
 
 
 class TransactionalWriter:
@@ -92,3 +94,26 @@ class SegmentWriter(TransactionalWriter):
         """Write segments and delete segment keys, in one transaction."""
         records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
         super().write(records + [(key, None) for key in deletes])
+
+
+def fenced_batches(dest_properties: dict, link: str, offset_map_topic: str,
+                   partitions: Sequence[tuple[str, int]]) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
+    """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH at a time; a batch's
+    writers are closed before the next batch is fenced.
+
+    Invariant for the caller: whatever it writes with a batch's writers is
+    decided from segments (and state) read *after* the batch was yielded. A
+    read from before the fence may miss a segment another writer wrote until
+    then, and a write decided from it would leave that segment behind or
+    overwrite a newer one under the same key.
+    """
+    for i in range(0, len(partitions), FENCE_BATCH):
+        writers: dict[tuple[str, int], SegmentWriter] = {}
+        try:
+            for mirror, p in partitions[i:i + FENCE_BATCH]:
+                writers[(mirror, p)] = SegmentWriter(dest_properties, link, mirror, p, offset_map_topic)
+                writers[(mirror, p)].fence()
+            yield writers
+        finally:
+            for writer in writers.values():
+                writer.close()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
@@ -28,9 +28,6 @@ from mirror_pipeline.model.states import (
     with_flag,
 )
 from mirror_pipeline.sync.config_records import config_sync_key
-
-# Writers held at once while deleting a mirror's map (each is a transactional producer).
-FENCE_BATCH = 64
 
 
 @dataclass
@@ -108,29 +105,18 @@ def _forget_segments(ctx: LinkContext, name: str) -> None:
     """
     parts = set(range(kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0))
     parts |= {p for (_, p) in ctx.store.read_segments([name]).segments}
-    ordered = sorted(parts)
-    for batch in (ordered[i:i + FENCE_BATCH] for i in range(0, len(ordered), FENCE_BATCH)):
-        writers = {}
-        try:
-            for p in batch:
-                writers[p] = SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
-                writers[p].fence()
-            segments = ctx.store.read_segments([name]).segments
-            for p, writer in writers.items():
-                writer.write(deletes=[key for key, _ in segments.get((name, p), [])])
-        finally:
-            for writer in writers.values():
-                writer.close()
+    for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
+                                  [(name, p) for p in sorted(parts)]):
+        segments = ctx.store.read_segments([name]).segments
+        for key, writer in writers.items():
+            writer.write(deletes=[k for k, _ in segments.get(key, [])])
 
 
 def _fence_partitions(ctx: LinkContext, name: str) -> None:
     parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
-    for p in range(parts):
-        writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
-        try:
-            writer.fence()
-        finally:
-            writer.close()
+    for _ in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
+                            [(name, p) for p in range(parts)]):
+        pass  # fencing is all a pause needs
 
 
 def _refuse_auto_created(ctx: LinkContext, mirrors: list[MirrorInfo]) -> None:

@@ -25,7 +25,8 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.link.state_keys import segment_key
+from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.model.offset_map import Segment, resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
@@ -319,20 +320,18 @@ def _mirror_mode_configs(back: LinkContext, name: str) -> None:
 
 
 def _clear_old_segments(back: LinkContext, name: str, partitions: int, pins: dict[int, Segment]) -> None:
-    """Per partition, in one transaction: drop an earlier generation's map of `name`, write the new pin."""
-    old = back.store.read_segments([name]).segments
-    for p in sorted(set(range(partitions)) | {p for (_, p) in old} | set(pins)):
-        pin = pins.get(p)
-        keep = {f"{back.link.name}/{name}/{p}/{pin.dest_start:020d}"} if pin else set()
-        deletes = [key for key, _ in old.get((name, p), []) if key not in keep]
-        if not deletes and pin is None:
-            continue
-        writer = SegmentWriter(back.store.dest_properties, back.link.name, name, p, back.store.offset_map_topic)
-        try:
-            writer.fence()
-            writer.write(puts=[pin] if pin else [], deletes=deletes)
-        finally:
-            writer.close()
+    """Per partition, in one transaction: drop an earlier generation's map of `name`, write the new pin
+    (decided from the map as read once the partition's writer is fenced)."""
+    parts = set(range(partitions)) | {p for (_, p) in back.store.read_segments([name]).segments} | set(pins)
+    for writers in fenced_batches(back.store.dest_properties, back.link.name, back.store.offset_map_topic,
+                                  [(name, p) for p in sorted(parts)]):
+        old = back.store.read_segments([name]).segments
+        for (_, p), writer in writers.items():
+            pin = pins.get(p)
+            keep = {segment_key(back.link.name, name, p, pin.dest_start)} if pin else set()
+            deletes = [key for key, _ in old.get((name, p), []) if key not in keep]
+            if deletes or pin is not None:
+                writer.write(puts=[pin] if pin else [], deletes=deletes)
 
 
 def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -> None:

@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.health import track_source_failures, track_source_reachability
-from mirror_pipeline.link.state_store import SegmentWriter, segment_key
+from mirror_pipeline.link.state_store import segment_key
+from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import pack, resolve_keyed
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 
 # Segments a partition may gather before the driver merges them into one.
 CONSOLIDATE_AFTER = 16
-# Partitions merged under one set of fenced writers (each writer is a producer).
-CONSOLIDATE_BATCH = 64
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -168,46 +167,35 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
 
 
 def _consolidate(ctx: LinkContext, plan: Plan) -> None:
-    """Merge partitions' many small segments into few, so reading state stays cheap."""
+    """Merge partitions' many small segments into few, so reading state stays cheap.
+
+    Invariant: a merge is decided from the segments as read once this driver
+    holds the partitions' writers (see `fenced_batches`). A merge of an older
+    view would put a shorter segment back under the first key and delete the
+    newer ones another cycle wrote meanwhile, leaving the records they mapped
+    unmapped (seen as records the link did not write).
+    """
     copied = sorted({u.mirror_topic for u in plan.units})
     if not copied:
         return
     crowded = [tp for tp, keyed in ctx.store.read_segments(copied).segments.items() if len(keyed) > CONSOLIDATE_AFTER]
-    for i in range(0, len(crowded), CONSOLIDATE_BATCH):
-        _consolidate_partitions(ctx, crowded[i:i + CONSOLIDATE_BATCH])
-
-
-def _consolidate_partitions(ctx: LinkContext, partitions: list[tuple[str, int]]) -> None:
-    """Fence the partitions' writers, then merge their landed segments as read *after* fencing.
-
-    Invariant: what is written is decided from a read made while this driver
-    holds the partitions. A read made before the fence may miss segments
-    another cycle wrote, or a merge it made, meanwhile: writing a merge of that
-    older view puts back a shorter segment under the first key and deletes the
-    newer ones, and the records they mapped are left unmapped (seen as records
-    the link did not write).
-    """
-    writers: dict[tuple[str, int], SegmentWriter] = {}
+    if not crowded:
+        return
     cons = kc.consumer(ctx.dest_conf("state-reader"))
     try:
-        for mirror, p in partitions:
-            writers[(mirror, p)] = writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, mirror, p,
-                                                          ctx.store.offset_map_topic)
-            writer.fence()
-        # After fencing, the state decides: a stopping mirror's map is the stop's to write.
-        copyable = ctx.store.copyable()
-        segments = ctx.store.read_segments(sorted({m for m, _ in partitions})).segments
-        for (mirror, p), writer in writers.items():
-            if mirror not in copyable:
-                continue
-            res = resolve_keyed(segments.get((mirror, p), []), kc.watermark(cons, mirror, p)[1])
-            merged, stale_starts = pack(res.landed)
-            if len(merged) < len(res.landed):
-                writer.write(puts=merged, deletes=[segment_key(ctx.link.name, mirror, p, s) for s in stale_starts])
+        for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, crowded):
+            # After fencing, the state decides: a stopping mirror's map is the stop's to write.
+            copyable = ctx.store.copyable()
+            segments = ctx.store.read_segments(sorted({m for m, _ in writers})).segments
+            for (mirror, p), writer in writers.items():
+                if mirror not in copyable:
+                    continue
+                res = resolve_keyed(segments.get((mirror, p), []), kc.watermark(cons, mirror, p)[1])
+                merged, stale_starts = pack(res.landed)
+                if len(merged) < len(res.landed):
+                    writer.write(puts=merged, deletes=[segment_key(ctx.link.name, mirror, p, s) for s in stale_starts])
     finally:
         cons.close()
-        for writer in writers.values():
-            writer.close()
 
 
 class _ProgressReporter:
