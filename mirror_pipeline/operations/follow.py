@@ -188,6 +188,8 @@ class _SideSyncs:
             emitter = HeartbeatEmitter(ctx)
             jobs.append(("heartbeats", ctx.link.heartbeats_interval_s, lambda _ctx: emitter.beat()))
         due = {kind: 0.0 for kind, _, _ in jobs}
+        if "heartbeats" in due:  # `follow` wrote one just before the first epoch
+            due["heartbeats"] = time.monotonic() + ctx.link.heartbeats_interval_s
         while not self.stop.is_set():
             now = time.monotonic()
             for kind, interval, run in jobs:
