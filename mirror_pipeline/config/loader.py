@@ -27,7 +27,7 @@ from mirror_pipeline.config.client_properties import client_property_problems
 from mirror_pipeline.config.filters import kind_of, show_key, unknown_key_hint
 from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_defaults, validation_problems
 from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub_words, secret_leaves
-from mirror_pipeline.config.replication_policy import loop_warnings
+from mirror_pipeline.config.replication_policy import heartbeat_collisions, loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
 from mirror_pipeline.config.spark_connect import check_connect_url, connect_url_token, redact_connect_url
 from mirror_pipeline.model.errors import ConfigError
@@ -260,6 +260,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
             if link:
                 links[name] = link
 
+    problems += heartbeat_collisions(links.values())
     if problems:
         raise ConfigError("\n".join(f"{source_name}: {secrets.scrubbed(p)}" for p in problems))
     for warning in loop_warnings(links.values()):

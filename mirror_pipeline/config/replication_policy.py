@@ -253,6 +253,20 @@ def loop_warnings(links) -> list[str]:
     return warnings
 
 
+def heartbeat_collisions(links) -> list[str]:
+    """Links that would write the same heartbeats mirror: each would find the other's records in it
+    as records it did not write, and stop copying it (R-MT-9)."""
+    by_mirror: dict[tuple[str, str], list] = {}
+    for link in links:
+        if link.heartbeats_enabled:
+            by_mirror.setdefault((link.destination, naming_for(link).heartbeats_mirror_topic()), []).append(link)
+    return [
+        f"links {', '.join(repr(l.name) for l in sharing)} would all mirror their heartbeats to '{mirror}' on "
+        f"cluster '{destination}' (emit.heartbeats.enabled): give each but one its own mirror.heartbeats.topic"
+        for (destination, mirror), sharing in sorted(by_mirror.items()) if len(sharing) > 1
+    ]
+
+
 def state_topic(link) -> str:
     return naming_for(link).internal_topic("state")
 

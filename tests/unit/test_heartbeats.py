@@ -54,3 +54,16 @@ def test_the_sentence_says_what_the_newest_mirrored_heartbeat_tells():
     seen = HeartbeatStatus(True, "_hb", "a._hb", 5, newest_emitted_ms=1_795_000_000_000, age_ms=2500)
     assert seen.sentence().startswith("the newest on 'a._hb' was written 2.5s ago (2026-")
     assert "one every 5s while following" in seen.sentence()
+
+
+def test_two_links_that_would_share_a_heartbeats_mirror_are_refused_at_load():
+    data = base(**{"emit.heartbeats.enabled": True})
+    data["links"]["m"] = {"source": "a", "destination": "b", "emit.heartbeats.enabled": True}
+    said = problem(data)
+    assert "links 'l', 'm' would all mirror their heartbeats to 'a._mirror-pipeline.heartbeats' on cluster 'b'" in said
+    assert "mirror.heartbeats.topic" in said
+    # One of them named its own heartbeats topic, or kept heartbeats off: nothing shared.
+    data["links"]["m"]["mirror.heartbeats.topic"] = "_hb-m"
+    assert set(parse_config(data, SRC, {}).links) == {"l", "m"}
+    data["links"]["m"] = {"source": "a", "destination": "b"}
+    assert set(parse_config(data, SRC, {}).links) == {"l", "m"}
