@@ -15,17 +15,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.partition_reading import committed_records
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused
 
 SUFFIX = ".diverged"
 ORIGIN_HEADER = "mirror-pipeline.origin"
 COMMIT_EVERY = 5000  # records per transaction of the saving writer
-READ_IDLE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -69,33 +69,9 @@ def count_records(reader_conf: dict, topic: str, partition: int, start: int, end
 
 
 def _read_range(reader_conf: dict, topic: str, partition: int, start: int, end: int):
-    """Committed records of one partition in [start, end), in order."""
-    if end <= start:
-        return
-    cons = kc.consumer({**reader_conf, "auto.offset.reset": "earliest"})
-    try:
-        cons.assign([TopicPartition(topic, partition, start)])
-        idle_since = time.monotonic()
-        while True:
-            msgs = cons.consume(10000, 0.2)
-            for msg in msgs:
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise MirrorError(f"'{topic}' partition {partition}: reading offset {start}.. failed: "
-                                      f"{msg.error().name()}")
-                if msg.offset() >= end:
-                    return
-                yield msg
-            if msgs:
-                idle_since = time.monotonic()
-            if cons.position([TopicPartition(topic, partition)])[0].offset >= end:
-                return
-            if time.monotonic() - idle_since > READ_IDLE_S:
-                raise MirrorError(f"'{topic}' partition {partition}: no progress reading towards offset {end} for "
-                                  f"{READ_IDLE_S:.0f}s (a transaction still open?)")
-    finally:
-        cons.close()
+    """Committed records of one partition in [start, end), in order; from the log start when
+    `start` is before it (retention may have removed the first records meanwhile)."""
+    return committed_records({**reader_conf, "auto.offset.reset": "earliest"}, topic, partition, start, end)
 
 
 def ensure_saved_topic(admin: AdminClient, alias: str, name: str, partitions: int, max_message_bytes: int) -> None:

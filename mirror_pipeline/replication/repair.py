@@ -27,6 +27,7 @@ from itertools import repeat
 from confluent_kafka import TopicPartition
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.partition_reading import committed_records
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter, segment_key
 from mirror_pipeline.model.errors import MirrorError
@@ -120,24 +121,7 @@ def _content(msg) -> tuple:
 
 def read_range(conf: dict, topic: str, partition: int, first: int, last: int, timeout: float = 30.0) -> dict:
     """offset -> message for the committed records of `topic[partition]` in [first, last]."""
-    cons = kc.consumer(conf)
-    out = {}
-    try:
-        with kc.kafka_errors(f"'{topic}' partition {partition}: reading failed"):
-            cons.assign([TopicPartition(topic, partition, first)])
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                for msg in cons.consume(10000, 0.2):
-                    if msg.error() is not None:
-                        raise MirrorError(f"'{topic}' partition {partition}: reading failed: {msg.error().str()}")
-                    if msg.offset() > last:
-                        return out
-                    out[msg.offset()] = msg
-                if cons.position([TopicPartition(topic, partition)])[0].offset > last:
-                    return out
-        raise MirrorError(f"'{topic}' partition {partition}: offsets {first}..{last} not read within {timeout:.0f}s")
-    finally:
-        cons.close()
+    return {msg.offset(): msg for msg in committed_records(conf, topic, partition, first, last + 1, timeout)}
 
 
 def finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment: Segment, leo: int) -> int:
