@@ -31,10 +31,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.partition_reading import committed_records
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.operations.mirrors import create_mirror
-from mirror_pipeline.replication.repair import read_range
 
 log = logging.getLogger(__name__)
 
@@ -139,5 +139,5 @@ def _newest_timestamp(conf: dict, topic: str, timeout: float = 10.0) -> int | No
         cons.close()
     if high <= low:
         return None
-    newest = read_range(conf, topic, 0, high - 1, high - 1, timeout).get(high - 1)
-    return None if newest is None else newest.timestamp()[1]
+    newest = list(committed_records(conf, topic, 0, high - 1, high, timeout))
+    return newest[-1].timestamp()[1] if newest else None

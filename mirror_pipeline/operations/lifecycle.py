@@ -9,11 +9,14 @@ the state a mirror is already in reports it and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import MirrorRefused
+from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
     ACTIVE,
@@ -97,19 +100,25 @@ def _mark_deleting(ctx: LinkContext, name: str) -> None:
     ctx.store.update_mirror(name, decide)
 
 
-def _forget_segments(ctx: LinkContext, name: str) -> None:
-    """Delete every segment of the mirror's offset map, one partition at a time, each once its writer is fenced.
+def rewrite_map(ctx: LinkContext, name: str, partitions: Iterable[int], pins: Mapping[int, Segment] | None = None) -> None:
+    """Per partition, in one transaction: delete every segment of `name`'s offset map but the
+    partition's pin, and write the pin (a delete has none; a reverse pins where the map starts).
 
-    The segments are read after fencing: one read before could miss a chunk a
-    task announced in between, and leave it mapped for a later mirror of the name.
+    The partitions are those given and any the map has. The segments are read
+    after fencing (see `fenced_batches`): a read from before could miss a chunk
+    a task announced in between and leave it mapped for a later mirror of the name.
     """
-    parts = set(range(kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0))
-    parts |= {p for (_, p) in ctx.store.read_segments([name]).segments}
+    pins = pins or {}
+    parts = set(partitions) | {p for (_, p) in ctx.store.read_segments([name]).segments} | set(pins)
     for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
                                   [(name, p) for p in sorted(parts)]):
-        segments = ctx.store.read_segments([name]).segments
-        for key, writer in writers.items():
-            writer.write(deletes=[k for k, _ in segments.get(key, [])])
+        old = ctx.store.read_segments([name]).segments
+        for (_, p), writer in writers.items():
+            pin = pins.get(p)
+            keep = {segment_key(ctx.link.name, name, p, pin.dest_start)} if pin else set()
+            deletes = [key for key, _ in old.get((name, p), []) if key not in keep]
+            if deletes or pin is not None:
+                writer.write(puts=[pin] if pin else [], deletes=deletes)
 
 
 def _fence_partitions(ctx: LinkContext, name: str) -> None:
@@ -164,7 +173,7 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     _refuse_auto_created(ctx, selected)
     for info in selected:
         _mark_deleting(ctx, info.mirror_topic)
-        _forget_segments(ctx, info.mirror_topic)
+        rewrite_map(ctx, info.mirror_topic, range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0))
         said = "forgotten; the topic stays (it is a normal topic since it stopped)"
         if info.state != STOPPED:
             fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]

@@ -25,8 +25,6 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_keys import segment_key
-from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.model.offset_map import Segment, resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
@@ -41,7 +39,7 @@ from mirror_pipeline.model.reverse_plan import (
 )
 from mirror_pipeline.model.states import ACTIVE, PAUSED, REVERSING, STOPPED
 from mirror_pipeline.operations import divergence
-from mirror_pipeline.operations.lifecycle import LifecycleResult
+from mirror_pipeline.operations.lifecycle import LifecycleResult, rewrite_map
 from mirror_pipeline.sync.offset_sync import sync_mirrors
 
 PLANNED, SAVED, REBUILT = "planned", "saved", "rebuilt"
@@ -239,7 +237,7 @@ def _rebuild(back: LinkContext, info: MirrorInfo, plan: dict) -> dict:
         if plan["old_topic_id"] and _topic_id(back, name) == plan["old_topic_id"]:
             _delete_topic(back, name)
         _create_mirror_topic(back, info, plan)
-        _clear_old_segments(back, name, plan["new_partitions"], {})
+        rewrite_map(back, name, range(plan["new_partitions"]))
         plan = _set_phase(back, name, plan, REBUILT)
     return plan
 
@@ -306,7 +304,7 @@ def _continue_in_place(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
         if end > 0:
             runs = ((start, end - start),) if end > start else ()
             pins[part.partition] = Segment(start, runs, end, written_at=time.time())
-    _clear_old_segments(back, name, plan["new_partitions"], pins)
+    rewrite_map(back, name, range(plan["new_partitions"]), pins)
 
 
 def _mirror_mode_configs(back: LinkContext, name: str) -> None:
@@ -317,21 +315,6 @@ def _mirror_mode_configs(back: LinkContext, name: str) -> None:
     with kc.kafka_errors(f"cluster '{back.dest.alias}': setting '{name}' up as a mirror failed"):
         for fut in back.dest_admin.incremental_alter_configs([resource]).values():
             fut.result()
-
-
-def _clear_old_segments(back: LinkContext, name: str, partitions: int, pins: dict[int, Segment]) -> None:
-    """Per partition, in one transaction: drop an earlier generation's map of `name`, write the new pin
-    (decided from the map as read once the partition's writer is fenced)."""
-    parts = set(range(partitions)) | {p for (_, p) in back.store.read_segments([name]).segments} | set(pins)
-    for writers in fenced_batches(back.store.dest_properties, back.link.name, back.store.offset_map_topic,
-                                  [(name, p) for p in sorted(parts)]):
-        old = back.store.read_segments([name]).segments
-        for (_, p), writer in writers.items():
-            pin = pins.get(p)
-            keep = {segment_key(back.link.name, name, p, pin.dest_start)} if pin else set()
-            deletes = [key for key, _ in old.get((name, p), []) if key not in keep]
-            if deletes or pin is not None:
-                writer.write(puts=[pin] if pin else [], deletes=deletes)
 
 
 def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -> None:

@@ -98,8 +98,8 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
     if not sources:
         return ""
     try:
-        mirror = read_range(ctx.dest_conf("reader"), item.mirror_topic, item.partition, first, first + len(sources) - 1)
-        source = read_range(ctx.source_conf("reader"), item.source_topic, item.partition, sources[0], sources[-1])
+        mirror = _read_range(ctx.dest_conf("reader"), item.mirror_topic, item.partition, first, first + len(sources) - 1)
+        source = _read_range(ctx.source_conf("reader"), item.source_topic, item.partition, sources[0], sources[-1])
     except MirrorError as exc:
         log.warning("%s[%d]: the last chunk's landed records could not be verified: %s", item.mirror_topic, item.partition, exc)
         return ""
@@ -119,7 +119,7 @@ def _content(msg) -> tuple:
     return msg.key(), msg.value(), tuple(headers) if headers else None, msg.timestamp()[1]
 
 
-def read_range(conf: dict, topic: str, partition: int, first: int, last: int, timeout: float = 30.0) -> dict:
+def _read_range(conf: dict, topic: str, partition: int, first: int, last: int, timeout: float = 30.0) -> dict:
     """offset -> message for the committed records of `topic[partition]` in [first, last]."""
     return {msg.offset(): msg for msg in committed_records(conf, topic, partition, first, last + 1, timeout)}
 
