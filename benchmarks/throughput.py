@@ -327,7 +327,7 @@ class PhaseTimer:
     Only this process's view of the module changes; the engine files are untouched.
     """
 
-    STEPS = {"plan": "plan_cycle", "spark_job": "run_units", "consolidate": "_consolidate", "finish": "_cycle_result"}
+    STEPS = {"plan": "plan_cycle", "spark_job": "run_unit_groups", "consolidate": "_consolidate", "finish": "_cycle_result"}
 
     def __init__(self, keep_units: bool = True):
         self.current: dict[str, float] = {}
@@ -765,13 +765,13 @@ def render_table(r: dict) -> str:
         row(f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)",
             m["total"], "mirror_copy")
         row("mirror cold: copy time (sum of result.duration_s)", m["copy"])
-        row("mirror cold: Spark job only (run_units)", m["spark_job"])
+        row("mirror cold: Spark job only (run_unit_groups)", m["spark_job"])
     w = r.get("mirror_warm")
     if w:
         n_cycles = len(w["cycles"])
         row(f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)",
             w["total"], "mirror_warm_copy")
-        row("mirror warm: Spark job only (run_units)", w["spark_job"])
+        row("mirror warm: Spark job only (run_unit_groups)", w["spark_job"])
     mm2 = r.get("mm2", {})
     if "total" in mm2:
         row("MM2: JVM start -> all records on b", mm2["total"], "mm2")

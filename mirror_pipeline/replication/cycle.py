@@ -1,7 +1,8 @@
 """One replication cycle of a link: plan, copy (one Spark job), record (R-EX-1).
 
-The driver plans and repairs (`planner`), Spark runs one task per work unit
-(`spark.run_units` -> `copier.copy_unit`), and the driver then consolidates
+The driver plans and repairs (`planner`), Spark runs the work units in one job
+of one task per slot (`task_groups`, `spark_runner.run_unit_groups` ->
+`copier.copy_units`), and the driver then consolidates
 the offset map, measures the lag left and returns the lineage of the cycle.
 """
 
@@ -23,9 +24,10 @@ from mirror_pipeline.model.offset_map import pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
 from mirror_pipeline.model.states import DELETING, NO_COPY_FLAGS, WATCHED, may_copy
 from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
-from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
+from mirror_pipeline.replication.copier import CopyContext, UnitResult
 from mirror_pipeline.replication.planner import Plan, plan_cycle
-from mirror_pipeline.replication.spark_runner import run_unit_groups, run_units, task_slots
+from mirror_pipeline.replication.spark_runner import run_unit_groups, task_slots
+from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +85,14 @@ def run_cycle(
     )
     t0 = time.monotonic()
     if follow_until:
-        groups = unit_groups(plan.units, task_slots(spark))
+        groups = follow_groups(plan.units, task_slots(spark))
         results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: follow "
                                   f"{len(plan.units)} partitions in {len(groups)} tasks")
     else:
+        groups = cycle_groups(plan.units, task_slots(spark), copy_ctx.task_memory_bytes)
         with _ProgressReporter(ctx, plan, progress):
-            results = run_units(spark, plan.units, copy_ctx,
-                                description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units")
+            results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy "
+                                      f"{len(plan.units)} units in {len(groups)} tasks")
     log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
 
     _consolidate(ctx, plan)
@@ -122,12 +125,6 @@ def _a_verb_won(failed: UnitResult, now: MirrorInfo | None) -> bool:
     if now is None or DELETING in now.flags:
         return True
     return failed.error_kind == ConcurrentWriter.__name__ and not may_copy(now)
-
-
-def unit_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:
-    """At most `slots` groups, the units dealt round-robin (a topic's partitions spread over the tasks)."""
-    count = max(1, min(slots, len(units)))
-    return [list(units[i::count]) for i in range(count) if units[i::count]]
 
 
 def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:

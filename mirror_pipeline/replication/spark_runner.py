@@ -1,6 +1,6 @@
 """The Spark side: session settings and running a cycle's work units as one job.
 
-Work units become one Spark job of one task each (R-EX-1). `mapInArrow` is
+A cycle's work units become one Spark job (R-EX-1), dealt to its tasks by `task_groups`. `mapInArrow` is
 used rather than the RDD API so the same code runs under classic Spark and
 Spark Connect.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
 from mirror_pipeline.model.errors import ConfigError
-from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_unit, copy_units
+from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_units
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +137,9 @@ def _check_connect_server(session) -> None:
                     "copy task refuses and its partition waits for the next cycle")
 
 
-def run_units(spark, units: Sequence[WorkUnit], ctx: CopyContext, description: str = "") -> list[UnitResult]:
-    """Copy every unit in one Spark job, one task per unit; one result per unit."""
-    rows = run_tasks(spark, units, lambda unit: copy_unit(unit, ctx).to_row(), RESULT_SCHEMA, description)
-    return [UnitResult(**row) for row in rows]
-
-
 def run_unit_groups(spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext,
                     description: str = "") -> list[UnitResult]:
-    """Copy every group's units in one Spark job, one task per group (follow mode); one result per unit."""
+    """Copy every group's units in one Spark job, one task per group (`task_groups`); one result per unit."""
     rows = run_tasks(spark, [list(g) for g in groups], lambda group: [r.to_row() for r in copy_units(group, ctx)],
                      RESULT_SCHEMA, description)
     return [UnitResult(**row) for row in rows]

@@ -1,8 +1,11 @@
 """Lifecycle verbs racing a running cycle, and cycles racing each other (R-LC-8, R-REL-1..2, R-MT-9).
 
 The cycles run as real `mirror-pipeline run` processes on `local[2]` (two
-task slots) over more partitions than slots, so copy tasks start after the
-verb has returned: the case where a stop used to be undone.
+task slots) over more partitions than slots, each copy task given one
+partition (a task's memory budget at the floor, 16 MiB, holds one unit: see
+`task_groups`), so copy tasks start after the verb has returned: the case
+where a stop used to be undone. With the default budget the 8 partitions
+would share the two tasks and all start at once.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 import pytest
 
 from mirror_pipeline import engine
+from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.context import LinkContext
 from tests.faults.conftest import FULL, LINK
@@ -60,7 +64,7 @@ def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir):
 @pytest.fixture
 def busy_mirror(fault_config, source_bootstrap, create_topic, unique_name):
     """(config path, topic): a mirror with 8 partitions of records to copy, more than two task slots take at once."""
-    path = fault_config()
+    path = fault_config({"mirror.task.memory.bytes": MIN_TASK_MEMORY_BYTES})
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     preload(source_bootstrap, topic, PARTITIONS, PER_PARTITION)
     engine.create_mirror(load_config(path), LINK, topic)

@@ -64,14 +64,14 @@ def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
     # A cycle whose one copy task runs in its own process and freezes there.
     tasks = []
 
-    def run_in_a_frozen_task(_spark, units, ctx, description=""):
-        [unit] = units
+    def run_in_a_frozen_task(_spark, groups, ctx, description=""):
+        [[unit]] = groups
         work_file = tmp_path / "work.pickle"
         work_file.write_bytes(pickle.dumps((unit, ctx)))
         tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
         return []  # as a driver that lost sight of its task
 
-    monkeypatch.setattr(cycle, "run_units", run_in_a_frozen_task)
+    monkeypatch.setattr(cycle, "run_unit_groups", run_in_a_frozen_task)
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
     monkeypatch.undo()
     [task] = tasks

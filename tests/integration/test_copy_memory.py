@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
 from mirror_pipeline.replication import cycle
-from mirror_pipeline.replication.spark_runner import run_units
+from mirror_pipeline.replication.spark_runner import run_unit_groups
 from tests.integration.conftest import LINK
 
 MiB = 1024 * 1024
@@ -40,12 +40,12 @@ def budgeted_cycles(monkeypatch):
     """Cycles whose copy tasks get BUDGET; the tasks' results land in the returned list."""
     results = []
 
-    def run_with_budget(spark, units, ctx, description=""):
-        out = run_units(spark, units, dataclasses.replace(ctx, task_memory_bytes=BUDGET), description)
+    def run_with_budget(spark, groups, ctx, description=""):
+        out = run_unit_groups(spark, groups, dataclasses.replace(ctx, task_memory_bytes=BUDGET), description)
         results.extend(out)
         return out
 
-    monkeypatch.setattr(cycle, "run_units", run_with_budget)
+    monkeypatch.setattr(cycle, "run_unit_groups", run_with_budget)
     return results
 
 

@@ -1,0 +1,73 @@
+"""How a job's work units are dealt to Spark tasks: follow mode's long-lived tasks and a cycle's."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
+from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
+
+
+def units(topics: int, partitions: int) -> list[WorkUnit]:
+    return [WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_until=1.0)
+            for t in range(topics) for p in range(partitions)]
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 8, 64])
+@pytest.mark.parametrize("topics,partitions", [(1, 1), (1, 8), (3, 5), (100, 10)])
+def test_every_partition_goes_to_exactly_one_task_and_there_are_no_more_tasks_than_slots(slots, topics, partitions):
+    work = units(topics, partitions)
+    groups = follow_groups(work, slots)
+    assert len(groups) == min(slots, len(work))
+    assert sorted((u.mirror_topic, u.partition) for g in groups for u in g) == sorted(
+        (u.mirror_topic, u.partition) for u in work)
+    sizes = [len(g) for g in groups]
+    assert max(sizes) - min(sizes) <= 1, "the partitions are spread evenly"
+
+
+def test_a_topics_partitions_are_spread_over_the_tasks():
+    groups = follow_groups(units(1, 8), 2)
+    assert [[u.partition for u in g] for g in groups] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+
+
+def test_no_work_no_task():
+    assert follow_groups([], 4) == []
+
+
+def ranged(sizes: list[int]) -> list[WorkUnit]:
+    """A cycle's units of one topic, partition p copying sizes[p] records."""
+    return [WorkUnit("l", "t", "t", p, 100, 100 + n, 0, 0, 1, 1, 1) for p, n in enumerate(sizes)]
+
+
+def keys(groups: list[list[WorkUnit]]) -> list[int]:
+    return sorted(u.partition for g in groups for u in g)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 8])
+@pytest.mark.parametrize("count", [1, 2, 8, 33])
+def test_a_cycle_runs_one_task_per_slot_holding_every_unit_once(slots, count):
+    groups = cycle_groups(ranged([1000] * count), slots, 256 * MIN_TASK_MEMORY_BYTES)
+    assert len(groups) == min(slots, count)
+    assert keys(groups) == list(range(count))
+    sizes = [len(g) for g in groups]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_a_cycle_balances_its_tasks_by_records_to_copy_not_by_units():
+    # One big partition and seven small: the big one gets a task of its own.
+    groups = cycle_groups(ranged([70_000] + [10_000] * 7), 2, 256 * MIN_TASK_MEMORY_BYTES)
+    assert sorted(sorted(u.partition for u in g) for g in groups) == [[0], [1, 2, 3, 4, 5, 6, 7]]
+
+
+def test_a_group_never_splits_the_memory_budget_below_a_units_floor():
+    budget = 4 * MIN_TASK_MEMORY_BYTES  # 4 units a task at most
+    groups = cycle_groups(ranged([5] * 10), 2, budget)
+    assert len(groups) == 3 and max(len(g) for g in groups) <= 4
+    assert keys(groups) == list(range(10))
+    # A budget at the floor: one unit a task, as many tasks as units.
+    assert [len(g) for g in cycle_groups(ranged([5] * 3), 2, MIN_TASK_MEMORY_BYTES)] == [1, 1, 1]
+
+
+def test_a_cycle_with_no_work_runs_no_task():
+    assert cycle_groups([], 2, 256 * MIN_TASK_MEMORY_BYTES) == []
