@@ -42,7 +42,7 @@ __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
 def link_definitions(
     link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None,
-    automation_running: bool = False, freshness_ms: int = 0,
+    automation_running: bool = False, freshness_ms: int = 0, lag_sensor_interval_s: int = 30,
 ) -> Definitions:
     """Everything Dagster shows for one link. Builds objects only: no I/O.
 
@@ -50,9 +50,10 @@ def link_definitions(
     schedule's interval), `offset_sync_ms` its `consumer.offset.sync.ms` (the
     offset-sync schedule's); None: the setting's default. `automation_running` is its
     `dagster.automation.running`: the replicate schedule and the three sensors start running;
-    `freshness_ms` its `mirror.freshness.target.ms` (0: no freshness policy).
+    `freshness_ms` its `mirror.freshness.target.ms` (0: no freshness policy);
+    `lag_sensor_interval_s` its `dagster.lag.sensor.interval.seconds`.
     """
-    names = LinkNames(link, automation_running, freshness_ms)
+    names = LinkNames(link, automation_running, freshness_ms, lag_sensor_interval_s)
     job = build_replicate_job(names)
     config_job = build_config_sync_job(names)
     offsets_job = build_offset_sync_job(names)

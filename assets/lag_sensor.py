@@ -3,8 +3,15 @@
 Every tick it asks the engine for each mirror's lag (records not yet copied),
 registers mirrors it has not seen as dynamic partitions (mirrors are created
 in Kafka by the CLI or auto-create), and requests ONE replicate run over every
-mirror whose lag is above the link's `mirror.lag.alert.records`, unless a run
-of the replicate job is already queued or running.
+mirror whose lag is above the link's `mirror.lag.alert.records`.
+
+At most one run waits: under the run queue (`deploy/dagster.yaml`, one run per
+link at a time) a run is requested while another still copies, and the queue
+starts it the moment that one ends, instead of a tick later (up to the
+sensor's interval more of recovery point for every run). A run already queued
+or starting is enough. Without the queue, runs would overlap, so the sensor
+waits for the link's run to end. An always-on (follow) run copies already:
+nothing is requested beside it.
 
 A tick also records, per registered mirror, an observation of the link's copy
 asset with its lag and state and the link's mirror count per state, so the UI
@@ -26,6 +33,7 @@ import time
 
 from dagster import (
     AddDynamicPartitionsRequest,
+    QueuedRunCoordinator,
     AssetObservation,
     MetadataValue,
     SensorDefinition,
@@ -38,9 +46,8 @@ from mirror_pipeline.model.errors import ClusterUnreachable
 from mirror_pipeline.model.states import count_per_state, state_summary
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
-from mirror_pipeline_dagster.runs import any_run_in_progress, request_for_mirrors
+from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress, run_waiting
 
-LAG_SENSOR_INTERVAL_S = 30
 LAG_OBSERVATION_INTERVAL_S = 300
 
 
@@ -49,7 +56,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
     @sensor(
         name=names.lag_sensor,
         job=job,
-        minimum_interval_seconds=LAG_SENSOR_INTERVAL_S,
+        minimum_interval_seconds=names.lag_sensor_interval_s,
         default_status=names.sensor_status,
         description=(
             f"Registers new mirrors of link '{names.link}' as partitions and requests one "
@@ -101,13 +108,9 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
                 f"{len(lags)} mirror(s) of {link.name} ({summary}), none more than "
                 f"{link.lag_alert_records} records behind"
             )
-        # A follow (always-on) run in progress is copying them already.
-        running = any_run_in_progress(context.instance, [names.replicate_job, names.follow_job])
-        if running:
-            return skip(
-                f"{len(behind)} mirror(s) behind, but run {running[1]} of "
-                f"{running[0]} is still in progress"
-            )
+        ahead = _run_ahead(context.instance, names)
+        if ahead:
+            return skip(f"{len(behind)} mirror(s) behind, but {ahead}")
         # Unique per evaluation (a cursor reset must not replay old, deduplicated keys).
         run_key = f"{link.name}:lag:{time.time_ns() // 1_000_000}"
         cursor["last_run_key"] = run_key
@@ -190,3 +193,16 @@ def _read_cursor(cursor: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+
+def _run_ahead(instance, names: LinkNames) -> str | None:
+    """Why the sensor asks for no run now, as the end of a sentence; None: ask."""
+    following = run_in_progress(instance, names.follow_job)
+    if following:
+        return f"always-on run {following} of {names.follow_job} copies them"
+    if isinstance(instance.run_coordinator, QueuedRunCoordinator):
+        waiting = run_waiting(instance, names.replicate_job)
+        return f"run {waiting} of {names.replicate_job} is already waiting to start" if waiting else None
+    running = run_in_progress(instance, names.replicate_job)
+    return f"run {running} of {names.replicate_job} is still in progress" if running else None

@@ -38,6 +38,7 @@ from dagster import (
     MetadataValue,
     asset,
     define_asset_job,
+    in_process_executor,
 )
 from dagster_pyspark import PySparkResource
 
@@ -183,6 +184,9 @@ def build_replicate_job(names: LinkNames):
         selection=AssetSelection.assets(names.mirror_data_key) - verify,
         tags=names.run_tags,
         description=f"One replication cycle of link '{names.link}' over the mirrors the run covers.",
+        # The run's work is in Spark: a process per step would only load Python and the
+        # definitions once more before every cycle, a fixed cost that sensor-driven runs pay each time.
+        executor_def=in_process_executor,
     )
 
 

@@ -54,6 +54,8 @@ class LinkNames:
     automation_running: bool = False
     # The link's `mirror.freshness.target.ms` (0: no freshness policy, e.g. where only names matter).
     freshness_ms: int = 0
+    # The link's `dagster.lag.sensor.interval.seconds`.
+    lag_sensor_interval_s: int = 30
 
     @property
     def schedule_status(self) -> DefaultScheduleStatus:

@@ -16,12 +16,16 @@ on `a` and times every record's arrival on the mirror on `b`:
 5. follow-standalone -- the same with its executors on a local Spark standalone cluster
                         (master 17680-17685, Connect server 17690);
 6. cycles-connect    -- `run --link L` processes back to back through that cluster's
-                        running Spark Connect server (no Spark start per run).
+                        running Spark Connect server (no Spark start per run);
+7. sensor            -- the link's Dagster automation (`mirror-pipeline ui`, --ui-port):
+                        the daemon's lag sensor asks for replicate runs, the run queue
+                        launches them, Spark through the same Connect server.
 
 Latency = the tracker's wall clock when a read_committed consumer on the mirror
 receives the record, minus the record's CreateTime, set by the producer from the
-same clock. MM2 and follow are measured once running: a warm-up trickle runs
-until their first record arrives, and is reported apart. After follow's run, a
+same clock. MM2, follow and the back-to-back cycle modes are measured once
+running: a warm-up trickle runs until their first record arrives, and is
+reported apart. After follow's run, a
 burst (--burst-records, as fast as possible) gives its copy rate, next to the
 same burst copied by one `run --link` process. Progress on stderr, the table
 (or --json) on stdout; see benchmarks/README.md.
@@ -60,6 +64,7 @@ from benchmarks.latency_load import (  # noqa: E402
     phase_stats,
 )
 from benchmarks.latency_report import render_table  # noqa: E402
+from benchmarks.latency_sensor import SensorRuns  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402
@@ -71,17 +76,22 @@ WORK_DIR = REPO / ".local-kafka" / "bench-latency-work"
 BASE_PORT = 17592
 SPARK_MASTER_PORT = 17680  # the master and its UI, then two workers and their UIs: 17680..17685
 SPARK_CONNECT_PORT = 17690
-MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone", "cycles-connect")
+UI_PORT = 17695  # the sensor mode's Dagster webserver
+MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone", "cycles-connect", "sensor")
 # Modes that run on the local standalone cluster (started around them); the config each uses.
-ON_STANDALONE = ("follow-standalone", "cycles-connect")
+ON_STANDALONE = ("follow-standalone", "cycles-connect", "sensor")
 LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst"}
 
 
-def write_config(path: Path, a: str, b: str, spark: dict[str, Any]) -> Path:
-    """A link per mode, so each `run --link` sees its own mirror only; auto-create stays off (its default)."""
+def write_config(path: Path, a: str, b: str, spark: dict[str, Any], links: dict[str, dict] | None = None) -> Path:
+    """A link per mode, so each `run --link` sees its own mirror only; auto-create stays off (its default).
+
+    `links`: only these links, with these settings (the sensor mode's config).
+    """
+    links = links if links is not None else {link: {} for link in LINKS.values()}
     data = {
         "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
-        "links": {link: {"source": "a", "destination": "b"} for link in LINKS.values()},
+        "links": {link: {"source": "a", "destination": "b", **settings} for link, settings in links.items()},
         "spark": spark,
     }
     path.write_text(f"# Written by benchmarks/latency.py\n{yaml.safe_dump(data, sort_keys=False)}")
@@ -99,8 +109,11 @@ class Bench:
         standalone = {"master": f"spark://127.0.0.1:{args.spark_master_port}",
                       "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
         self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
-        self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b,
-                                           {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"})
+        connect = {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"}
+        self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect)
+        self.sensor_config = write_config(WORK_DIR / "latency-sensor.yaml", a, b, connect,
+                                          {LINKS["sensor"]: {"dagster.automation.running": True,
+                                                             "dagster.lag.sensor.interval.seconds": args.sensor_interval}})
 
     def source_topic(self, mode: str) -> str:
         topic = f"lat-{mode}-{self.run_id}"
@@ -114,8 +127,11 @@ class Bench:
         args, topic = self.args, self.source_topic(mode)
         if mode == "mm2":
             return Mm2(WORK_DIR / "mm2", self.a, self.b, topic)
-        config = {"follow-standalone": self.standalone_config, "cycles-connect": self.connect_config}.get(mode, self.config)
+        config = {"follow-standalone": self.standalone_config, "cycles-connect": self.connect_config,
+                  "sensor": self.sensor_config}.get(mode, self.config)
         mirror = self.mirror(config, mode, topic)
+        if mode == "sensor":
+            return SensorRuns(mode, config, LINKS[mode], topic, mirror, WORK_DIR, args.ui_port)
         if mode in ("cycles", "scheduled", "cycles-connect"):
             period = args.schedule_seconds if mode == "scheduled" else None
             return CliCycles(mode, config, LINKS[mode], topic, mirror, WORK_DIR, period)
@@ -268,6 +284,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--spark-master", default=None, help="spark.master of the local modes (default: local[*])")
     ap.add_argument("--spark-master-port", type=int, default=SPARK_MASTER_PORT)
     ap.add_argument("--spark-connect-port", type=int, default=SPARK_CONNECT_PORT)
+    ap.add_argument("--sensor-interval", type=int, default=5,
+                    help="the sensor mode's dagster.lag.sensor.interval.seconds (default 5, the least it takes)")
+    ap.add_argument("--ui-port", type=int, default=UI_PORT, help=f"the sensor mode's Dagster webserver ({UI_PORT})")
     ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b's is +10000 ({BASE_PORT})")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running (and its data) at the end")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
@@ -294,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'present' if follow['epoch_seconds'] else 'absent'} (default {follow.get('epoch_seconds_default', '?')})")
     report: dict[str, Any] = {"params": {
         "seconds": args.seconds, "rate": args.rate, "record_bytes": args.record_bytes, "partitions": args.partitions,
-        "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "burst_records": args.burst_records,
+        "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "sensor_interval": args.sensor_interval, "burst_records": args.burst_records,
         "epoch_seconds": args.epoch_seconds, "cli_follow": follow, "cpus": os.cpu_count(),
         "spark_master": args.spark_master or "local[*]", "work_dir": str(WORK_DIR)}, "modes": {}}
     with local_clusters(BENCH_ROOT, args.keep_clusters, args.base_port) as lk:

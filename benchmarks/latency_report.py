@@ -104,7 +104,14 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
         if mode == "scheduled":
             out.append(f"started every {p['schedule_seconds']:g} s from the load's start; latest start "
                        f"{c['late_s_max']} s late")
-    if "exit_code" in c:
+    if "dagster_runs" in c:
+        statuses = ", ".join(f"{n} {s.lower()}" for s, n in sorted(c["run_statuses"].items()))
+        out.append(f"{c['dagster_runs']} replicate runs launched by the daemon ({statuses}): each took "
+                   f"{c['run_wall_s_mean']} s on average from its run worker's start to its end (at most "
+                   f"{c['run_wall_s_max']} s); one was created every {c['run_interval_s_mean']} s")
+    if "runs_error" in c:
+        out.append(f"the runs could not be read from the Dagster home: {c['runs_error']}")
+    if "stop_s" in c:
         out.append(f"SIGTERM -> exit code {c['exit_code']} after {c['stop_s']} s")
     if c.get("epochs"):
         out.append("its output, stamped in s from the measured load's start:")

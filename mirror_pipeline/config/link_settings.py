@@ -44,6 +44,7 @@ AlignmentMaxRecords = _number(values.ALIGNMENT_MAX_RECORDS)
 FenceWaitMs = _number(values.FENCE_WAIT_MS)
 LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
 HeartbeatIntervalS = _number(values.HEARTBEAT_INTERVAL_S)
+LagSensorIntervalS = _number(values.LAG_SENSOR_INTERVAL_S)
 FreshnessMs = _number(values.FRESHNESS_MS)
 TaskMemoryBytes = _number(values.TASK_MEMORY_BYTES)
 Bool = Annotated[bool, BeforeValidator(values.boolean)]
@@ -106,6 +107,9 @@ class LinkSettings(BaseModel):
     # running as soon as Dagster loads the link (their default status); false: they
     # ship stopped and an operator turns them on. A toggle in the UI wins either way.
     automation_running: Bool = Field(False, alias="dagster.automation.running")
+    # How often the lag sensor looks for lag and asks for a replicate run: with the runs
+    # back to back, what bounds a sensor-driven link's recovery point besides the run itself.
+    lag_sensor_interval_s: LagSensorIntervalS = Field(30, alias="dagster.lag.sensor.interval.seconds")
 
     def to_dict(self) -> dict:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""

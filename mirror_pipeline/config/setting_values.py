@@ -46,6 +46,8 @@ CHUNK_MAX_RECORDS = (1, 1_000_000, "a chunk is queued in the writer at once, who
 ALIGNMENT_MAX_RECORDS = (0, 1_000_000, "placeholders are produced in one go: they must fit the writer's queue and land within a minute")
 FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is derived from it")
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
+# The Dagster daemon evaluates a sensor at most every 5 s (its sensor loop's floor), so less means nothing.
+LAG_SENSOR_INTERVAL_S = (5, 3600, "an hour; the replicate schedule runs every minute")
 HEARTBEAT_INTERVAL_S = (1, 3600, "an hour: a probe rarer than that says little about a recovery point")
 # A copy task's memory budget (`replication.task_memory` splits it): the default, and the
 # least that leaves its buffers large enough to copy at a useful rate.

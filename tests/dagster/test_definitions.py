@@ -58,6 +58,7 @@ def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definit
         job = repo.get_job(f"{name}_replicate")
         assert job.tags["mirror-pipeline/link"] == link
         assert job.asset_layer.selected_asset_keys == {key}
+        assert job.executor_def.name == "in_process"
 
         schedule = repo.get_schedule_def(f"{name}_replicate_schedule")
         assert schedule.job_name == job.name
@@ -76,6 +77,15 @@ def test_each_links_copy_asset_has_a_freshness_policy_from_its_target(definition
     assert policies["west-to-east"].fail_window.to_timedelta() == timedelta(minutes=10)
     assert policies["west-to-east"].warn_window.to_timedelta() == timedelta(minutes=5)
     assert policies["east.to.west"].fail_window.to_timedelta() == timedelta(minutes=5)  # the default target
+
+
+def test_each_links_lag_sensor_looks_as_often_as_its_setting_says(definitions, tmp_path: Path) -> None:
+    path = tmp_path / "mirror.yaml"
+    path.write_text(VALID_CONFIG.replace("destination: us-east\n",
+                                         "destination: us-east\n    dagster.lag.sensor.interval.seconds: 5\n", 1))
+    repo = definitions.build_definitions(path).get_repository_def()
+    intervals = {link: repo.get_sensor_def(f"{name}_lag_sensor").minimum_interval_seconds for link, name in LINKS.items()}
+    assert intervals == {"west-to-east": 5, "east.to.west": 30}
 
 
 def test_resources_point_at_the_loaded_file(defs: dg.Definitions, config_file: Path) -> None:
@@ -231,15 +241,45 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
     assert result.run_requests == []
     assert "(ACTIVE 1), none more than 100 records behind" in result.skip_message
 
+    # Without the run queue, a second run would start at once beside the first: the sensor waits for it.
     job = defs.get_repository_def().get_job("east_to_west_replicate")
-    run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
-    with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101})),
-        definitions=defs
-    ) as context:
-        result = sensor.evaluate_tick(context)
+    no_queue = {"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}}
+    with dg.instance_for_test(overrides=no_queue) as unqueued:
+        unqueued.add_dynamic_partitions("east_to_west_mirrors", ["x"])
+        run = unqueued.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+        with dg.build_sensor_context(
+            instance=unqueued, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101})),
+            definitions=defs
+        ) as context:
+            result = sensor.evaluate_tick(context)
     assert result.run_requests == []
-    assert run.run_id in result.skip_message
+    assert f"run {run.run_id} of east_to_west_replicate is still in progress" in result.skip_message
+
+
+def test_under_the_run_queue_the_lag_sensor_queues_one_run_behind_the_one_copying(defs, config_file) -> None:
+    """The next run waits in the queue, which starts it as the running one ends; never two waiting."""
+    queue = {"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
+    sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
+    job = defs.get_repository_def().get_job("east_to_west_replicate")
+    states = mirrors_answer([("x", "ACTIVE"), ("y", "ACTIVE")])
+
+    def tick(instance):
+        with dg.build_sensor_context(
+            instance=instance, definitions=defs,
+            resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101, "y": 5000})),
+        ) as context:
+            return sensor.evaluate_tick(context)
+
+    with dg.instance_for_test(overrides=queue) as instance:
+        instance.add_dynamic_partitions("east_to_west_mirrors", ["x", "y"])
+        instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+        (request,) = tick(instance).run_requests
+        assert request.tags["dagster/asset_partition_range_start"] == "x"
+        assert request.tags["dagster/asset_partition_range_end"] == "y"
+        waiting = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTING)  # admitted, not yet begun
+        result = tick(instance)
+        assert result.run_requests == []
+        assert f"run {waiting.run_id} of east_to_west_replicate is already waiting to start" in result.skip_message
 
 
 def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(

@@ -84,6 +84,7 @@ def test_run_event_and_schedule_storage_are_postgres_and_keep_no_password(home: 
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        assert instance.run_coordinator.dequeue_interval_seconds == 1  # a queued copy waits a second, not five
         assert isinstance(instance.scheduler, DagsterDaemonScheduler)
         # It really connects, as the test user with its password: a first run is stored.
         run = create_run_for_test(instance, job_name="probe")

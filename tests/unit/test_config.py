@@ -409,6 +409,12 @@ def test_zero_allowed_where_count():
     assert "greater than or equal to 0" in problem(base(**{"mirror.lag.alert.records": -1}))
 
 
+def test_the_lag_sensor_never_looks_more_often_than_the_dagster_daemon_can():
+    assert parse_config(base(), SRC, {}).link("l").lag_sensor_interval_s == 30
+    assert "greater than or equal to 5" in problem(base(**{"dagster.lag.sensor.interval.seconds": 1}))
+    assert "at most 3600" in problem(base(**{"dagster.lag.sensor.interval.seconds": 7200}))
+
+
 def test_every_property_key_maps_to_its_attribute():
     settings = {
         "cluster.link.prefix": "p.", "consumer.offset.sync.enable": True,
@@ -425,6 +431,7 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.link.principal": "User:m", "mirror.freshness.target.ms": 120000,
         "mirror.task.memory.bytes": 64 * 1024 * 1024,
         "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 5,
+        "dagster.lag.sensor.interval.seconds": 5,
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
@@ -437,7 +444,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
     assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
     assert link.freshness_ms == 120000 and link.task_memory_bytes == 64 * 1024 * 1024
-    assert (link.heartbeats_enabled, link.heartbeats_interval_s) == (True, 5)
+    assert (link.heartbeats_enabled, link.heartbeats_interval_s, link.lag_sensor_interval_s) == (True, 5, 5)
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
