@@ -1,11 +1,11 @@
 """How a job's work units are dealt to Spark tasks; a task copies its units side by side (`copier.copy_units`).
 
-A copy task pays a fixed price before its first record: it fences the
+A copy unit pays a fixed price before its first record: it fences the
 partition, builds three clients and checks nothing moved since the plan (a
 few hundred milliseconds, mostly round trips to the brokers). With one task
 per unit, a cycle of 8 small units on 2 task slots ran in 4 waves and paid
-that price four times over; with the units grouped so that every slot runs one
-task, the round trips overlap and the job runs in one wave.
+that price four times over; with the small units grouped so that every slot
+runs one task, the round trips overlap and the job runs in one wave.
 """
 
 from __future__ import annotations
@@ -27,25 +27,35 @@ def follow_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]
 
 
 def cycle_groups(units: Sequence[WorkUnit], slots: int, task_memory_bytes: int) -> list[list[WorkUnit]]:
-    """A cycle: one group per slot, balanced by records to copy; more groups only to keep units' memory shares.
+    """A cycle: small units share one task per slot, balanced by records to copy; a larger unit has a task of its own.
 
-    A task's memory budget is split between its units, so a group holds at most
-    budget / `MIN_TASK_MEMORY_BYTES` of them (16 at the default budget); beyond
-    that the groups queue for slots as single units did. Balancing matters
-    because a task's threads share one Python interpreter: a task left with the
-    bulk of the records would copy it on one core while the other slots idle.
-    The largest units go first, each to the group with the fewest records so
-    far (and, on ties, the fewest units).
+    Small means one chunk (`mirror.chunk.max.records`) or less: the unit's
+    fixed price is most of its cost, which side by side is paid once per wave.
+    A larger unit keeps a task, its whole memory budget and a Python
+    interpreter of its own: threads share one interpreter, and 8 large units
+    in two tasks of four took 18 % more CPU in Spark's Python workers than
+    in eight tasks (`benchmarks/throughput.py`, warm copy, one run each). A task's budget is split between
+    its units, so a group holds at most budget / `MIN_TASK_MEMORY_BYTES` of
+    them (16 at the default budget); past that the groups queue for slots as
+    single units do. The largest small units go first, each to the group with
+    the fewest records so far (and, on ties, the fewest units).
     """
-    if not units:
-        return []
+    large = [[u] for u in units if _records(u) > u.chunk_records]
+    small = [u for u in units if _records(u) <= u.chunk_records]
+    if not small:
+        return large
     per_task = max(1, task_memory_bytes // MIN_TASK_MEMORY_BYTES)
-    count = max(min(slots, len(units)), -(-len(units) // per_task))
+    count = max(min(slots, len(small)), -(-len(small) // per_task))
     heap = [(0, 0, i) for i in range(count)]  # (records, units, group index)
     groups: list[list[WorkUnit]] = [[] for _ in range(count)]
-    for unit in sorted(units, key=lambda u: u.source_until - u.source_from, reverse=True):
+    for unit in sorted(small, key=_records, reverse=True):
         records, size, i = heapq.heappop(heap)
         groups[i].append(unit)
         if size + 1 < per_task:
-            heapq.heappush(heap, (records + unit.source_until - unit.source_from, size + 1, i))
-    return [g for g in groups if g]
+            heapq.heappush(heap, (records + _records(unit), size + 1, i))
+    return large + [g for g in groups if g]
+
+
+def _records(unit: WorkUnit) -> int:
+    """Records the unit copies at most (fewer where the source is compacted or holds transaction markers)."""
+    return unit.source_until - unit.source_from

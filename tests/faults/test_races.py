@@ -1,11 +1,10 @@
 """Lifecycle verbs racing a running cycle, and cycles racing each other (R-LC-8, R-REL-1..2, R-MT-9).
 
 The cycles run as real `mirror-pipeline run` processes on `local[2]` (two
-task slots) over more partitions than slots, each copy task given one
-partition (a task's memory budget at the floor, 16 MiB, holds one unit: see
-`task_groups`), so copy tasks start after the verb has returned: the case
-where a stop used to be undone. With the default budget the 8 partitions
-would share the two tasks and all start at once.
+task slots) over more partitions than slots, one partition a task (each
+unit copies many chunks, and a task's memory budget at the floor, 16 MiB,
+holds one unit whatever `task_groups` decides), so copy tasks start after the
+verb has returned: the case where a stop used to be undone.
 """
 
 from __future__ import annotations

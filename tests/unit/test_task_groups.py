@@ -35,9 +35,12 @@ def test_no_work_no_task():
     assert follow_groups([], 4) == []
 
 
+CHUNK = 20_000
+
+
 def ranged(sizes: list[int]) -> list[WorkUnit]:
-    """A cycle's units of one topic, partition p copying sizes[p] records."""
-    return [WorkUnit("l", "t", "t", p, 100, 100 + n, 0, 0, 1, 1, 1) for p, n in enumerate(sizes)]
+    """A cycle's units of one topic, partition p copying sizes[p] records in chunks of CHUNK."""
+    return [WorkUnit("l", "t", "t", p, 100, 100 + n, 0, 0, 1, CHUNK, 1) for p, n in enumerate(sizes)]
 
 
 def keys(groups: list[list[WorkUnit]]) -> list[int]:
@@ -46,7 +49,7 @@ def keys(groups: list[list[WorkUnit]]) -> list[int]:
 
 @pytest.mark.parametrize("slots", [1, 2, 3, 8])
 @pytest.mark.parametrize("count", [1, 2, 8, 33])
-def test_a_cycle_runs_one_task_per_slot_holding_every_unit_once(slots, count):
+def test_a_cycle_of_small_units_runs_one_task_per_slot_holding_every_unit_once(slots, count):
     groups = cycle_groups(ranged([1000] * count), slots, 256 * MIN_TASK_MEMORY_BYTES)
     assert len(groups) == min(slots, count)
     assert keys(groups) == list(range(count))
@@ -54,10 +57,16 @@ def test_a_cycle_runs_one_task_per_slot_holding_every_unit_once(slots, count):
     assert max(sizes) - min(sizes) <= 1
 
 
-def test_a_cycle_balances_its_tasks_by_records_to_copy_not_by_units():
-    # One big partition and seven small: the big one gets a task of its own.
-    groups = cycle_groups(ranged([70_000] + [10_000] * 7), 2, 256 * MIN_TASK_MEMORY_BYTES)
+def test_small_units_are_balanced_by_records_to_copy_not_by_units():
+    groups = cycle_groups(ranged([14_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000]), 2,
+                          256 * MIN_TASK_MEMORY_BYTES)
     assert sorted(sorted(u.partition for u in g) for g in groups) == [[0], [1, 2, 3, 4, 5, 6, 7]]
+
+
+def test_a_unit_of_more_than_one_chunk_keeps_a_task_of_its_own():
+    groups = cycle_groups(ranged([CHUNK + 1, CHUNK + 1, 500, 500, 500]), 2, 256 * MIN_TASK_MEMORY_BYTES)
+    assert sorted(sorted(u.partition for u in g) for g in groups) == [[0], [1], [2, 4], [3]]
+    assert [len(g) for g in cycle_groups(ranged([10 * CHUNK] * 8), 2, 256 * MIN_TASK_MEMORY_BYTES)] == [1] * 8
 
 
 def test_a_group_never_splits_the_memory_budget_below_a_units_floor():
