@@ -33,9 +33,9 @@ import time
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    QueuedRunCoordinator,
     AssetObservation,
     MetadataValue,
+    QueuedRunCoordinator,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -193,7 +193,6 @@ def _read_cursor(cursor: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
 
 
 def _run_ahead(instance, names: LinkNames) -> str | None:

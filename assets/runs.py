@@ -42,13 +42,16 @@ _WAITING = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING]
 
 def run_in_progress(instance: DagsterInstance, job_name: str) -> str | None:
     """The id of a queued or running run of `job_name`, if there is one."""
-    runs = instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_IN_PROGRESS), limit=1)
-    return runs[0].run_id if runs else None
+    return _first_run(instance, job_name, _IN_PROGRESS)
 
 
 def run_waiting(instance: DagsterInstance, job_name: str) -> str | None:
     """The id of a run of `job_name` that is queued or starting: one that has not begun its work yet."""
-    runs = instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=_WAITING), limit=1)
+    return _first_run(instance, job_name, _WAITING)
+
+
+def _first_run(instance: DagsterInstance, job_name: str, statuses: list[DagsterRunStatus]) -> str | None:
+    runs = instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=statuses), limit=1)
     return runs[0].run_id if runs else None
 
 

@@ -86,7 +86,7 @@ LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst
 def write_config(path: Path, a: str, b: str, spark: dict[str, Any], links: dict[str, dict] | None = None) -> Path:
     """A link per mode, so each `run --link` sees its own mirror only; auto-create stays off (its default).
 
-    `links`: only these links, with these settings (the sensor mode's config).
+    `links`: each link's own settings (the sensor mode's config).
     """
     links = links if links is not None else {link: {} for link in LINKS.values()}
     data = {
@@ -111,9 +111,10 @@ class Bench:
         self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
         connect = {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"}
         self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect)
+        # Every link stays in it (one with mirrors cannot leave the config); only the sensor's runs by itself.
+        sensor = {"dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": args.sensor_interval}
         self.sensor_config = write_config(WORK_DIR / "latency-sensor.yaml", a, b, connect,
-                                          {LINKS["sensor"]: {"dagster.automation.running": True,
-                                                             "dagster.lag.sensor.interval.seconds": args.sensor_interval}})
+                                          {link: {} for link in LINKS.values()} | {LINKS["sensor"]: sensor})
 
     def source_topic(self, mode: str) -> str:
         topic = f"lat-{mode}-{self.run_id}"
