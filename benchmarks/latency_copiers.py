@@ -224,7 +224,40 @@ class CliCycles(Copier):
                 "late_s_max": max((c["late_s"] for c in self.cycles), default=0.0), "log": str(self.log)}
 
 
-class Follow(Copier):
+class ProcessCopier(Copier):
+    """A copier that is one long-running process (`proc`), stopped with a signal; what happened lands in `result`."""
+
+    name = "?"
+    log: Path
+    proc: subprocess.Popen | None = None
+    result: dict[str, Any]
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop_process(self, sig: signal.Signals, timeout_s: float) -> None:
+        """`sig` to the process alone; its whole group SIGKILLed if it still runs `timeout_s` later."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is not None:
+            self.result["died"] = f"exited with code {self.proc.returncode} before it was stopped"
+            self.result["log_tail"] = log_tail(self.log)
+            return
+        started = time.monotonic()
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc)
+            rc = None
+            self.result["killed"] = f"still running {timeout_s:.0f}s after {sig.name}; killed"
+        self.result.update({"stopped_with": sig.name, "exit_code": rc, "stop_s": round(time.monotonic() - started, 2)})
+        if rc:
+            self.result["log_tail"] = log_tail(self.log)
+        say(f"{self.name}: {sig.name} -> exit code {rc} after {self.result['stop_s']}s")
+
+
+class Follow(ProcessCopier):
     """`run --link L --follow [--epoch-seconds N]`: one process, stopped with SIGTERM (it finishes its epoch)."""
 
     warm_up = True
@@ -237,8 +270,7 @@ class Follow(Copier):
         self.name, self.config, self.link, self.workdir = name, config, link, workdir
         self.epoch_s, self.stop_timeout_s = epoch_s, stop_timeout_s
         self.log = workdir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.result: dict[str, Any] = {"log": str(self.log)}
+        self.result = {"log": str(self.log)}
         self.epochs: list[tuple[float, str]] = []  # (monotonic time the line came, the line)
         self.t0 = 0.0
 
@@ -269,29 +301,9 @@ class Follow(Copier):
                 if line.startswith(self.NEWS):
                     self.epochs.append((at, line))
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def stop(self) -> None:
         """SIGTERM to the process alone (not its group: the Spark JVM must outlive the epoch in flight)."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is not None:
-            self.result["died"] = f"exited with code {self.proc.returncode} before it was stopped"
-            self.result["log_tail"] = log_tail(self.log)
-            return
-        started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            kill_group(self.proc)
-            rc = None
-            self.result["killed"] = f"still running {self.stop_timeout_s:.0f}s after SIGTERM; killed"
-        self.result.update({"exit_code": rc, "stop_s": round(time.monotonic() - started, 2)})
-        if rc:
-            self.result["log_tail"] = log_tail(self.log)
-        say(f"{self.name}: SIGTERM -> exit code {rc} after {self.result['stop_s']}s")
+        self.stop_process(signal.SIGTERM, self.stop_timeout_s)
 
     def info(self) -> dict[str, Any]:
         if self.proc is not None:

@@ -112,7 +112,7 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     if "runs_error" in c:
         out.append(f"the runs could not be read from the Dagster home: {c['runs_error']}")
     if "stop_s" in c:
-        out.append(f"SIGTERM -> exit code {c['exit_code']} after {c['stop_s']} s")
+        out.append(f"{c.get('stopped_with', 'SIGTERM')} -> exit code {c['exit_code']} after {c['stop_s']} s")
     if c.get("epochs"):
         out.append("its output, stamped in s from the measured load's start:")
         out += [f"  {e['at_s']:+8.1f} s  {e['line']}" for e in c["epochs"]]

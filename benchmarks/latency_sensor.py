@@ -17,13 +17,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import log_tail, say
-from benchmarks.latency_copiers import Copier, cli_command, cli_env, kill_group
+from benchmarks.common import say
+from benchmarks.latency_copiers import ProcessCopier, cli_command, cli_env
 
 STOP_TIMEOUT_S = 60
 
 
-class SensorRuns(Copier):
+class SensorRuns(ProcessCopier):
     """`mirror-pipeline ui` over a config whose link has its automation on; stopped like Ctrl-C stops it."""
 
     warm_up = True  # measured once running: the code server's load and the first run's executors excluded
@@ -35,8 +35,7 @@ class SensorRuns(Copier):
         self.home = workdir / f"{name}-dagster-home"
         self.workdir = workdir
         self.log = workdir / f"{name}-ui.log"
-        self.proc: subprocess.Popen | None = None
-        self.result: dict[str, Any] = {"log": str(self.log), "dagster_home": str(self.home)}
+        self.result = {"log": str(self.log), "dagster_home": str(self.home)}
 
     def start(self, t0: float) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -47,23 +46,9 @@ class SensorRuns(Copier):
                                          cwd=self.workdir, env={**cli_env(), "DAGSTER_HOME": str(self.home)},
                                          start_new_session=True)
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def stop(self) -> None:
         """SIGINT, as Ctrl-C: `ui` stops the webserver, the daemon and the code server; a run in flight is killed."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is not None:
-            self.result["died"] = f"exited with code {self.proc.returncode} before it was stopped"
-            self.result["log_tail"] = log_tail(self.log)
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.result["exit_code"] = self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            kill_group(self.proc)
-            self.result["killed"] = f"still running {STOP_TIMEOUT_S}s after SIGINT; killed"
+        self.stop_process(signal.SIGINT, STOP_TIMEOUT_S)
 
     def info(self) -> dict[str, Any]:
         return {**self.result, **self._runs()}

@@ -1,9 +1,9 @@
 """One replication cycle of a link: plan, copy (one Spark job), record (R-EX-1).
 
 The driver plans and repairs (`planner`), Spark runs the work units in one job
-of one task per slot (`task_groups`, `spark_runner.run_unit_groups` ->
-`copier.copy_units`), and the driver then consolidates
-the offset map, measures the lag left and returns the lineage of the cycle.
+(`task_groups` deals them to tasks, `spark_runner.run_unit_groups` ->
+`copier.copy_units`), and the driver then consolidates the offset map,
+measures the lag left and returns the lineage of the cycle.
 """
 
 from __future__ import annotations

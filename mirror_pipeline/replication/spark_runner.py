@@ -1,8 +1,8 @@
 """The Spark side: session settings and running a cycle's work units as one job.
 
-A cycle's work units become one Spark job (R-EX-1), dealt to its tasks by `task_groups`. `mapInArrow` is
-used rather than the RDD API so the same code runs under classic Spark and
-Spark Connect.
+A cycle's work units become one Spark job (R-EX-1), dealt to its tasks by
+`task_groups`. `mapInArrow` is used rather than the RDD API so the same code
+runs under classic Spark and Spark Connect.
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ def cycle_groups(units: Sequence[WorkUnit], slots: int, task_memory_bytes: int) 
     A larger unit keeps a task, its whole memory budget and a Python
     interpreter of its own: threads share one interpreter, and 8 large units
     in two tasks of four took 18 % more CPU in Spark's Python workers than
-    in eight tasks (`benchmarks/throughput.py`, warm copy, one run each). A task's budget is split between
-    its units, so a group holds at most budget / `MIN_TASK_MEMORY_BYTES` of
-    them (16 at the default budget); past that the groups queue for slots as
-    single units do. The largest small units go first, each to the group with
+    in eight tasks (`benchmarks/throughput.py`, warm copy, one run each).
+    A task's budget is split between its units, so a group holds at most
+    budget / `MIN_TASK_MEMORY_BYTES` of them (16 at the default budget); past
+    that the groups queue for slots as single units do. The largest small units go first, each to the group with
     the fewest records so far (and, on ties, the fewest units).
     """
     large = [[u] for u in units if _records(u) > u.chunk_records]
