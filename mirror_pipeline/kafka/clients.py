@@ -19,76 +19,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
+from mirror_pipeline.kafka.client_settings import ROLE_SETTINGS, client_config
 from mirror_pipeline.kafka.handshake import UNREACHABLE_WORDS, DropConnectionFailureLogs, HandshakeFailures, explain
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, TopicNotFound
 
 log = logging.getLogger(__name__)
 
+# Built in `client_settings`; callers know them as `kc.client_config` and `kc.ROLE_SETTINGS`.
+__all__ = ["ROLE_SETTINGS", "client_config"]
+
 REQUEST_TIMEOUT_S = 15.0
-
-# Role settings the pipeline depends on for correctness; they override the
-# cluster's own settings.
-ROLE_SETTINGS: dict[str, dict[str, object]] = {
-    "admin": {},
-    # Reads the source; never commits offsets, so it never creates a group.
-    "reader": {
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "isolation.level": "read_committed",
-        "auto.offset.reset": "error",
-        "enable.partition.eof": False,
-        "fetch.max.bytes": 52428800,
-        "max.partition.fetch.bytes": 16777216,
-        "queued.max.messages.kbytes": 262144,
-    },
-    # Writes mirror partitions: idempotent so one attempt's records land once
-    # and in order; `acks=all` so a landed record survives a broker failover.
-    "writer": {
-        "enable.idempotence": True,
-        # Any failure that could leave a hole between landed records stops the
-        # producer instead (timeouts excepted: `repair` verifies those).
-        "enable.gapless.guarantee": True,
-        "acks": "all",
-        "max.in.flight.requests.per.connection": 5,
-        "linger.ms": 10,
-        "compression.type": "none",
-        "queue.buffering.max.messages": 1000000,
-        "queue.buffering.max.kbytes": 1048576,
-        "message.max.bytes": 104857600,
-        # Delivery callbacks for failures only: a success costs no Python object
-        # (confluent-kafka implements this itself; a bool, not a string).
-        "delivery.report.only.error": True,
-    },
-    # Reads internal state topics: only what committed transactions wrote.
-    "state-reader": {
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": False,
-    },
-    "state-writer": {"enable.idempotence": True, "acks": "all", "linger.ms": 0},
-    # Writes the link's heartbeats on the source (`emit.heartbeats.enabled`), one at a time.
-    "heartbeats": {"enable.idempotence": True, "acks": "all", "linger.ms": 0},
-}
-
-
-def client_config(cluster_properties: Mapping[str, str], link: str, role: str, **overrides: object) -> dict:
-    """librdkafka settings for one client: the cluster's, then the role's, then overrides."""
-    conf: dict[str, object] = dict(cluster_properties)
-    conf.update(ROLE_SETTINGS[role])
-    # Every topic the pipeline writes is created on purpose, with the configs it
-    # chose. librdkafka's producers otherwise ask the broker to create a topic
-    # they produce to (their default, unlike its consumers'): a writer still
-    # flushing into a mirror a delete or a reverse just removed would bring it
-    # back with the broker's defaults.
-    conf["allow.auto.create.topics"] = False
-    conf["client.id"] = f"mirror-pipeline.{link}.{role}"
-    if role in ("reader", "state-reader"):
-        # A group id is required by librdkafka even for assign-only consumers;
-        # nothing is ever committed under it.
-        conf.setdefault("group.id", f"mirror-pipeline.{link}.{role}")
-    conf.update(overrides)
-    return conf
 
 
 def quiet_logger() -> logging.Logger:
