@@ -68,7 +68,8 @@ from benchmarks.latency_sensor import SensorRuns  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402
-from mirror_pipeline.local.spark_cluster import QUICK_JVM, LocalSpark  # noqa: E402
+from mirror_pipeline.config.spark_requirements import QUICK_JVM  # noqa: E402
+from mirror_pipeline.local.spark_cluster import LocalSpark  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench-latency"
 #: Configs, logs, MM2's files, the CLI's Dagster instance: outside BENCH_ROOT so they outlive the wiped storage.

@@ -58,7 +58,7 @@ def write_demo_config(path: Path, west: str, east: str) -> None:
             "consumer.offset.sync.enable": True,
             "consumer.offset.group.filters": {"groupFilters": [{"name": GROUP, "patternType": "LITERAL"}]},
         }},
-        "spark": {"master": "local[*]"},
+        "spark": {"conf": {}},  # in this process, two task slots per core
     }
     path.write_text(f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False))
 

@@ -30,6 +30,7 @@ from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub
 from mirror_pipeline.config.replication_policy import heartbeat_collisions, loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
 from mirror_pipeline.config.spark_connect import check_connect_url, connect_url_token, redact_connect_url
+from mirror_pipeline.config.spark_requirements import default_local_master
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.model.text import printable
 
@@ -106,12 +107,13 @@ class ClusterConfig:
 
 
 class SparkSettings(BaseModel):
-    """Where the data plane runs: `local[*]` unless a master is configured, or a Spark Connect
+    """Where the data plane runs: in this process with two task slots per core
+    (`default_local_master`) unless a master is configured, or a Spark Connect
     server when `remote` names one (R-EX-2/3)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    master: Annotated[str, Field(min_length=1)] = "local[*]"
+    master: Annotated[str, Field(min_length=1)] = Field(default_factory=default_local_master)
     remote: Annotated[str | None, AfterValidator(check_connect_url)] = None
     conf: Annotated[dict[str, str], BeforeValidator(_stringify_conf)] = Field(default_factory=dict)
 

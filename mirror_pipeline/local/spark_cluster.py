@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF
 from mirror_pipeline.local.jars import java_executable
 from mirror_pipeline.local.processes import (
     file_size,
@@ -60,9 +60,6 @@ DAEMON_MEMORY = "256m"
 CONNECT_DRIVER_MEMORY = "768m"
 #: How long the Connect server keeps idle executors before handing the workers back.
 CONNECT_IDLE_TIMEOUT = "30s"
-#: JVMs of a small local cluster: the C1 compiler only and the serial collector start in about half the
-#: time on two busy cores, and what runs in them is light (the copy's work is in Python and librdkafka).
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 LAYOUT_FILE = "spark.json"

@@ -37,12 +37,16 @@ _second = itemgetter(1)
 _first = itemgetter(0)
 
 
-def chunk_runs(offsets: list[int]) -> tuple[tuple[int, int], ...]:
-    """`runs_of(offsets)` as a tuple, without a Python step per record when there is no gap."""
-    n = len(offsets)
-    if n and offsets[-1] - offsets[0] == n - 1:  # strictly increasing, so consecutive
-        return ((offsets[0], n),)
-    return tuple(runs_of(offsets))
+def chunk_runs(chunk: list) -> tuple[tuple[int, int], ...]:
+    """The offset runs of a chunk's records (`runs_of` their offsets), as a tuple.
+
+    A chunk without a gap, the usual case, is told by its first and last
+    offsets alone: no list of offsets, no step per record.
+    """
+    n = len(chunk)
+    if n and chunk[-1].offset() - chunk[0].offset() == n - 1:  # strictly increasing, so consecutive
+        return ((chunk[0].offset(), n),)
+    return tuple(runs_of(list(map(offset_of, chunk))))
 
 
 def chunk_timestamps(stamps: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -127,13 +131,18 @@ class ChunkReader:
         self.tp = TopicPartition(unit.source_topic, unit.partition)
         self.pending: list = []
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
+        self.held = 0  # memory the chunk being read holds (see `_take`)
+
+    def payload_bytes(self, chunk: list) -> int:
+        """Key and value bytes of the chunk just read, from the memory `_take` counted for it."""
+        return self.held - len(chunk) * RECORD_OVERHEAD_BYTES
 
     def next_chunk(self, position: int) -> tuple[list, int]:
         """The next chunk and the new read position (past its last record, and past any
         gap the consumer crossed when the chunk ends where the consumer stands)."""
         unit, max_bytes = self.unit, self.max_bytes
         chunk: list = []
-        size = 0
+        size = self.held = 0
         idle_since = time.monotonic()
         while True:
             room = unit.chunk_records - len(chunk)
@@ -180,6 +189,7 @@ class ChunkReader:
         A record arriving wakes `poll` at once, so waiting costs no CPU.
         """
         room = self.unit.chunk_records
+        self.held = 0
         if self.pending:
             msgs, self.pending = self.pending, []
         else:
@@ -226,6 +236,7 @@ class ChunkReader:
             chunk += msgs
             size = held[take]
             position = msgs[-1].offset() + 1
+        self.held = size
         return size, position
 
 

@@ -38,7 +38,6 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from operator import length_hint
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -54,9 +53,7 @@ from mirror_pipeline.replication.chunks import (
     Latency,
     chunk_runs,
     chunk_timestamps,
-    key_of,
     land_by_deadline,
-    offset_of,
     produce_chunk,
     timestamp_of,
     writer_request_timeout_ms,
@@ -176,16 +173,21 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     return result
 
 
-def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
-    """Copy several units in one task, each in its own thread (follow mode: a
-    long-lived task serves a group of partitions, since a Spark application has
-    fewer task slots than a link has partitions).
+class InTurn(list):
+    """A task's units to copy one after another, each with the task's whole memory budget
+    (`copy_units`); a plain list's units are copied side by side."""
 
-    The task's memory budget is shared between the units. The threads spend
-    their time in librdkafka calls, which release the GIL.
+
+def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
+    """Copy several units in one task: one after another when `units` is `InTurn`, else each in
+    its own thread (follow mode: a long-lived task serves a group of partitions, since a Spark
+    application has fewer task slots than a link has partitions).
+
+    Side by side, the task's memory budget is shared between the units. The
+    threads spend their time in librdkafka calls, which release the GIL.
     """
-    if len(units) == 1:
-        return [copy_unit(units[0], ctx)]
+    if len(units) == 1 or isinstance(units, InTurn):
+        return [copy_unit(unit, ctx) for unit in units]
     share = replace(ctx, task_memory_bytes=ctx.task_memory_bytes // len(units))
     gc_was_enabled = gc.isenabled()
     gc.disable()  # once for all threads: each copy_unit then leaves it as it found it
@@ -262,9 +264,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                     continue
             else:
                 chunk, position = chunks.next_chunk(position)
-            offsets = list(map(offset_of, chunk))
-            segment = Segment(dest_end, chunk_runs(offsets), position, written_at=time.time())
-            del offsets
+            segment = Segment(dest_end, chunk_runs(chunk), position, written_at=time.time())
             land_by = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
             writer.write(puts=[segment])
             if unit.follows:
@@ -275,7 +275,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: announcing a chunk took "
                                   f"over {ctx.writer_delivery_timeout_ms} ms; its records were not sent")
             produce_chunk(out, unit.mirror_topic, unit.partition, chunk, produce_ts)
-            chunk_bytes = sum(map(len, chunk)) + sum(map(length_hint, map(key_of, chunk)))
+            chunk_bytes = chunks.payload_bytes(chunk)
             n = len(chunk)
             if n:
                 if result.first_timestamp < 0 and valid_ts:

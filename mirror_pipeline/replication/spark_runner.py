@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, REQUIRED_CONF
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_units
 
@@ -93,7 +93,7 @@ def spark_conf(settings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         **CONNECT_SESSION_CONF,
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {QUICK_JVM}",
     }
     conf.update(user)
     conf.update(REQUIRED_CONF)
@@ -140,7 +140,7 @@ def _check_connect_server(session) -> None:
 def run_unit_groups(spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext,
                     description: str = "") -> list[UnitResult]:
     """Copy every group's units in one Spark job, one task per group (`task_groups`); one result per unit."""
-    rows = run_tasks(spark, [list(g) for g in groups], lambda group: [r.to_row() for r in copy_units(group, ctx)],
+    rows = run_tasks(spark, list(groups), lambda group: [r.to_row() for r in copy_units(group, ctx)],
                      RESULT_SCHEMA, description)
     return [UnitResult(**row) for row in rows]
 

@@ -1,4 +1,4 @@
-"""How a job's work units are dealt to Spark tasks; a task copies its units side by side (`copier.copy_units`).
+"""How a job's work units are dealt to Spark tasks, which copy them side by side or in turn (`copier.copy_units`).
 
 A copy unit pays a fixed price before its first record: it fences the
 partition, builds three clients and checks nothing moved since the plan (a
@@ -6,6 +6,11 @@ few hundred milliseconds, mostly round trips to the brokers). With one task
 per unit, a cycle of 8 small units on 2 task slots ran in 4 waves and paid
 that price four times over; with the small units grouped so that every slot
 runs one task, the round trips overlap and the job runs in one wave.
+
+A Spark task has a price of its own: in a warm local session a task started
+0.1-0.25 s after the one before it ended on its slot, and 1.1-1.6 s in a
+session's first job. So when there are more large units than slots, they
+are dealt to one task per slot, to be copied in turn.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import heapq
 from typing import Sequence
 
 from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
-from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.replication.copier import InTurn, WorkUnit
 
 
 def follow_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:
@@ -27,33 +32,48 @@ def follow_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]
 
 
 def cycle_groups(units: Sequence[WorkUnit], slots: int, task_memory_bytes: int) -> list[list[WorkUnit]]:
-    """A cycle: small units share one task per slot, balanced by records to copy; a larger unit has a task of its own.
+    """A cycle: small units share one task per slot, side by side; larger units are copied one at a time.
 
     Small means one chunk (`mirror.chunk.max.records`) or less: the unit's
     fixed price is most of its cost, which side by side is paid once per wave.
-    A larger unit keeps a task, its whole memory budget and a Python
-    interpreter of its own: threads share one interpreter, and 8 large units
+    A larger unit is never copied beside another: it keeps the task's whole
+    memory budget and its Python interpreter; threads share one, and 8 large units
     in two tasks of four took 18 % more CPU in Spark's Python workers than
     in eight tasks (`benchmarks/throughput.py`, warm copy, one run each).
     A task's budget is split between its units, so a group holds at most
     budget / `MIN_TASK_MEMORY_BYTES` of them (16 at the default budget); past
-    that the groups queue for slots as single units do. The largest small units go first, each to the group with
-    the fewest records so far (and, on ties, the fewest units).
+    that the groups queue for slots as single units do.
+
+    Large units beyond the slots are dealt to one task per slot (`InTurn`): each
+    is still copied alone, with the whole budget, and the slot pays one task's
+    start instead of one per unit.
+
+    Either kind is dealt largest first, each unit to the group with the fewest
+    records so far (and, on ties, the fewest units).
     """
-    large = [[u] for u in units if _records(u) > u.chunk_records]
+    large = [u for u in units if _records(u) > u.chunk_records]
     small = [u for u in units if _records(u) <= u.chunk_records]
+    if len(large) <= slots:
+        in_turn = [[u] for u in large]
+    else:
+        in_turn = [InTurn(g) for g in _deal(large, slots, len(large))]
     if not small:
-        return large
+        return in_turn
     per_task = max(1, task_memory_bytes // MIN_TASK_MEMORY_BYTES)
     count = max(min(slots, len(small)), -(-len(small) // per_task))
+    return in_turn + _deal(small, count, per_task)
+
+
+def _deal(units: Sequence[WorkUnit], count: int, per_group: int) -> list[list[WorkUnit]]:
+    """`units` in `count` groups of at most `per_group`, balanced by records (largest first)."""
     heap = [(0, 0, i) for i in range(count)]  # (records, units, group index)
     groups: list[list[WorkUnit]] = [[] for _ in range(count)]
-    for unit in sorted(small, key=_records, reverse=True):
+    for unit in sorted(units, key=_records, reverse=True):
         records, size, i = heapq.heappop(heap)
         groups[i].append(unit)
-        if size + 1 < per_task:
+        if size + 1 < per_group:
             heapq.heappush(heap, (records + _records(unit), size + 1, i))
-    return large + [g for g in groups if g]
+    return [g for g in groups if g]
 
 
 def _records(unit: WorkUnit) -> int:

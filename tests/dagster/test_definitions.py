@@ -19,6 +19,7 @@ import dagster as dg
 import pytest
 
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.config.spark_requirements import default_local_master
 from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from tests.dagster.offline_config import TICK, VALID_CONFIG, mirrors_answer, stub_engine, tick_schedule
@@ -92,7 +93,7 @@ def test_resources_point_at_the_loaded_file(defs: dg.Definitions, config_file: P
     resources = defs.resources
     assert resources["mirror_engine"].config_path == str(config_file.resolve())
     spark_config = resources["pyspark"].spark_config
-    assert spark_config["spark.master"] == "local[*]"
+    assert spark_config["spark.master"] == default_local_master()
     assert spark_config["spark.speculation"] == "false"
 
 

@@ -26,7 +26,8 @@ from confluent_kafka import Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.local.spark_cluster import QUICK_JVM, LocalSpark
+from mirror_pipeline.config.spark_requirements import QUICK_JVM
+from mirror_pipeline.local.spark_cluster import LocalSpark
 from mirror_pipeline.replication.spark_runner import LOG_CONFIG
 from tests.conftest import REPO, shared_between_runs
 from tests.cli_process import run_cli

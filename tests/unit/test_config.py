@@ -1,5 +1,6 @@
 import copy
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from mirror_pipeline.config.loader import (
     resolve_config_path,
 )
 from mirror_pipeline.config.redaction import REDACTED
+from mirror_pipeline.config.spark_requirements import default_local_master
 from mirror_pipeline.model.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +47,7 @@ links:
     auto.create.mirror.topics.filters:
       topicFilters:
         - {name: "*", patternType: LITERAL, filterType: INCLUDE}
-spark:                          # optional; local[*] when absent
+spark:                          # optional
   master: local[*]
   conf: {}
 """
@@ -92,7 +94,7 @@ def test_load_spec_example(tmp_path):
     assert (link.name, link.source, link.destination, link.prefix) == (
         "west-to-east", "us-west", "us-east", "west.")
     assert link.auto_create_enable and link.auto_create_filters.selects("orders")
-    assert cfg.spark == SparkSettings()
+    assert cfg.spark == SparkSettings(master="local[*]")
 
 
 def test_load_through_env_variable(tmp_path):
@@ -106,7 +108,7 @@ def test_example_file_in_repo_is_valid():
     assert set(cfg.clusters) == {"us-west", "us-east"}
     link = cfg.link("west-to-east")
     assert (link.source, link.destination) == ("us-west", "us-east")
-    assert link.offset_sync_ms == 30000 and cfg.spark.master == "local[*]"
+    assert link.offset_sync_ms == 30000 and cfg.spark.master == default_local_master()
 
 
 def test_missing_file_says_how_to_point_elsewhere(tmp_path):
@@ -596,7 +598,8 @@ def test_redacted_dict_round_trips():
 
 def test_spark_settings():
     cfg = parse_config(base(), SRC, {})
-    assert cfg.spark.master == "local[*]" and cfg.spark.conf == {}
+    assert cfg.spark.master == default_local_master() and cfg.spark.conf == {}
+    assert re.fullmatch(r"local\[\d+\]", cfg.spark.master) and int(cfg.spark.master[6:-1]) % 2 == 0
     data = base()
     data["spark"] = {"master": "spark://${SPARK_HOST}:7077", "conf": {"spark.executor.cores": 2, "x.flag": True}}
     spark = parse_config(data, SRC, {"SPARK_HOST": "m"}).spark

@@ -60,9 +60,14 @@ def read_all(reader: ChunkReader, until: int) -> list[tuple[list[Message], int]]
     chunks, position = [], 0
     while position < until:
         chunk, position = reader.next_chunk(position)
+        assert reader.payload_bytes(chunk) == payload(chunk)
         chunks.append((chunk, position))
         assert len(chunks) < 10000
     return chunks
+
+
+def payload(chunk: list[Message]) -> int:
+    return sum(len(m) + len(m.key() or b"") for m in chunk)
 
 
 def held(chunk: list[Message]) -> int:
@@ -198,7 +203,7 @@ def test_latency_is_exact_over_chunks():
 
 def test_runs_match_runs_of():
     for offsets in ([], [5], [5, 6, 7], [5, 7, 8], [0, 2, 4], list(range(100)) + [200]):
-        assert chunk_runs(offsets) == tuple(runs_of(offsets))
+        assert chunk_runs([record(o) for o in offsets]) == tuple(runs_of(offsets))
 
 
 @pytest.mark.parametrize("budget", [1, MIN_TASK_MEMORY_BYTES, 64 * MiB, 256 * MiB, 4096 * MiB])
@@ -275,6 +280,7 @@ def test_follow_mode_chunks_take_what_has_arrived_once_in_order(arrive, chunk_re
         assert len(chunk) <= chunk_records and (len(chunk) == 1 or held(chunk) <= max_bytes)
         assert len(chunk) <= max(arrive, 1) + 1 or consumer.arrived >= len(records), "never waits to fill a chunk"
         assert new_position == chunk[-1].offset() + 1
+        assert reader.payload_bytes(chunk) == payload(chunk)
         got += chunk
         position = new_position
     assert [m.offset() for m in got] == [m.offset() for m in records]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from mirror_pipeline.cli import cli
 from mirror_pipeline.config.loader import SparkSettings, parse_config
 from mirror_pipeline.config.redaction import REDACTED
+from mirror_pipeline.config.spark_requirements import QUICK_JVM
 from mirror_pipeline.local.spark_cluster import LocalSpark
 from mirror_pipeline.model.errors import ConfigError, LocalClusterError
 from mirror_pipeline.replication import spark_runner
@@ -85,6 +86,14 @@ def test_a_classic_session_keeps_the_required_settings(monkeypatch):
     assert conf["spark.master"] == "spark://127.0.0.1:7077" and "spark.remote" not in conf
     assert {k: conf[k] for k in REQUIRED_CONF} == REQUIRED_CONF
     assert conf["spark.pyspark.python"] == sys.executable
+
+
+def test_a_classic_driver_runs_a_quick_jvm_unless_the_user_says_otherwise(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    driver = spark_conf(SparkSettings())["spark.driver.extraJavaOptions"]
+    assert driver.endswith(QUICK_JVM) and "log4j2.configurationFile" in driver
+    mine = spark_conf(SparkSettings(conf={"spark.driver.extraJavaOptions": "-Xss4m"}))
+    assert mine["spark.driver.extraJavaOptions"] == "-Xss4m"
 
 
 def test_an_explicit_executor_python_reaches_pyspark(monkeypatch):

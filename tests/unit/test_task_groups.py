@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.replication import copier
+from mirror_pipeline.replication.copier import InTurn, WorkUnit
 from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
@@ -63,10 +66,31 @@ def test_small_units_are_balanced_by_records_to_copy_not_by_units():
     assert sorted(sorted(u.partition for u in g) for g in groups) == [[0], [1, 2, 3, 4, 5, 6, 7]]
 
 
-def test_a_unit_of_more_than_one_chunk_keeps_a_task_of_its_own():
+def test_a_unit_of_more_than_one_chunk_is_never_copied_beside_another():
     groups = cycle_groups(ranged([CHUNK + 1, CHUNK + 1, 500, 500, 500]), 2, 256 * MIN_TASK_MEMORY_BYTES)
     assert sorted(sorted(u.partition for u in g) for g in groups) == [[0], [1], [2, 4], [3]]
-    assert [len(g) for g in cycle_groups(ranged([10 * CHUNK] * 8), 2, 256 * MIN_TASK_MEMORY_BYTES)] == [1] * 8
+    assert not any(isinstance(g, InTurn) for g in groups)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 4])
+def test_large_units_beyond_the_slots_take_one_task_per_slot_in_turn_balanced_by_records(slots):
+    sizes = [10 * CHUNK] * 6 + [40 * CHUNK, 2 * CHUNK]
+    groups = cycle_groups(ranged(sizes), slots, 256 * MIN_TASK_MEMORY_BYTES)
+    assert len(groups) == slots and all(isinstance(g, InTurn) for g in groups)
+    assert keys(groups) == list(range(8))
+    loads = sorted(sum(sizes[u.partition] for u in g) for g in groups)
+    # Largest first to the lightest task: no task carries more than the lightest plus its largest unit.
+    assert loads[-1] - loads[0] <= 40 * CHUNK
+    if slots == 2:
+        assert loads == [40 * CHUNK, 62 * CHUNK] or loads == [50 * CHUNK, 52 * CHUNK]
+
+
+def test_small_units_still_share_tasks_beside_large_units_in_turn():
+    groups = cycle_groups(ranged([CHUNK + 1] * 3 + [500] * 4), 2, 256 * MIN_TASK_MEMORY_BYTES)
+    in_turn = [g for g in groups if isinstance(g, InTurn)]
+    side_by_side = [g for g in groups if not isinstance(g, InTurn)]
+    assert sorted(len(g) for g in in_turn) == [1, 2] and [len(g) for g in side_by_side] == [2, 2]
+    assert keys(groups) == list(range(7))
 
 
 def test_a_group_never_splits_the_memory_budget_below_a_units_floor():
@@ -80,3 +104,21 @@ def test_a_group_never_splits_the_memory_budget_below_a_units_floor():
 
 def test_a_cycle_with_no_work_runs_no_task():
     assert cycle_groups([], 2, 256 * MIN_TASK_MEMORY_BYTES) == []
+
+
+@pytest.mark.parametrize("in_turn", [True, False])
+def test_a_task_copies_in_turn_with_its_whole_budget_or_side_by_side_sharing_it(monkeypatch, in_turn):
+    calls = []
+
+    def copy_unit(unit, ctx):
+        calls.append((unit.partition, threading.current_thread() is threading.main_thread(), ctx.task_memory_bytes))
+        return unit.partition
+
+    monkeypatch.setattr(copier, "copy_unit", copy_unit)
+    ctx = copier.CopyContext("a", "b", {}, {}, "map", 1000, "state", task_memory_bytes=64 * MIN_TASK_MEMORY_BYTES)
+    work = ranged([CHUNK + 1] * 4)
+    assert copier.copy_units(InTurn(work) if in_turn else work, ctx) == [0, 1, 2, 3]
+    if in_turn:
+        assert calls == [(p, True, 64 * MIN_TASK_MEMORY_BYTES) for p in range(4)]
+    else:
+        assert sorted(calls) == [(p, False, 16 * MIN_TASK_MEMORY_BYTES) for p in range(4)]
