@@ -68,7 +68,7 @@ from benchmarks.latency_sensor import SensorRuns  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402
-from mirror_pipeline.config.spark_requirements import QUICK_JVM  # noqa: E402
+from mirror_pipeline.config.spark_requirements import QUICK_JVM, default_local_master  # noqa: E402
 from mirror_pipeline.local.spark_cluster import LocalSpark  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench-latency"
@@ -283,7 +283,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stop-timeout", type=float, default=300, help="follow: SIGKILL this long after SIGTERM")
     ap.add_argument("--linger", type=float, default=3, help="listen this long after stopping a copier (duplicates)")
     ap.add_argument("--window", type=float, default=10, help="seconds per window of the latency timeline")
-    ap.add_argument("--spark-master", default=None, help="spark.master of the local modes (default: local[*])")
+    ap.add_argument("--spark-master", default=None,
+                    help="spark.master of the local modes (default: the engine's, two task slots per core)")
     ap.add_argument("--spark-master-port", type=int, default=SPARK_MASTER_PORT)
     ap.add_argument("--spark-connect-port", type=int, default=SPARK_CONNECT_PORT)
     ap.add_argument("--sensor-interval", type=int, default=5,
@@ -317,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": args.seconds, "rate": args.rate, "record_bytes": args.record_bytes, "partitions": args.partitions,
         "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "sensor_interval": args.sensor_interval, "burst_records": args.burst_records,
         "epoch_seconds": args.epoch_seconds, "cli_follow": follow, "cpus": os.cpu_count(),
-        "spark_master": args.spark_master or "local[*]", "work_dir": str(WORK_DIR)}, "modes": {}}
+        "spark_master": args.spark_master or default_local_master(), "work_dir": str(WORK_DIR)}, "modes": {}}
     with local_clusters(BENCH_ROOT, args.keep_clusters, args.base_port) as lk:
         a, b = lk.bootstraps
         for boot in lk.bootstraps:

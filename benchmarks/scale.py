@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave out the cycle that copies one record to every partition (minutes on 2 cores)")
     ap.add_argument("--base-port", type=int, default=BASE_PORT,
                     help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's local[*])")
+    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

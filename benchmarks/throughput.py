@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-cycles", type=int, default=20, help="stop copying after this many cycles")
     ap.add_argument("--unit-max-bytes", type=int, default=4 * 1024**3,
                     help="link setting mirror.unit.max.bytes (default 4 GiB: one cycle copies everything)")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's local[*])")
+    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
                     help="before each measurement, wait up to this long for other processes to leave the "
                          "CPUs (mostly) idle: for shared machines")

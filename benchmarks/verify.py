@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--base-port", type=int, default=BASE_PORT)
     ap.add_argument("--keep-clusters", action="store_true")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's local[*])")
+    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
                     help="before each measurement, wait up to this long for other processes to leave the CPUs idle")
     ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
