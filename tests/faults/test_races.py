@@ -1,10 +1,11 @@
 """Lifecycle verbs racing a running cycle, and cycles racing each other (R-LC-8, R-REL-1..2, R-MT-9).
 
 The cycles run as real `mirror-pipeline run` processes on `local[2]` (two
-task slots) over more partitions than slots, one partition a task (each
-unit copies many chunks, and a task's memory budget at the floor, 16 MiB,
-holds one unit whatever `task_groups` decides), so copy tasks start after the
-verb has returned: the case where a stop used to be undone.
+task slots) over more partitions than slots. Each unit copies many chunks, so
+`task_groups` deals them in turn to one task per slot (a task's memory budget
+at the floor, 16 MiB, would also keep them from sharing one side by side):
+most units start copying after the verb has returned, the case where a stop
+used to be undone.
 """
 
 from __future__ import annotations
