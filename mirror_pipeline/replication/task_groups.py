@@ -54,14 +54,14 @@ def cycle_groups(units: Sequence[WorkUnit], slots: int, task_memory_bytes: int) 
     large = [u for u in units if _records(u) > u.chunk_records]
     small = [u for u in units if _records(u) <= u.chunk_records]
     if len(large) <= slots:
-        in_turn = [[u] for u in large]
+        large_groups = [[u] for u in large]
     else:
-        in_turn = [InTurn(g) for g in _deal(large, slots, len(large))]
+        large_groups = [InTurn(g) for g in _deal(large, slots, len(large))]
     if not small:
-        return in_turn
+        return large_groups
     per_task = max(1, task_memory_bytes // MIN_TASK_MEMORY_BYTES)
     count = max(min(slots, len(small)), -(-len(small) // per_task))
-    return in_turn + _deal(small, count, per_task)
+    return large_groups + _deal(small, count, per_task)
 
 
 def _deal(units: Sequence[WorkUnit], count: int, per_group: int) -> list[list[WorkUnit]]:

@@ -28,7 +28,6 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.config.spark_requirements import QUICK_JVM
 from mirror_pipeline.local.spark_cluster import LocalSpark
-from mirror_pipeline.replication.spark_runner import LOG_CONFIG
 from tests.conftest import REPO, shared_between_runs
 from tests.cli_process import run_cli
 from tests.config_files import write_pair_config
@@ -126,10 +125,9 @@ def test_a_cycle_runs_on_the_standalone_master(local_spark, tmp_path, source_boo
     topic = create_topic(source_bootstrap, unique_name("standalone"), partitions=PARTITIONS,
                          config={"retention.ms": "-1"})
     produce_records(source_bootstrap, topic)
-    # JVMs that start quickly on two busy cores, like the local cluster's own (the driver keeps its log config).
+    # Executors that start quickly on two busy cores, like the local cluster's own (the driver's are by default).
     spark = {"master": local_spark.master_url,
-             "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM,
-                      "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {QUICK_JVM}"}}
+             "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
     known = applications(local_spark, "mirror-pipeline")
 
     result = run_cycle_in_a_process(tmp_path, source_bootstrap, destination_bootstrap, spark, topic)
