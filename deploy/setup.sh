@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything the project needs on a fresh machine (Python 3.11, Java 17
 # and Maven present): a virtualenv with the pinned packages, the Apache Kafka
-# jars from Maven Central for the embedded local clusters, and (as root, with
-# apt) Debian's chromium and postgresql for the browser and deployment tests. Safe to rerun:
-# each step is skipped when what it makes is already there and up to date.
+# jars from Maven Central for the embedded local clusters, a class archive for
+# the Spark driver's JVM, and (as root, with apt) Debian's chromium and
+# postgresql for the browser and deployment tests. Safe to rerun: each step is
+# skipped when what it makes is already there and up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,3 +60,7 @@ fi
 
 echo "setup: fetching Apache Kafka jars through Maven (cached after the first run)"
 .venv/bin/mirror-pipeline local install
+
+# Spark sessions start faster with the classes their JVM loads already parsed and verified
+# (mirror_pipeline/replication/driver_class_archive.py); made once per JDK and Spark.
+.venv/bin/python -m mirror_pipeline.replication.class_archive_setup

@@ -19,6 +19,12 @@ CONNECT_SESSION_CONF = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
 #: (`benchmarks/throughput.py`).
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+#: The copy job's own Python worker daemon (`replication.worker_daemon`): PySpark's, importing PySpark from
+#: the installed package rather than the zip Spark puts first on the workers' path, and importing what a copy
+#: task needs before it forks. A warm no-op job of 8 tasks took 0.27 s instead of 0.58, the first job of a
+#: session 2.9 s instead of 3.5 (`benchmarks/throughput.py` shows the copy). A default: users may name their own.
+WORKER_DAEMON_CONF = {"spark.python.daemon.module": "mirror_pipeline.replication.worker_daemon"}
+
 # Settings the copy job's correctness depends on: they win over user settings.
 REQUIRED_CONF = {
     # A speculative duplicate of a copy task would be a second writer.

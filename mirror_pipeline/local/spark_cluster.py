@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.local.jars import java_executable
 from mirror_pipeline.local.processes import (
     file_size,
@@ -309,6 +309,7 @@ class LocalSpark:
             "spark.dynamicAllocation.minExecutors": "0",
             "spark.dynamicAllocation.executorIdleTimeout": CONNECT_IDLE_TIMEOUT,
             "spark.python.worker.reuse": "true",
+            **WORKER_DAEMON_CONF,
             **CONNECT_SESSION_CONF,
         }
 

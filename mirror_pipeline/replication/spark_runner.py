@@ -16,8 +16,9 @@ from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF
+from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.model.errors import ConfigError
+from mirror_pipeline.replication.driver_class_archive import driver_archive_options
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_units
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,9 @@ def spark_conf(settings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         **CONNECT_SESSION_CONF,
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {QUICK_JVM}",
+        **WORKER_DAEMON_CONF,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {QUICK_JVM} "
+                                         f"{driver_archive_options()}".rstrip(),
     }
     conf.update(user)
     conf.update(REQUIRED_CONF)

@@ -88,8 +88,9 @@ def test_a_classic_session_keeps_the_required_settings(monkeypatch):
     assert conf["spark.pyspark.python"] == sys.executable
 
 
-def test_a_classic_driver_runs_a_quick_jvm_unless_the_user_says_otherwise(monkeypatch):
+def test_a_classic_driver_runs_a_quick_jvm_unless_the_user_says_otherwise(monkeypatch, tmp_path):
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no class archive there (tests/unit/test_spark_startup.py)
     driver = spark_conf(SparkSettings())["spark.driver.extraJavaOptions"]
     assert driver.endswith(QUICK_JVM) and "log4j2.configurationFile" in driver
     mine = spark_conf(SparkSettings(conf={"spark.driver.extraJavaOptions": "-Xss4m"}))
@@ -152,6 +153,7 @@ def test_the_local_spark_cluster_layout(tmp_path):
     connect = cluster._properties(cluster.connect)
     assert {k: connect[k] for k in REQUIRED_CONF} == REQUIRED_CONF
     assert connect["spark.connect.grpc.binding.port"] == "11502"
+    assert connect["spark.python.daemon.module"] == "mirror_pipeline.replication.worker_daemon"
     # Every daemon's command names its own properties file: that is how its pid is recognised.
     for daemon in cluster.daemons:
         assert str(daemon.properties) in cluster._command(daemon, tmp_path)

@@ -1,0 +1,118 @@
+"""`make setup`'s step that makes the Spark driver's class archive (`driver_class_archive`), once.
+
+    python -m mirror_pipeline.replication.class_archive_setup
+
+A default session runs a job like the copy's with `-XX:ArchiveClassesAtExit`,
+and its JVM writes the classes it loaded as it exits. A second session must
+then start with the archive mapped (`-Xshare:on` refuses to start otherwise)
+before the archive takes its name, so sessions never meet a half-written or
+unusable one. Any failure is reported and setup goes on: sessions then start
+without an archive, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from mirror_pipeline.config.loader import SparkSettings
+from mirror_pipeline.replication import driver_class_archive as archive
+from mirror_pipeline.replication import spark_runner
+
+
+def make_archive() -> Path | None:
+    """Make the archive if it is missing; its path, or None when no JVM or Spark jars are found.
+
+    Raises when the JVM wrote nothing, or nothing a session can map.
+    """
+    path = archive.archive_path()
+    if path is None or path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        _training_session(f"-XX:ArchiveClassesAtExit={partial}")
+        if not partial.is_file():
+            raise RuntimeError("the JVM wrote no archive (CDS needs JDK 13 or later with its base archive)")
+        _training_session(f"-Xshare:on -XX:SharedArchiveFile={partial}")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def _training_session(jvm_options: str) -> None:
+    """A default session whose driver JVM also gets `jvm_options` runs a copy-like job, then stops with its JVM."""
+    conf = spark_runner.spark_conf(SparkSettings())
+    conf["spark.driver.extraJavaOptions"] += f" {jvm_options} {archive.QUIET}"
+    spark = spark_runner.session_from_conf(conf)
+    try:
+        spark_runner.run_tasks(spark, list(range(4)), _training_row, spark_runner.RESULT_SCHEMA)
+    finally:
+        _stop_with_jvm(spark)
+
+
+def _training_row(item) -> dict:
+    """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
+    return {name: (str(item) if name in ("mirror_topic", "error", "error_kind") else item)
+            for name in ("mirror_topic", "partition", "records", "bytes", "error", "error_kind")}
+
+
+def _stop_with_jvm(spark, timeout_s: float = 300.0) -> None:
+    """Stop the session and end its JVM, waiting for it: the JVM writes the archive as it exits."""
+    context_class = type(spark.sparkContext)
+    gateway = context_class._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    if gateway is None or proc is None:
+        return
+    gateway.shutdown()
+    proc.stdin.close()  # the JVM exits when its Python driver's pipe closes
+    proc.wait(timeout=timeout_s)
+    context_class._gateway = None
+    context_class._jvm = None
+
+
+@contextmanager
+def _output_to(log: Path):
+    """Send this process's stdout and stderr, and so its JVM's, to `log` for a while."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "wb") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+def main() -> int:
+    """`make setup`'s step: make the archive once; a failure is reported and setup goes on without it."""
+    existing = archive.archive_path()
+    if existing is not None and existing.is_file():
+        return 0
+    print("setup: making a class archive for the Spark driver's JVM (once per JDK and Spark, about 30 s)")
+    log = archive.cache_root() / "spark-driver-archive.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _output_to(log):
+            path = make_archive()
+    except Exception as err:  # an optimisation only
+        print(f"setup: no class archive for the Spark driver ({type(err).__name__}: {str(err)[:300]}; "
+              f"the JVM's output is in {log}); Spark sessions start without one", file=sys.stderr)
+        return 0
+    if path is None:
+        print("setup: no Java or Spark jars found for a Spark driver class archive", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""What makes Spark sessions and their Python workers start quicker, on real sessions and a real JVM.
+
+- The copy job's worker daemon (`replication.worker_daemon`): the tasks of the
+  suite's session run in workers forked from it, importing PySpark from the
+  installed package rather than the zips Spark puts on their path.
+- The driver's class archive (`replication.driver_class_archive`): made as
+  `make setup` makes it (`class_archive_setup`), into a cache of the test's own, then mapped by a new
+  session's JVM, which loads Spark's classes from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mirror_pipeline.replication.spark_runner import run_tasks
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+WORKER = pa.schema([("pyspark_file", pa.string()), ("daemon", pa.string()), ("path", pa.string())])
+
+
+def where_the_worker_runs(_item) -> dict:
+    import pyspark
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+        daemon = cmdline.read().replace(b"\0", b" ").decode()
+    return {"pyspark_file": pyspark.__file__, "daemon": daemon, "path": json.dumps(sys.path)}
+
+
+def test_copy_tasks_run_in_workers_forked_from_the_pipelines_daemon(spark):
+    rows = run_tasks(spark, [0, 1, 2, 3], where_the_worker_runs, WORKER)
+    assert len(rows) == 4
+    for row in rows:
+        assert "-m mirror_pipeline.replication.worker_daemon pyspark.worker" in row["daemon"]
+        assert ".zip" not in row["pyspark_file"] and row["pyspark_file"].endswith(os.path.join("pyspark", "__init__.py"))
+        assert not [entry for entry in json.loads(row["path"]) if entry.endswith((".zip", ".jar")) and "pyspark" in entry]
+
+
+MAKE = """
+from mirror_pipeline.replication.class_archive_setup import make_archive
+print(make_archive())
+"""
+
+USE = """
+import sys
+from mirror_pipeline.config.loader import SparkSettings
+from mirror_pipeline.replication import spark_runner
+
+conf = spark_runner.spark_conf(SparkSettings(master="local[2]"))
+conf["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={sys.argv[1]}"
+spark = spark_runner.session_from_conf(conf)
+print(spark_runner.run_tasks(spark, [0, 1], lambda item: {"x": item}, spark_runner.pa.schema([("x", spark_runner.pa.int64())])))
+print(conf["spark.driver.extraJavaOptions"])
+"""
+
+
+def python(code: str, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_setup_makes_a_class_archive_that_a_new_session_loads_spark_from(tmp_path):
+    cache = tmp_path / "cache"
+    made = python(MAKE, cache)
+    assert made.returncode == 0, made.stderr[-2000:]
+    archive = Path(made.stdout.strip().splitlines()[-1])
+    assert archive.parent == cache / "mirror-pipeline" and archive.is_file() and archive.stat().st_size > 0
+    assert [p.name for p in archive.parent.iterdir()] == [archive.name]  # nothing half-written left behind
+
+    class_log = tmp_path / "classes.log"
+    used = python(USE, cache, str(class_log))
+    assert used.returncode == 0, used.stderr[-2000:]
+    assert "[{'x': 0}, {'x': 1}]" in used.stdout and f"-XX:SharedArchiveFile={archive}" in used.stdout
+    loads = class_log.read_text().splitlines()
+    from_archive = [line for line in loads if "org.apache.spark." in line and "shared objects file (top)" in line]
+    from_jars = [line for line in loads if "org.apache.spark." in line and "source: jar:" in line]
+    # The archive holds what a copy job loads; Spark's classes come from it, not parsed from the jars again.
+    assert len(from_archive) > 1000 and len(from_archive) > 5 * len(from_jars)
+
+    # Made already: a second run of the setup step finds it and makes nothing.
+    made_at = archive.stat().st_mtime_ns
+    again = python(MAKE, cache)
+    assert again.returncode == 0 and Path(again.stdout.strip().splitlines()[-1]) == archive
+    assert archive.stat().st_mtime_ns == made_at
