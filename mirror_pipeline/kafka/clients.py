@@ -276,6 +276,7 @@ def list_offsets(
         futures = admin.list_offsets(wanted, isolation_level=isolation, request_timeout=timeout)
         result: dict[tuple[str, int], int] = {}
         retry = None
+        leaderless: set[str] = set()
         for tp, fut in futures.items():
             try:
                 result[(tp.topic, tp.partition)] = fut.result().offset
@@ -286,13 +287,31 @@ def list_offsets(
                     raise TopicNotFound(f"cluster '{alias}': topic '{tp.topic}' partition {tp.partition} does not exist") from None
                 if not unknown and (err.fatal() or err.code() in _FINAL):
                     raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}") from None
+                if err.code() == KafkaError._NOENT:
+                    leaderless.add(tp.topic)
                 retry = (tp, err)
         if retry is None:
             return result
         if time.monotonic() > deadline:
             tp, err = retry
             raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}")
+        _refresh_leaders(admin, leaderless, deadline)
         time.sleep(0.2)
+
+
+def _refresh_leaders(admin: AdminClient, topics: set[str], deadline: float) -> None:
+    """Ask again for the leaders of `topics`, which the client's metadata did not name (`_NOENT`).
+
+    librdkafka looks a partition's leader up in the client's cached metadata
+    first; a topic created moments before could stay without one there until
+    the retries' deadline passed (seen in `benchmarks/scale.py`, creating 100
+    topics in a row). A metadata request for the topic brings its leaders in.
+    """
+    for topic in sorted(topics):
+        try:
+            admin.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+        except KafkaException:
+            pass  # the retry will tell
 
 
 # A partition just added is unknown to a client until its metadata refreshes.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_pipeline.kafka.clients import error_reason, kafka_errors
+from mirror_pipeline.kafka.clients import error_reason, kafka_errors, list_offsets
 from mirror_pipeline.kafka.handshake import DropConnectionFailureLogs
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 
@@ -46,3 +48,30 @@ def test_connection_failure_lines_stay_out_of_the_output_and_other_lines_pass():
                            "Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)"))
     assert not keep(record("ERROR [c] [thrd:main]: SASL authentication error: Authentication failed"))
     assert keep(record("ERROR [c] [thrd:main]: Topic _mirror-pipeline.state partition count changed"))
+
+
+class LeaderlessUntilAsked:
+    """An admin client whose cached metadata names no leader for a new topic until asked for it (`_NOENT`)."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def list_topics(self, topic=None, timeout=None):
+        self.asked.append(topic)
+
+    def list_offsets(self, wanted, isolation_level=None, request_timeout=None):
+        futures = {}
+        for tp in wanted:
+            future = Future()
+            if tp.topic in self.asked:
+                future.set_result(SimpleNamespace(offset=7))
+            else:
+                future.set_exception(raised(KafkaError._NOENT, "Local: No such entry"))
+            futures[tp] = future
+        return futures
+
+
+def test_listing_the_offsets_of_a_topic_without_known_leaders_asks_for_its_leaders_and_retries():
+    admin = LeaderlessUntilAsked()
+    assert list_offsets(admin, [("new", 0), ("new", 1)], "latest", "b", timeout=5) == {("new", 0): 7, ("new", 1): 7}
+    assert admin.asked == ["new"]
