@@ -11,7 +11,9 @@ all in one invocation on the same pair:
 1. load        -- a tuned confluent-kafka producer fills the source topic;
 2. broker      -- the same records written to a fresh destination topic by a
                   plain producer configured like the mirror writer (acks=all,
-                  idempotent): the write ceiling a copy could hope for;
+                  idempotent): the write ceiling a copy could hope for; the
+                  fastest of two runs (`--broker-limit-runs`), as the first
+                  also warms the destination broker's JVM;
 3. read        -- a plain read_committed consumer reads the source topic back;
 4. mirror cold -- `engine.create_mirror` + `engine.run_cycle` until lag is 0 in
                   a new Spark session (the first job starts Spark's Python
@@ -78,6 +80,7 @@ from benchmarks.common import (
 )
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import parse_config  # noqa: E402
+from mirror_pipeline.config.spark_requirements import default_local_master  # noqa: E402
 from mirror_pipeline.kafka import clients as kc  # noqa: E402
 from mirror_pipeline.local.jars import ensure_kafka_jars  # noqa: E402
 from mirror_pipeline.replication import cycle as cycle_module  # noqa: E402
@@ -521,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})")
     ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
+    ap.add_argument("--broker-limit-runs", type=int, default=2,
+                    help="measure the broker limit this many times and keep the fastest (default 2)")
     ap.add_argument("--skip-mm2", action="store_true", help="leave out the MirrorMaker 2 reference")
     ap.add_argument("--mm2-timeout", type=float, default=900, help="give up on MM2 after this many seconds")
     ap.add_argument("--skip-warm-copy", action="store_true",
@@ -534,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="before each measurement, wait up to this long for other processes to leave the "
                          "CPUs (mostly) idle: for shared machines")
     args = ap.parse_args(argv)
+    if args.broker_limit_runs < 1:
+        ap.error("--broker-limit-runs must be at least 1")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
     n, size, parts = args.records, args.record_bytes, args.partitions
@@ -543,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "params": {"records": n, "record_bytes": size, "partitions": parts, "payload_bytes": nbytes,
                    "cpus": os.cpu_count(), "unit_max_bytes": args.unit_max_bytes,
-                   "spark_master": args.spark_master or "local[*]"},
+                   "spark_master": args.spark_master or default_local_master()},
     }
 
     if args.wait_quiet > 0:
@@ -583,15 +590,27 @@ def main(argv: list[str] | None = None) -> int:
         report["load"] = rate(n, nbytes, secs)
         say(f"load: {report['load']['records_per_s']:.0f} records/s, {report['load']['mb_per_s']:.1f} MB/s")
 
-        # 2. broker limit reference: the destination, written like the mirror writer writes
-        ref = f"bench-ref-{run_id}"
-        create_topic(b_admin, ref, parts)
-        say(f"broker limit: producing {n} records to b:{ref} (acks=all, idempotent, mirror writer settings)")
-        with measured("broker_limit"):
-            secs = produce(b_boot, ref, n, parts, payloads, mirror_writer_like_conf(), "bench-ref-writer")
-        report["broker_limit"] = rate(n, nbytes, secs)
+        # 2. broker limit reference: the destination, written like the mirror writer writes. The fastest of
+        #    several runs, each into a fresh topic: the first heavy write into broker b also warms its JVM
+        #    (its CPU per record was up to 40% higher in the first run), which would flatter every ratio.
+        limits = []
+        for attempt in range(1, args.broker_limit_runs + 1):
+            ref = f"bench-ref-{run_id}-{attempt}"
+            create_topic(b_admin, ref, parts)
+            say(f"broker limit {attempt}/{args.broker_limit_runs}: producing {n} records to b:{ref} "
+                f"(acks=all, idempotent, mirror writer settings)")
+            with measured(f"broker_limit_{attempt}"):
+                secs = produce(b_boot, ref, n, parts, payloads, mirror_writer_like_conf(), "bench-ref-writer")
+            limits.append((secs, attempt))
+            say(f"broker limit {attempt}: {n / secs:.0f} records/s")
+        secs, fastest = min(limits)
+        cpu["broker_limit"] = cpu.pop(f"broker_limit_{fastest}")
+        for _, attempt in limits:
+            cpu.pop(f"broker_limit_{attempt}", None)
+        report["broker_limit"] = {**rate(n, nbytes, secs),
+                                  "runs_records_per_s": [round(n / s) for s, _ in sorted(limits, key=lambda x: x[1])]}
         say(f"broker limit: {report['broker_limit']['records_per_s']:.0f} records/s, "
-            f"{report['broker_limit']['mb_per_s']:.1f} MB/s")
+            f"{report['broker_limit']['mb_per_s']:.1f} MB/s (the fastest of {len(limits)})")
 
         # 3. read reference: the source, read like the mirror reader reads
         say(f"read: consuming a:{src} with the mirror reader's settings")
@@ -757,7 +776,8 @@ def render_table(r: dict) -> str:
         lines.append(line)
 
     row("load source (producer, acks=1)", r["load"], "load")
-    row("broker limit (producer -> dest, acks=all, idemp.)", r["broker_limit"], "broker_limit")
+    row(f"broker limit (best of {len(r['broker_limit'].get('runs_records_per_s', [1]))}: producer -> dest, acks=all)",
+        r["broker_limit"], "broker_limit")
     row("source read (consumer, read_committed)", r["source_read"], "source_read")
     m = r.get("mirror")
     if m:
