@@ -32,6 +32,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.config.spark_requirements import WORKER_DAEMON_CONF
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_map import resolve
 from tests.kafka_records import read_partition
@@ -239,6 +240,16 @@ def session_members(sid: int) -> list[int]:
     return members
 
 
+#: The modules a worker daemon runs as (`python -m M`): the pipeline's own (`replication.worker_daemon`), or
+#: PySpark's. Only as `-m M`: the driver's launcher and JVM carry the module's name in a `--conf` argument.
+DAEMON_MODULES = (WORKER_DAEMON_CONF["spark.python.daemon.module"].encode(), b"pyspark.daemon")
+
+
+def _runs_a_daemon(cmdline: bytes) -> bool:
+    args = cmdline.split(b"\0")
+    return any(a == b"-m" and b in DAEMON_MODULES for a, b in zip(args, args[1:]))
+
+
 def python_workers(sid: int) -> list[int]:
     """PySpark's Python worker processes of session `sid` (forked by its daemon: same command line, daemon's child)."""
     daemons, candidates = set(), []
@@ -248,7 +259,7 @@ def python_workers(sid: int) -> list[int]:
             ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if b"pyspark.daemon" in cmd:
+        if _runs_a_daemon(cmd):
             candidates.append((pid, ppid))
             daemons.add(pid)
     return [pid for pid, ppid in candidates if ppid in daemons]
