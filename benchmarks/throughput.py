@@ -592,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # 2. broker limit reference: the destination, written like the mirror writer writes. The fastest of
         #    several runs, each into a fresh topic: the first heavy write into broker b also warms its JVM
-        #    (its CPU per record was up to 40% higher in the first run), which would flatter every ratio.
+        #    (the first run was 1.2-1.9 times slower than the second), which would flatter every ratio.
         limits = []
         for attempt in range(1, args.broker_limit_runs + 1):
             ref = f"bench-ref-{run_id}-{attempt}"
