@@ -28,6 +28,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
+from mirror_pipeline.config.machine_paths import cache_root, find_java
 from mirror_pipeline.model.errors import LocalClusterError
 
 #: Fallback when the pom cannot be read; keep equal to `<kafka.version>` in the pom.
@@ -66,8 +67,7 @@ def kafka_version(pom: Path | None = None) -> str:
 
 def cache_dir(version: str | None = None) -> Path:
     """`${XDG_CACHE_HOME:-~/.cache}/mirror-pipeline/kafka-<version>`."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "mirror-pipeline" / f"kafka-{version or kafka_version()}"
+    return cache_root() / f"kafka-{version or kafka_version()}"
 
 
 def _require(tool: str, why: str) -> str:
@@ -79,10 +79,7 @@ def _require(tool: str, why: str) -> str:
 
 def java_executable() -> str:
     """`$JAVA_HOME/bin/java` when set, else `java` from PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return str(Path(java_home) / "bin" / "java")
-    return _require("java", "to run the local Kafka clusters (install Java 17)")
+    return find_java() or _require("java", "to run the local Kafka clusters (install Java 17)")
 
 
 def ensure_kafka_jars() -> Path:

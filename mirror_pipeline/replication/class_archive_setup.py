@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mirror_pipeline.config.loader import SparkSettings
+from mirror_pipeline.config.machine_paths import cache_root
 from mirror_pipeline.replication import driver_class_archive as archive
 from mirror_pipeline.replication import spark_runner
 
@@ -54,10 +55,10 @@ def _training_session(jvm_options: str) -> None:
         _stop_with_jvm(spark)
 
 
-def _training_row(item) -> dict:
+def _training_row(item: int) -> dict:
     """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
-    return {name: (str(item) if name in ("mirror_topic", "error", "error_kind") else item)
-            for name in ("mirror_topic", "partition", "records", "bytes", "error", "error_kind")}
+    return {field.name: str(item) if field.type == spark_runner.pa.string() else item
+            for field in spark_runner.RESULT_SCHEMA}
 
 
 def _stop_with_jvm(spark, timeout_s: float = 300.0) -> None:
@@ -100,7 +101,7 @@ def main() -> int:
     if existing is not None and existing.is_file():
         return 0
     print("setup: making a class archive for the Spark driver's JVM (once per JDK and Spark, about 30 s)")
-    log = archive.cache_root() / "spark-driver-archive.log"
+    log = cache_root() / "spark-driver-archive.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         with _output_to(log):

@@ -20,25 +20,19 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 
+from mirror_pipeline.config.machine_paths import cache_root, find_java
 from mirror_pipeline.config.spark_requirements import QUICK_JVM
 
 #: The JVM's own notes on the archive (a mapping it could not use, classes it skipped) stay out of the output.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
 
 
-def cache_root() -> Path:
-    """`${XDG_CACHE_HOME:-~/.cache}/mirror-pipeline`, where the Kafka jars are kept too."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mirror-pipeline"
-
-
 def _java() -> Path | None:
-    """The JVM spark-submit starts: `$JAVA_HOME/bin/java`, else `java` from PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    return Path(os.path.realpath(found)) if found and os.path.isfile(found) else None
+    """The JVM spark-submit starts (`$JAVA_HOME/bin/java`, else `java` from PATH), its links resolved."""
+    found = find_java()
+    return Path(os.path.realpath(found)) if found else None
 
 
 def _spark_jars() -> Path | None:
