@@ -49,11 +49,12 @@ def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int =
 
 
 @contextlib.contextmanager
-def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir):
-    """A `mirror-pipeline run` copying `topic`: yields once it copies, then waits for its end and reaps it."""
+def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir, at_least: int = 10_000):
+    """A `mirror-pipeline run` copying `topic`: yields once `at_least` records landed, then waits for its end
+    and reaps it."""
     cycle = start_cycle(path, LINK, topic, log_dir)
     try:
-        wait_until_copying(dest_bootstrap, topic, cycle)
+        wait_until_copying(dest_bootstrap, topic, cycle, at_least)
         yield cycle
         wait_exit(cycle, 180)
         time.sleep(2)  # anything still in flight would land by now
@@ -74,7 +75,9 @@ def busy_mirror(fault_config, source_bootstrap, create_topic, unique_name):
 def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
-    with racing_cycle(path, topic, destination_bootstrap, log_dir):
+    # As soon as the first chunk lands: a cycle now copies the rest of the 160,000 records in about as long
+    # as a failover takes to fence eight partitions, and the race must land mid-copy.
+    with racing_cycle(path, topic, destination_bootstrap, log_dir, at_least=CHUNK):
         result = engine.failover(config, LINK, [topic])
         at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
     after = log_ends(destination_bootstrap, topic, PARTITIONS)
