@@ -58,7 +58,7 @@ from mirror_pipeline.replication.chunks import (
     timestamp_of,
     writer_request_timeout_ms,
 )
-from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss
+from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss, use_allocator_settings
 
 
 log = logging.getLogger(__name__)
@@ -209,6 +209,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         writer.close()
         raise
     memory = memory_plan(ctx.task_memory_bytes, unit.max_message_bytes, unit.chunk_records)
+    use_allocator_settings(memory)
     reader = kc.consumer(kc.client_config(ctx.source_properties, unit.link, "reader", **memory.reader_settings()))
     # Asks the destination for the mirror's log end; never reads records.
     mirror_probe = kc.consumer(kc.client_config(ctx.dest_properties, unit.link, "state-reader"))

@@ -34,7 +34,10 @@ class MemoryPlan:
     - consumer prefetch: B/8 (`queued.max.messages.kbytes`, and a record count,
       `queued.min.messages`, for small records) plus fetch responses of
       B/32 (`fetch.max.bytes`, `max.partition.fetch.bytes`);
-    - the rest (about half) is headroom: a fetch response in flight, the
+    - freed memory the allocator keeps for reuse instead of handing it back
+      and faulting it in again: B/16, at least two fetch responses (see
+      `use_allocator_settings`);
+    - the rest (over a quarter) is headroom: a fetch response in flight, the
       allocator's fragmentation, the clients' own buffers. Measured with a
       64 MiB budget, in workers reused after other copies: a task's resident
       memory grew by 33-38 MiB (with glibc's mmap threshold pinned, see
@@ -55,6 +58,8 @@ class MemoryPlan:
     consumer_queue_bytes: int
     consumer_queue_messages: int
     fetch_bytes: int
+    allocator_retain_bytes: int
+    allocator_mmap_threshold: int
 
     def reader_settings(self) -> dict[str, object]:
         return {
@@ -89,41 +94,69 @@ def memory_plan(budget: int, max_message_bytes: int, chunk_records: int) -> Memo
         consumer_queue_bytes=consumer,
         consumer_queue_messages=max(1000, min(100000, consumer // RECORD_OVERHEAD_BYTES)),
         fetch_bytes=fetch,
+        allocator_retain_bytes=max(budget // 16, 2 * fetch),
+        # A fetch response is a little over fetch.max.bytes; a produce request is one batch (<= 1 MB).
+        allocator_mmap_threshold=min(fetch + MiB, MAX_MMAP_THRESHOLD_BYTES),
     )
+
+
+def use_allocator_settings(plan: MemoryPlan) -> None:
+    """Let glibc's malloc keep and reuse what this task frees, within its plan, until `return_free_memory`.
+
+    Every record passes through a fetch response, a Python bytes object and a
+    produce request. With the thresholds `return_free_memory` sets, each of
+    those buffers came from memory the kernel had just handed out: copying
+    1,000,000 records of 1 KiB took 948,000 page faults, a third of its
+    workers' CPU. During a task, buffers up to a fetch response come from
+    malloc's arenas, and each arena keeps up to `allocator_retain_bytes` free
+    for the next chunk.
+    """
+    _set_thresholds(plan.allocator_mmap_threshold, plan.allocator_retain_bytes)
 
 
 def return_free_memory() -> None:
     """Give the memory freed by earlier work back to the system (glibc's malloc_trim), where there is one.
 
-    It also pins glibc's mmap threshold, once per process. Left alone, glibc
-    raises the threshold each time a large block is freed, after which
-    record-sized buffers (a 1 MB value, a fetch response) come from the heap
-    arenas of whichever thread allocated them (librdkafka's broker threads, the
-    task's). Freed there they stay resident, scattered, and a task in a reused
-    worker was measured adding 66-86 MiB against a 64 MiB budget. Pinned, every
-    block over the threshold is its own mapping, returned the moment it is freed.
+    It also puts glibc's thresholds back at glibc's own defaults, pinned for the
+    time between tasks. Left alone, glibc raises the mmap threshold each time a
+    large block is freed, after which record-sized buffers (a 1 MB value, a
+    fetch response) come from the heap arenas of whichever thread allocated
+    them (librdkafka's broker threads, the task's). Freed there they stay
+    resident, scattered, and a task in a reused worker was measured adding
+    66-86 MiB against a 64 MiB budget. Pinned, every block over the threshold is
+    its own mapping, returned the moment it is freed; a copy task then sets
+    thresholds its plan bounds (`use_allocator_settings`).
     """
+    libc = _set_thresholds(DEFAULT_MMAP_THRESHOLD_BYTES, DEFAULT_TRIM_THRESHOLD_BYTES)
+    if libc:
+        libc.malloc_trim(0)
+
+
+def _set_thresholds(mmap_threshold: int, trim_threshold: int):
     global _libc
     if _libc is None:
         _libc = _load_libc()
     if _libc:
-        _libc.malloc_trim(0)
+        _libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+        _libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
+    return _libc
 
 
 def _load_libc():
     try:
         import ctypes
 
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-        return libc
+        return ctypes.CDLL("libc.so.6")
     except (OSError, AttributeError):
         return False
 
 
-# glibc's mallopt parameter, and the threshold it is pinned at: glibc's own default.
+# glibc's mallopt parameters and its defaults for them; it refuses an mmap
+# threshold over 32 MiB on 64-bit systems.
+M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 128 * 1024
+DEFAULT_MMAP_THRESHOLD_BYTES = DEFAULT_TRIM_THRESHOLD_BYTES = 128 * 1024
+MAX_MMAP_THRESHOLD_BYTES = 32 * MiB
 _libc = None
 
 

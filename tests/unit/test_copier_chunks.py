@@ -211,8 +211,16 @@ def test_the_memory_plan_stays_within_its_budget(budget):
     plan = memory_plan(budget, max_message_bytes=1048588, chunk_records=20000)
     budget = max(budget, MIN_TASK_MEMORY_BYTES)
 
-    # A record is in the consumer's queue (plus one fetch), the chunk and the producer's queue at most.
-    assert plan.consumer_queue_bytes + 2 * plan.fetch_bytes + plan.chunk_bytes + plan.producer_queue_bytes <= budget * 2 // 3
+    # A record is in the consumer's queue (plus one fetch), the chunk and the producer's queue at most;
+    # the allocator keeps some freed memory for reuse on top.
+    held = plan.consumer_queue_bytes + 2 * plan.fetch_bytes + plan.chunk_bytes + plan.producer_queue_bytes
+    assert held <= budget * 2 // 3
+    assert held + plan.allocator_retain_bytes <= budget * 3 // 4
+    # Fetch responses (a little over fetch.max.bytes) come from malloc's arenas, two of them kept for reuse,
+    # where glibc accepts the threshold.
+    assert plan.allocator_retain_bytes >= 2 * plan.fetch_bytes
+    assert plan.allocator_mmap_threshold >= min(plan.fetch_bytes + MiB, task_memory.MAX_MMAP_THRESHOLD_BYTES)
+    assert plan.allocator_mmap_threshold <= task_memory.MAX_MMAP_THRESHOLD_BYTES
     # One whole chunk fits the producer's queue, so producing never waits for room.
     assert plan.producer_queue_bytes >= plan.chunk_bytes
     assert plan.producer_queue_messages >= min(20000, plan.chunk_bytes // RECORD_OVERHEAD_BYTES)
@@ -234,6 +242,45 @@ def test_the_client_settings_are_accepted_by_librdkafka():
     plan = memory_plan(64 * MiB, 1048588, 20000)
     Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", **plan.reader_settings()}).close()
     Producer({"bootstrap.servers": "127.0.0.1:1", "delivery.report.only.error": True, **plan.writer_settings()})
+
+
+class RecordingLibc:
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, param, value):
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad):
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+def test_a_task_sets_the_allocator_from_its_plan_and_hands_everything_back_after(monkeypatch):
+    libc = RecordingLibc()
+    monkeypatch.setattr(task_memory, "_libc", libc)
+    plan = memory_plan(256 * MiB, 1048588, 20000)
+
+    task_memory.use_allocator_settings(plan)
+    task_memory.return_free_memory()
+
+    assert libc.calls == [
+        ("mallopt", task_memory.M_MMAP_THRESHOLD, plan.allocator_mmap_threshold),
+        ("mallopt", task_memory.M_TRIM_THRESHOLD, plan.allocator_retain_bytes),
+        # Between tasks: glibc's defaults, pinned, and everything free handed back.
+        ("mallopt", task_memory.M_MMAP_THRESHOLD, 128 * 1024),
+        ("mallopt", task_memory.M_TRIM_THRESHOLD, 128 * 1024),
+        ("malloc_trim", 0),
+    ]
+    assert (plan.allocator_mmap_threshold, plan.allocator_retain_bytes) == (9 * MiB, 16 * MiB)
+
+
+def test_without_glibc_the_allocator_is_left_alone(monkeypatch):
+    monkeypatch.setattr(task_memory, "_libc", False)
+
+    task_memory.use_allocator_settings(memory_plan(64 * MiB, 1048588, 20000))
+    task_memory.return_free_memory()
 
 
 def test_rss_reads_this_process():
