@@ -130,28 +130,30 @@ def return_free_memory() -> None:
     its own mapping, returned the moment it is freed; a copy task then sets
     thresholds its plan bounds (`use_allocator_settings`).
     """
-    libc = _set_thresholds(DEFAULT_MMAP_THRESHOLD_BYTES, DEFAULT_TRIM_THRESHOLD_BYTES)
+    _set_thresholds(DEFAULT_MMAP_THRESHOLD_BYTES, DEFAULT_TRIM_THRESHOLD_BYTES)
+    libc = _glibc()
     if libc:
         libc.malloc_trim(0)
 
 
-def _set_thresholds(mmap_threshold: int, trim_threshold: int):
+def _set_thresholds(mmap_threshold: int, trim_threshold: int) -> None:
+    libc = _glibc()
+    if libc:
+        libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+        libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
+
+
+def _glibc():
+    """glibc, loaded once per process; False where there is none (its tuning is then left out)."""
     global _libc
     if _libc is None:
-        _libc = _load_libc()
-    if _libc:
-        _libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
-        _libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
+        try:
+            import ctypes
+
+            _libc = ctypes.CDLL("libc.so.6")
+        except (OSError, AttributeError):
+            _libc = False
     return _libc
-
-
-def _load_libc():
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6")
-    except (OSError, AttributeError):
-        return False
 
 
 # glibc's mallopt parameters and its defaults for them; it refuses an mmap

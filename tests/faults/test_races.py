@@ -35,9 +35,10 @@ from tests.faults.harness import (
 PARTITIONS = 8
 PER_PARTITION = 30_000 if FULL else 20_000
 CHUNK = 2000  # mirror.chunk.max.records of the fault config
+MID_COPY = 10_000  # records landed before most races start
 
 
-def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int = 10_000, timeout: float = 120) -> None:
+def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int = MID_COPY, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if sum(e for e in log_ends(dest_bootstrap, topic, PARTITIONS).values() if e > 0) >= at_least:
@@ -49,7 +50,7 @@ def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int =
 
 
 @contextlib.contextmanager
-def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir, at_least: int = 10_000):
+def racing_cycle(path, topic: str, dest_bootstrap: str, log_dir, at_least: int = MID_COPY):
     """A `mirror-pipeline run` copying `topic`: yields once `at_least` records landed, then waits for its end
     and reaps it."""
     cycle = start_cycle(path, LINK, topic, log_dir)

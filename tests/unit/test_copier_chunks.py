@@ -8,6 +8,8 @@ repeated or reordered, whatever the limits.
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
@@ -276,11 +278,21 @@ def test_a_task_sets_the_allocator_from_its_plan_and_hands_everything_back_after
     assert (plan.allocator_mmap_threshold, plan.allocator_retain_bytes) == (9 * MiB, 16 * MiB)
 
 
-def test_without_glibc_the_allocator_is_left_alone(monkeypatch):
-    monkeypatch.setattr(task_memory, "_libc", False)
+def test_without_glibc_the_allocator_is_left_alone_and_glibc_is_looked_for_once(monkeypatch):
+    looked_for = []
+
+    def no_glibc(name):
+        looked_for.append(name)
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(task_memory, "_libc", None)
+    monkeypatch.setattr(ctypes, "CDLL", no_glibc)
 
     task_memory.use_allocator_settings(memory_plan(64 * MiB, 1048588, 20000))
     task_memory.return_free_memory()
+
+    assert looked_for == ["libc.so.6"]
+    assert task_memory._libc is False
 
 
 def test_rss_reads_this_process():
