@@ -27,7 +27,7 @@ from mirror_pipeline.cli.common import (
 )
 from mirror_pipeline.cli.values import TOPIC, printable
 from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
-from mirror_pipeline.replication.spark_runner import spark_session
+from mirror_pipeline.replication.spark_runner import LazySession, spark_session
 
 
 @click.command()
@@ -71,7 +71,7 @@ def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float,
         following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json)
         return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
-    spark = spark_session(config.spark)
+    spark = LazySession(config.spark)
     try:
         result = engine.run_cycle(config, link, spark, mirrors=list(mirrors) or None, progress=progress)
     except engine.CycleFailed as exc:

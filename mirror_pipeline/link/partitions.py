@@ -56,3 +56,16 @@ def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
         log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
         return src, src - dst
     return src, 0
+
+
+def settled_partitions(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[str, int]:
+    """Mirror topic -> partition count, for the mirrors whose source has no more partitions than
+    they have, told by one metadata request per cluster (a wide link's planning would otherwise
+    ask twice per mirror). The others need `grow_partitions`, which also says why a topic is
+    missing or unreadable."""
+    if not infos:
+        return {}
+    source = kc.partition_counts(ctx.source_admin, ctx.source.alias)
+    dest = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
+    return {m.mirror_topic: dest[m.mirror_topic] for m in infos
+            if m.source_topic in source and m.mirror_topic in dest and source[m.source_topic] == dest[m.mirror_topic]}

@@ -9,6 +9,15 @@ Joined by `/`, which no link or topic name holds, so no two keys collide.
 
 from __future__ import annotations
 
+import zlib
+
+# A link's segments are written under this many writer identities (slots), each
+# serving every mirror partition that maps to it (`writer_slot`). A cycle then
+# fences at most this many writers however wide the link, and a stop fences the
+# slots of its mirror's partitions. It is fixed: a zombie writer is only fenced
+# by a writer of the same identity, so the mapping must never change under a link.
+WRITER_SLOTS = 64
+
 
 def segment_key(link: str, mirror: str, partition: int, dest_start: int) -> str:
     return f"{link}/{mirror}/{partition}/{dest_start:020d}"
@@ -26,13 +35,24 @@ def acl_key(link: str) -> str:
     return f"acl/{link}"
 
 
-def transactional_id(link: str, mirror: str, partition: int) -> str:
-    """One writer identity per mirror partition: a new writer fences the previous one.
+def writer_slot(mirror: str, partition: int) -> int:
+    """The writer slot of a mirror partition: a mirror's partitions take consecutive slots
+    (so up to WRITER_SLOTS of them never share one), from a start its name decides."""
+    return (zlib.crc32(mirror.encode()) + partition) % WRITER_SLOTS
 
-    Joined by `/`, which no link or topic name holds, so no two partitions share
-    an identity (with `.`, link `a` + topic `b.c` was link `a.b` + topic `c`).
+
+def slot_transactional_id(link: str, slot: int) -> str:
+    """The writer identity of one writer slot: a new writer fences the previous one.
+
+    Joined by `/`, which no link or topic name holds; `writer` keeps it apart
+    from the link's state writer (`state_writer_id`).
     """
-    return f"mirror-pipeline/{link}/{mirror}/{partition}"
+    return f"mirror-pipeline/{link}/writer/{slot}"
+
+
+def transactional_id(link: str, mirror: str, partition: int) -> str:
+    """The writer identity that announces a mirror partition's chunks (its slot's)."""
+    return slot_transactional_id(link, writer_slot(mirror, partition))
 
 
 def state_writer_id(link: str) -> str:

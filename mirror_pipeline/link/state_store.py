@@ -9,9 +9,9 @@ Two topics, named by the replication policy (R-TP-4):
   (`<link>/<mirror topic>/<partition>/<mirror offset>`), see `offset_map`.
 
 Because everything lives in Kafka, a fresh machine with a fresh Dagster
-instance recovers it all. Segment writes are transactional under a
-transactional id per mirror partition: starting a new writer fences the old
-one, which is how two overlapping cycles are kept from both writing a
+instance recovers it all. Segment writes are transactional under the
+transactional id of the partition's writer slot: starting a new writer fences
+the old one, which is how two overlapping cycles are kept from both writing a
 partition (`state_writers`). Both topics are read through this process's
 `compacted_view`, which fetches only what was written since its last read.
 
@@ -42,7 +42,7 @@ from mirror_pipeline.link.state_keys import (
     state_writer_id,
     transactional_id,
 )
-from mirror_pipeline.link.state_writers import SegmentWriter, TransactionalWriter
+from mirror_pipeline.link.state_writers import SegmentWriter, SlotWriter, TransactionalWriter
 from mirror_pipeline.link.topic_reading import read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
@@ -52,7 +52,7 @@ from mirror_pipeline.model.states import may_copy
 # Names that moved to their own modules and are still imported from here.
 __all__ = [
     "STATE_TOPIC_CONFIG", "STATE_WRITE_ATTEMPTS",
-    "Registry", "SegmentSnapshot", "SegmentWriter", "StateStore", "TransactionalWriter",
+    "Registry", "SegmentSnapshot", "SegmentWriter", "SlotWriter", "StateStore", "TransactionalWriter",
     "acl_key", "ensure_internal_topics", "link_key", "mirror_key", "read_topic", "segment_key",
     "state_writer_id", "transactional_id",
 ]

@@ -1,20 +1,23 @@
 """Fenced transactional writers of a link's internal topics.
 
-Segment writes are transactional under a transactional id per mirror
-partition, mirror records under one per link (see `state_keys`): starting a
-new writer fences the old one, which is how two overlapping cycles are kept
-from both writing a partition, and how a state change is a compare-and-set.
+Segment writes are transactional under the transactional id of the mirror
+partition's writer slot, mirror records under one per link (see `state_keys`):
+starting a new writer fences the old one, which is how two overlapping cycles
+are kept from both writing a partition, and how a state change is a
+compare-and-set.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
 
 from confluent_kafka import KafkaException
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_keys import segment_key, transactional_id
+from mirror_pipeline.link.state_keys import segment_key, slot_transactional_id, writer_slot
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 
@@ -22,7 +25,7 @@ from mirror_pipeline.model.offset_map import Segment
 # one at its next check (every 10 s by default), so readers settle within
 # `topic_reading.SETTLE_TIMEOUT_S`.
 TRANSACTION_TIMEOUT_MS = 10000
-# Segment writers held at once by `fenced_batches` (each is a transactional producer).
+# Slot writers held at once by `fenced_batches` (each is a transactional producer).
 FENCE_BATCH = 64
 
 
@@ -78,27 +81,83 @@ class TransactionalWriter:
         self._producer.flush(5)
 
 
-class SegmentWriter(TransactionalWriter):
-    """The fenced writer of one mirror partition's segments (see `TransactionalWriter`).
+class SlotWriter(TransactionalWriter):
+    """The fenced writer of one writer slot: announces the segments of every mirror partition
+    that maps to the slot (`state_keys.writer_slot`).
 
-    Fencing it is also how a stop cuts off every copy task of the partition:
-    a task can announce no chunk after another writer fenced it.
+    Fencing it is also how a stop cuts off every copy task of a partition: a
+    task can announce no chunk after another writer of the slot fenced it.
+    Several partitions' segments go in one transaction (`write_segments`), and
+    the threads of one task may share the writer: a lock keeps their
+    transactions apart.
     """
 
-    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str):
-        super().__init__(dest_properties, link, transactional_id(link, mirror, partition), offset_map_topic,
-                         where=f"mirror '{mirror}' partition {partition}")
+    def __init__(self, dest_properties: dict, link: str, slot: int, offset_map_topic: str):
+        super().__init__(dest_properties, link, slot_transactional_id(link, slot), offset_map_topic,
+                         where=f"link '{link}' writer slot {slot}")
+        self.link, self.slot = link, slot
+        self._lock = threading.Lock()
+
+    def write_segments(self, puts: Iterable[tuple[str, int, Segment]] = (), deletes: Iterable[str] = (),
+                       doing: str = "recording progress") -> None:
+        """Write (mirror, partition, segment)s and delete segment keys, in one transaction."""
+        records = [(segment_key(self.link, mirror, p, seg.dest_start), seg.to_json()) for mirror, p, seg in puts]
+        with self._lock:
+            self.write(records + [(key, None) for key in deletes], doing)
+
+
+class SegmentWriter:
+    """One mirror partition's view of its slot's writer: `write` puts and deletes that partition's segments.
+
+    Built alone it owns a writer of its slot (and fencing it fences every
+    partition of the slot); built on a `SlotWriter` it shares that one.
+    """
+
+    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str,
+                 slot_writer: SlotWriter | None = None):
+        self._owned = slot_writer is None
+        self.slot_writer = slot_writer or SlotWriter(dest_properties, link, writer_slot(mirror, partition), offset_map_topic)
         self.link, self.mirror, self.partition = link, mirror, partition
+        self.where = f"mirror '{mirror}' partition {partition}"
+
+    def fence(self, timeout: float = 30.0, learn_cluster: bool = False) -> None:
+        self.slot_writer.fence(timeout, learn_cluster)
 
     def write(self, puts: Iterable[Segment] = (), deletes: Iterable[str] = ()) -> None:
         """Write segments and delete segment keys, in one transaction."""
-        records = [(segment_key(self.link, self.mirror, self.partition, seg.dest_start), seg.to_json()) for seg in puts]
-        super().write(records + [(key, None) for key in deletes])
+        try:
+            self.slot_writer.write_segments([(self.mirror, self.partition, seg) for seg in puts], deletes)
+        except ConcurrentWriter:
+            raise ConcurrentWriter(f"{self.where}: another writer took over; this writer stopped") from None
+
+    def close(self) -> None:
+        if self._owned:
+            self.slot_writer.close()
+
+
+@contextmanager
+def fenced_writers(dest_properties: dict, link: str, offset_map_topic: str,
+                   partitions: Iterable[tuple[str, int]]) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
+    """The writers of (mirror, partition)s, fenced: one writer per slot, shared by its partitions;
+    all closed on exit (see `fenced_batches` for the invariant a caller keeps)."""
+    slots: dict[int, SlotWriter] = {}
+    try:
+        writers = {}
+        for mirror, p in partitions:
+            slot = writer_slot(mirror, p)
+            if slot not in slots:
+                slots[slot] = SlotWriter(dest_properties, link, slot, offset_map_topic)
+                slots[slot].fence()
+            writers[(mirror, p)] = SegmentWriter(dest_properties, link, mirror, p, offset_map_topic, slots[slot])
+        yield writers
+    finally:
+        for writer in slots.values():
+            writer.close()
 
 
 def fenced_batches(dest_properties: dict, link: str, offset_map_topic: str,
                    partitions: Sequence[tuple[str, int]]) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
-    """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH at a time; a batch's
+    """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH slots at a time; a batch's
     writers are closed before the next batch is fenced.
 
     Invariant for the caller: whatever it writes with a batch's writers is
@@ -107,13 +166,11 @@ def fenced_batches(dest_properties: dict, link: str, offset_map_topic: str,
     then, and a write decided from it would leave that segment behind or
     overwrite a newer one under the same key.
     """
-    for i in range(0, len(partitions), FENCE_BATCH):
-        writers: dict[tuple[str, int], SegmentWriter] = {}
-        try:
-            for mirror, p in partitions[i:i + FENCE_BATCH]:
-                writers[(mirror, p)] = SegmentWriter(dest_properties, link, mirror, p, offset_map_topic)
-                writers[(mirror, p)].fence()
+    by_slot: dict[int, list[tuple[str, int]]] = {}
+    for mirror, p in partitions:
+        by_slot.setdefault(writer_slot(mirror, p), []).append((mirror, p))
+    slots = sorted(by_slot)
+    for i in range(0, len(slots), FENCE_BATCH):
+        batch = [tp for slot in slots[i:i + FENCE_BATCH] for tp in by_slot[slot]]
+        with fenced_writers(dest_properties, link, offset_map_topic, batch) as writers:
             yield writers
-        finally:
-            for writer in writers.values():
-                writer.close()

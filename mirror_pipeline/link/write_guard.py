@@ -144,6 +144,22 @@ def guard(ctx: LinkContext, mirror_topic: str) -> MirrorInfo | None:
         return _record(ctx, mirror_topic, (), str(exc))
 
 
+def guard_all(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, MirrorInfo | None]:
+    """`guard` for many new mirrors: where no mirror of the link can be guarded (no authorizer,
+    an unknown principal), the reason is recorded for all of them in one state change."""
+    reason = _not_possible(ctx)
+    if reason is not None:
+        wanted = set(mirror_topics)
+
+        def decide(current: dict[str, MirrorInfo]):
+            return [(m, after) for m in sorted(wanted)
+                    if (after := _recorded(current.get(m), [], reason)) is not current.get(m)]
+
+        after = ctx.store.update_mirrors(decide)
+        return {m: after.get(m) for m in mirror_topics}
+    return {m: guard(ctx, m) for m in mirror_topics}
+
+
 def refresh(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[str, str]:
     """The periodic pass (config sync): guard mirrors that still copy, lift stopped ones.
 
@@ -213,18 +229,19 @@ def _matching(topic: str) -> AclBindingFilter:
 def _record(ctx: LinkContext, mirror_topic: str, created: list[AclBinding] | tuple, unenforced: str) -> MirrorInfo | None:
     """Add `created` to the mirror's list of guard bindings and set why it is not enforced."""
     new = [acls.binding_to_dict(b) for b in created]
+    return ctx.store.update_mirror(mirror_topic, lambda info: _recorded(info, new, unenforced))
 
-    def decide(info: MirrorInfo | None) -> MirrorInfo | None:
-        if info is None:
-            return None
-        if _stopping(info) and new:
-            return info  # never guard a topic that is becoming a normal one
-        listed = list(info.write_guard.get("bindings", []))
-        listed += [d for d in new if d not in listed]
-        after = {"bindings": listed, "unenforced": unenforced}
-        return info if after == info.write_guard else replace(info, write_guard=after)
 
-    return ctx.store.update_mirror(mirror_topic, decide)
+def _recorded(info: MirrorInfo | None, new: list[dict], unenforced: str) -> MirrorInfo | None:
+    """Pure: the mirror's record with `new` bindings listed and `unenforced` said (itself when unchanged)."""
+    if info is None:
+        return None
+    if _stopping(info) and new:
+        return info  # never guard a topic that is becoming a normal one
+    listed = list(info.write_guard.get("bindings", []))
+    listed += [d for d in new if d not in listed]
+    after = {"bindings": listed, "unenforced": unenforced}
+    return info if after == info.write_guard else replace(info, write_guard=after)
 
 
 def _stopping(info: MirrorInfo) -> bool:

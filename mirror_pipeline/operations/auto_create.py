@@ -28,7 +28,7 @@ from mirror_pipeline.link.state_store import StateStore
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import ACTIVE, STOPPED
-from mirror_pipeline.operations.mirrors import create_mirror
+from mirror_pipeline.operations.bulk_create import create_mirrors
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
         return result
     ctx.check_destination()
     ctx.check_source()
-    source_topics = _list_topics(ctx.source_admin, ctx.source.alias)
-    dest_topics = set(_list_topics(ctx.dest_admin, ctx.dest.alias))
+    source_topics, source_counts = _list_topics(ctx.source_admin, ctx.source.alias)
+    dest_topics = set(_list_topics(ctx.dest_admin, ctx.dest.alias)[0])
     registry = ctx.registry()
     by_source = {info.source_topic: info for info in registry.values()}
     source_mirrors: set[str] | None = None  # read on first need, prefixed links only
@@ -130,6 +130,11 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
     def outcome(topic: str, mirror: str, what: str, reason: str = "") -> None:
         result.outcomes[topic] = TopicOutcome(topic, mirror, what, reason)
 
+    selected = [t for t, error in source_topics.items() if not error and link.auto_create_filters.selects(t)
+                and not ctx.naming.is_internal(t) and t not in by_source]
+    unreadable_of = _unreadable_all(ctx, selected, source_counts)
+    checked = set(selected)
+    to_create: list[tuple[str, str]] = []
     for topic, error in sorted(source_topics.items()):
         if not link.auto_create_filters.selects(topic):
             result.not_selected += 1
@@ -151,7 +156,7 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
                     f"a topic named '{mirror}' already exists on cluster '{ctx.dest.alias}' and is not a "
                     f"mirror of this link; a normal topic is never taken over")
             continue
-        unreadable = error or _unreadable(ctx, topic)
+        unreadable = error or (unreadable_of.get(topic, "") if topic in checked else _unreadable(ctx, topic))
         if unreadable:
             outcome(topic, mirror, SKIPPED, f"the link cannot read it on cluster '{ctx.source.alias}': {unreadable}")
             continue
@@ -176,12 +181,13 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
         if dry_run:
             outcome(topic, known.mirror_topic if known else mirror, TO_CREATE)
             continue
-        try:
-            info, created = create_mirror(ctx, topic, known.mirror_topic if known else None)
-        except MirrorError as exc:
-            log.warning("link %s: auto-create of a mirror of '%s' failed: %s", link.name, topic, exc)
-            outcome(topic, mirror, FAILED, str(exc))
+        to_create.append((topic, known.mirror_topic if known else mirror))
+    for topic, made in create_mirrors(ctx, to_create).items():
+        if isinstance(made, MirrorError):
+            log.warning("link %s: auto-create of a mirror of '%s' failed: %s", link.name, topic, made)
+            outcome(topic, ctx.naming.mirror_topic(topic), FAILED, str(made))
             continue
+        info, created = made
         registry[info.mirror_topic] = info
         outcome(topic, info.mirror_topic, CREATED if created else EXISTING,
                 "" if created else f"mirror '{info.mirror_topic}' of this link ({info.state})")
@@ -191,11 +197,23 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
     return result
 
 
-def _list_topics(admin, alias: str) -> dict[str, str]:
-    """Topic name -> its metadata error ("" when none) of one cluster, in one request."""
+def _list_topics(admin, alias: str) -> tuple[dict[str, str], dict[str, int]]:
+    """(topic name -> its metadata error, "" when none; topic name -> partitions) of one cluster, in one request."""
     with kc.kafka_errors(f"cluster '{alias}' did not list its topics", ClusterUnreachable):
         metadata = admin.list_topics(timeout=kc.REQUEST_TIMEOUT_S)
-    return {name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()}
+    return ({name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()},
+            {name: len(meta.partitions) for name, meta in metadata.topics.items()})
+
+
+def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, int]) -> dict[str, str]:
+    """`_unreadable` of many topics: one request for all when the link can read every one
+    (the usual case), else each alone, to say which cannot be read and why."""
+    try:
+        kc.list_offsets(ctx.source_admin, [(t, p) for t in topics for p in range(partitions[t])], "latest",
+                        ctx.source.alias)
+        return {}
+    except MirrorError:  # an unreadable topic fails the whole request (as TOPIC_AUTHORIZATION_FAILED, say)
+        return {t: _unreadable(ctx, t) for t in topics}
 
 
 def _unreadable(ctx: LinkContext, topic: str) -> str:

@@ -36,20 +36,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     heartbeats = link.heartbeats_enabled and source_topic == ctx.naming.internal_topic("heartbeats")
     mirror_topic = mirror_topic or (ctx.naming.heartbeats_mirror_topic() if heartbeats
                                     else ctx.naming.mirror_topic(source_topic))
-    for name, what in ((source_topic, "source topic"), (mirror_topic, "mirror topic")):
-        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
-    if heartbeats:
-        if mirror_topic != ctx.naming.heartbeats_mirror_topic():
-            raise MirrorRefused(f"the heartbeats of link '{link.name}' are mirrored as "
-                                f"'{ctx.naming.heartbeats_mirror_topic()}'; '{mirror_topic}' cannot be chosen")
-    else:
-        try:
-            ctx.naming.check_mirror_name(source_topic, mirror_topic)
-        except Exception as exc:
-            raise MirrorRefused(str(exc)) from None
-        if is_internal_topic(source_topic):
-            raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
+    check_names(ctx, source_topic, mirror_topic, heartbeats)
     ctx.check_destination()
     ctx.check_source()
 
@@ -80,12 +67,8 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         )
 
     configs, held = split_for_mirror(source_configs)
-    now = time.time()
-    info = existing or MirrorInfo(
-        link.name, mirror_topic, source_topic, ACTIVE, now, "created", now, held_back=held,
-        history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
-        source_cluster_id=kc.cluster_id(ctx.source_admin, ctx.source.alias),
-    )
+    info = existing or new_mirror_info(ctx, source_topic, mirror_topic, held,
+                                       kc.cluster_id(ctx.source_admin, ctx.source.alias))
     # Nothing is written before every check above passed: the internal topics
     # and the link's naming record come first, then the registration (a topic
     # that exists unregistered could never be claimed again), then the topic.
@@ -104,6 +87,33 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         raise
     # Read-only from its first record on, where the destination's authorizer allows (R-ACL-3).
     return write_guard.guard(ctx, mirror_topic) or info, True
+
+
+def check_names(ctx: LinkContext, source_topic: str, mirror_topic: str, heartbeats: bool = False) -> None:
+    """Refuse names Kafka or the link's policy would not take (nothing is asked of a cluster)."""
+    for name, what in ((source_topic, "source topic"), (mirror_topic, "mirror topic")):
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
+    if heartbeats:
+        if mirror_topic != ctx.naming.heartbeats_mirror_topic():
+            raise MirrorRefused(f"the heartbeats of link '{ctx.link.name}' are mirrored as "
+                                f"'{ctx.naming.heartbeats_mirror_topic()}'; '{mirror_topic}' cannot be chosen")
+        return
+    try:
+        ctx.naming.check_mirror_name(source_topic, mirror_topic)
+    except Exception as exc:
+        raise MirrorRefused(str(exc)) from None
+    if is_internal_topic(source_topic):
+        raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
+
+
+def new_mirror_info(ctx: LinkContext, source_topic: str, mirror_topic: str, held_back: dict,
+                    source_cluster_id: str) -> MirrorInfo:
+    """The registration of a mirror being created (ACTIVE from the start)."""
+    now = time.time()
+    return MirrorInfo(ctx.link.name, mirror_topic, source_topic, ACTIVE, now, "created", now, held_back=held_back,
+                      history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
+                      source_cluster_id=source_cluster_id)
 
 
 def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
@@ -226,11 +236,8 @@ def _lags(ctx: LinkContext, infos) -> dict[str, int]:
     ctx.check_source()
     source_topics = kc.partition_counts(ctx.source_admin, ctx.source.alias)
     mirrors = [m for m in mirrors if m.source_topic in source_topics]
-    parts = {
-        m.mirror_topic: min(kc.topic_partitions(ctx.dest_admin, m.mirror_topic, ctx.dest.alias) or 0,
-                            source_topics[m.source_topic])
-        for m in mirrors
-    }
+    dest_topics = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
+    parts = {m.mirror_topic: min(dest_topics.get(m.mirror_topic, 0), source_topics[m.source_topic]) for m in mirrors}
     src_tps = [(m.source_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
     dst_tps = [(m.mirror_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
     src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)

@@ -12,7 +12,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.link.state_writers import SegmentWriter, fenced_writers
 from mirror_pipeline.model.errors import ClusterUnreachable, ConcurrentWriter, MirrorError, MirrorRefused
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import resolve_keyed
@@ -86,37 +86,39 @@ def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> 
     name = info.mirror_topic
     for attempt in range(attempts):
         parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
-        writers = {(name, p): SegmentWriter(ctx.store.dest_properties, ctx.link.name, name, p, ctx.store.offset_map_topic)
-                   for p in range(parts)}
         try:
-            for w in writers.values():
-                w.fence()
-            segments = ctx.store.read_segments([name]).segments
-            ends = kc.list_offsets(ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias,
-                                   read_committed=False)
-            in_doubt = [
-                InDoubt(name, info.source_topic, p, tuple(segments.get((name, p), [])))
-                for p in range(parts)
-                if resolve_keyed(segments.get((name, p), []), ends[(name, p)]).in_doubt
-            ]
-            settled = settle_in_doubt(ctx, in_doubt, writers)
-            problems = [s.problem for s in settled.values() if s.problem]
-            segments = ctx.store.read_segments([name]).segments
-            last_source = {}
-            for p in range(parts):
-                leo = settled[(name, p)].log_end if (name, p) in settled else ends[(name, p)]
-                res = resolve_keyed(segments.get((name, p), []), leo)
-                last_source[p] = res.offset_map.next_source_offset or 0
-            return last_source, problems
+            with fenced_writers(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
+                                [(name, p) for p in range(parts)]) as writers:
+                return _settle(ctx, info, parts, writers)
         except ConcurrentWriter:
-            # A planner or a consolidation fenced a partition after us (it will
-            # see the mark and back off): take the writers again.
+            # A planner, a copy task or a consolidation fenced a slot after us (it
+            # will see the mark and back off): take the writers again.
             if attempt + 1 == attempts:
                 raise
-        finally:
-            for w in writers.values():
-                w.close()
     raise AssertionError("unreachable")
+
+
+def _settle(ctx: LinkContext, info: MirrorInfo, parts: int,
+            writers: dict[tuple[str, int], SegmentWriter]) -> tuple[dict[int, int], list[str]]:
+    """Step 3 of `stop`, with every partition's writer fenced."""
+    name = info.mirror_topic
+    segments = ctx.store.read_segments([name]).segments
+    ends = kc.list_offsets(ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias,
+                           read_committed=False)
+    in_doubt = [
+        InDoubt(name, info.source_topic, p, tuple(segments.get((name, p), [])))
+        for p in range(parts)
+        if resolve_keyed(segments.get((name, p), []), ends[(name, p)]).in_doubt
+    ]
+    settled = settle_in_doubt(ctx, in_doubt, writers)
+    problems = [s.problem for s in settled.values() if s.problem]
+    segments = ctx.store.read_segments([name]).segments
+    last_source = {}
+    for p in range(parts):
+        leo = settled[(name, p)].log_end if (name, p) in settled else ends[(name, p)]
+        res = resolve_keyed(segments.get((name, p), []), leo)
+        last_source[p] = res.offset_map.next_source_offset or 0
+    return last_source, problems
 
 
 def _current_held_back(ctx: LinkContext, info: MirrorInfo) -> dict:

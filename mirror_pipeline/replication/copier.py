@@ -36,8 +36,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -175,28 +174,7 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
 
 class InTurn(list):
     """A task's units to copy one after another, each with the task's whole memory budget
-    (`copy_units`); a plain list's units are copied side by side."""
-
-
-def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
-    """Copy several units in one task: one after another when `units` is `InTurn`, else each in
-    its own thread (follow mode: a long-lived task serves a group of partitions, since a Spark
-    application has fewer task slots than a link has partitions).
-
-    Side by side, the task's memory budget is shared between the units. The
-    threads spend their time in librdkafka calls, which release the GIL.
-    """
-    if len(units) == 1 or isinstance(units, InTurn):
-        return [copy_unit(unit, ctx) for unit in units]
-    share = replace(ctx, task_memory_bytes=ctx.task_memory_bytes // len(units))
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # once for all threads: each copy_unit then leaves it as it found it
-    try:
-        with ThreadPoolExecutor(len(units), thread_name_prefix="copy") as pool:
-            return list(pool.map(lambda unit: copy_unit(unit, share), units))
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    (`group_copy.copy_units`); a plain list's units are copied together (`group_copy`)."""
 
 
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:

@@ -2,7 +2,7 @@
 
 The driver plans and repairs (`planner`), Spark runs the work units in one job
 (`task_groups` deals them to tasks, `spark_runner.run_unit_groups` ->
-`copier.copy_units`), and the driver then consolidates the offset map,
+`group_copy.copy_units`), and the driver then consolidates the offset map,
 measures the lag left and returns the lineage of the cycle.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.health import track_source_failures, track_source_reachability
-from mirror_pipeline.link.state_store import segment_key
+from mirror_pipeline.link.state_keys import segment_key, writer_slot
 from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
@@ -73,23 +73,16 @@ def run_cycle(
     track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
     log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
 
-    copy_ctx = CopyContext(
-        source_alias=ctx.source.alias,
-        dest_alias=ctx.dest.alias,
-        source_properties=dict(ctx.source.properties),
-        dest_properties=dict(ctx.dest.properties),
-        offset_map_topic=ctx.store.offset_map_topic,
-        writer_delivery_timeout_ms=chunk_delivery_timeout_ms(ctx.link.fence_wait_ms),
-        state_topic=ctx.store.state_topic,
-        task_memory_bytes=ctx.link.task_memory_bytes,
-    )
+    copy_ctx = copy_context(ctx)
     t0 = time.monotonic()
-    if follow_until:
+    if not plan.units:
+        results: list[UnitResult] = []  # nothing to copy: no Spark job (and a lazy session never starts)
+    elif follow_until:
         groups = follow_groups(plan.units, task_slots(spark))
         results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: follow "
                                   f"{len(plan.units)} partitions in {len(groups)} tasks")
     else:
-        groups = cycle_groups(plan.units, task_slots(spark), copy_ctx.task_memory_bytes)
+        groups = cycle_groups(plan.units, task_slots(spark))
         with _ProgressReporter(ctx, plan, progress):
             results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy "
                                       f"{len(plan.units)} units in {len(groups)} tasks")
@@ -100,8 +93,9 @@ def run_cycle(
     errors = dict(plan.errors)
     if any(r.error for r in results):
         registry = ctx.store.read_mirrors()
+        stopped_slots = {writer_slot(m, p) for (m, p) in plan.partitions if not may_copy(registry.get(m))}
         for r in results:
-            if r.error and _a_verb_won(r, registry.get(r.mirror_topic)):
+            if r.error and _a_verb_won(r, registry.get(r.mirror_topic), stopped_slots):
                 r.error_kind = StateChanged.__name__
     for r in results:
         if r.error_kind == StateChanged.__name__:
@@ -115,16 +109,34 @@ def run_cycle(
     return result
 
 
-def _a_verb_won(failed: UnitResult, now: MirrorInfo | None) -> bool:
+def copy_context(ctx: LinkContext) -> CopyContext:
+    """What a cycle's copy tasks get of the link: client settings and names (plain, picklable values)."""
+    return CopyContext(
+        source_alias=ctx.source.alias,
+        dest_alias=ctx.dest.alias,
+        source_properties=dict(ctx.source.properties),
+        dest_properties=dict(ctx.dest.properties),
+        offset_map_topic=ctx.store.offset_map_topic,
+        writer_delivery_timeout_ms=chunk_delivery_timeout_ms(ctx.link.fence_wait_ms),
+        state_topic=ctx.store.state_topic,
+        task_memory_bytes=ctx.link.task_memory_bytes,
+    )
+
+
+def _a_verb_won(failed: UnitResult, now: MirrorInfo | None, stopped_slots: set[int]) -> bool:
     """Whether a copy task's failure is a verb winning the race against it, not a failure of the cycle.
 
-    A pause or a stop fences the writers of a mirror it marked (the task sees
-    another writer). A delete also removes the topic under a task still
-    writing: whatever that task reports, the mirror is gone by the operator's wish.
+    A pause or a stop fences the writer slots of a mirror it marked (the task
+    sees another writer), and with them the other partitions those slots
+    serve: theirs is an interruption, not a failure, and the next cycle copies
+    them. A delete also removes the topic under a task still writing:
+    whatever that task reports, the mirror is gone by the operator's wish.
     """
     if now is None or DELETING in now.flags:
         return True
-    return failed.error_kind == ConcurrentWriter.__name__ and not may_copy(now)
+    if failed.error_kind != ConcurrentWriter.__name__:
+        return False
+    return not may_copy(now) or writer_slot(failed.mirror_topic, failed.partition) in stopped_slots
 
 
 def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:

@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.kafka.topic_configs import describe_topic_configs
+from mirror_pipeline.kafka.topic_configs import describe_topics_configs
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.partitions import SourceTopicUnusable, grow_partitions
+from mirror_pipeline.link.partitions import SourceTopicUnusable, grow_partitions, settled_partitions
 from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.link.state_writers import fenced_writers
 from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolve_keyed
@@ -68,9 +69,10 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     as records arrive until then."""
     plan = Plan()
     live: list[tuple[MirrorInfo, int]] = []
+    settled = settled_partitions(ctx, mirrors)
     for info in mirrors:
         try:
-            count, added = grow_partitions(ctx, info)
+            count, added = (settled[info.mirror_topic], 0) if info.mirror_topic in settled else grow_partitions(ctx, info)
             if added:
                 plan.partitions_added[info.mirror_topic] = added
             live.append((info, count))
@@ -163,16 +165,13 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     # Units check for segments written after this point: it must be the end of
     # what the plan read, so that nothing written in between goes unseen.
     plan.map_snapshot_end = snapshot.end_offset
-    max_bytes: dict[str, int] = {}
-    for pp in plan.partitions.values():
-        if pp.lag or follow_until:
-            name = pp.mirror.mirror_topic
-            if name not in max_bytes:
-                max_bytes[name] = _max_message_bytes(ctx, name)
-            unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[name])
-            if follow_until:
-                unit = replace(unit, source_until=FOLLOW_END, follow_until=follow_until)
-            plan.units.append(unit)
+    behind = [pp for pp in plan.partitions.values() if pp.lag or follow_until]
+    max_bytes = _max_message_bytes(ctx, [pp.mirror.mirror_topic for pp in behind])
+    for pp in behind:
+        unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[pp.mirror.mirror_topic])
+        if follow_until:
+            unit = replace(unit, source_until=FOLLOW_END, follow_until=follow_until)
+        plan.units.append(unit)
     return plan
 
 
@@ -192,18 +191,16 @@ def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int, max_message_by
     )
 
 
-def _max_message_bytes(ctx: LinkContext, mirror_topic: str) -> int:
-    return int(describe_topic_configs(ctx.dest_admin, mirror_topic, ctx.dest.alias).get("max.message.bytes", 1048588))
+def _max_message_bytes(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, int]:
+    """Each mirror's `max.message.bytes`, asked of the destination in one request."""
+    configs = describe_topics_configs(ctx.dest_admin, mirror_topics, ctx.dest.alias)
+    return {topic: int(c.get("max.message.bytes", 1048588)) for topic, c in configs.items()}
 
 
 def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
     """Fence every in-doubt partition, then settle it (see `repair`)."""
-    writers = {}
-    try:
-        for info, p, _ in in_doubt:
-            w = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, p, ctx.store.offset_map_topic)
-            writers[(info.mirror_topic, p)] = w
-            w.fence()
+    with fenced_writers(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
+                        [(info.mirror_topic, p) for info, p, _ in in_doubt]) as writers:
         # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
         copyable = ctx.store.copyable()
         # And so do the segments: the planner's snapshot came before the fence, and
@@ -213,9 +210,6 @@ def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
         items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(segments.get((info.mirror_topic, p), [])))
                  for info, p, _ in in_doubt if info.mirror_topic in copyable]
         return settle_in_doubt(ctx, items, writers)
-    finally:
-        for w in writers.values():
-            w.close()
 
 
 def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_start: int) -> OffsetMap:

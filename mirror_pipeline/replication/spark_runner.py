@@ -19,7 +19,8 @@ import pyarrow as pa
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.replication.driver_class_archive import driver_archive_options
-from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit, copy_units
+from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
+from mirror_pipeline.replication.group_copy import copy_units
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,20 @@ def spark_conf(settings) -> dict[str, str]:
 def spark_session(settings):
     """A Spark session for the CLI and tests: classic, or a Spark Connect client (`remote`)."""
     return session_from_conf(spark_conf(settings))
+
+
+class LazySession:
+    """A Spark session started on first use: a CLI cycle with nothing to copy never starts one
+    (a session's start is most of an empty `run`)."""
+
+    def __init__(self, settings):
+        self._settings = settings
+        self._session = None
+
+    def __getattr__(self, name: str):
+        if self._session is None:
+            self._session = spark_session(self._settings)
+        return getattr(self._session, name)
 
 
 def session_from_conf(conf: dict[str, str]):

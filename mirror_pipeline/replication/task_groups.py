@@ -1,79 +1,84 @@
-"""How a job's work units are dealt to Spark tasks, which copy them side by side or in turn (`copier.copy_units`).
+"""How a job's work units are dealt to Spark tasks (`group_copy.copy_units` copies a task's units).
 
-A copy unit pays a fixed price before its first record: it fences the
-partition, builds three clients and checks nothing moved since the plan (a
-few hundred milliseconds, mostly round trips to the brokers). With one task
-per unit, a cycle of 8 small units on 2 task slots ran in 4 waves and paid
-that price four times over; with the small units grouped so that every slot
-runs one task, the round trips overlap and the job runs in one wave.
+Two rules decide it:
+- A writer slot's units are always in one task (`state_keys.writer_slot`):
+  two tasks holding the same slot would fence each other.
+- A unit of more than one chunk is copied alone, with the task's whole memory
+  budget and its Python interpreter (`copier.copy_unit`, the throughput
+  path): 8 large units in two tasks of four, side by side, took 18 % more CPU
+  in Spark's Python workers than in eight tasks. Small units (a chunk or
+  less) are copied together (`group_copy`), paying the copy's fixed price
+  (fences, clients, checks) once per task instead of once per unit.
 
 A Spark task has a price of its own: in a warm local session a task started
 0.1-0.25 s after the one before it ended on its slot, and 1.1-1.6 s in a
-session's first job. So when there are more large units than slots, they
-are dealt to one task per slot, to be copied in turn.
+session's first job. So there are never more tasks of small units than task
+slots, and when there are more large units than slots they are dealt to one
+task per slot, to be copied in turn.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
+from typing import Callable, Sequence
 
-from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
+from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.replication.copier import InTurn, WorkUnit
+
+Bundle = list[WorkUnit]
 
 
 def follow_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:
-    """Follow mode: at most `slots` groups, the units dealt round-robin (a topic's partitions spread over the tasks).
+    """Follow mode: at most `slots` groups, each writer slot's units in one, balanced by units
+    (a topic's partitions, in consecutive writer slots, spread over the tasks).
 
     Every task runs for the whole epoch, so there are never more than the slots.
     """
-    count = max(1, min(slots, len(units)))
-    return [list(units[i::count]) for i in range(count) if units[i::count]]
+    bundles = _by_writer_slot(units)
+    return _deal(bundles, max(1, min(slots, len(bundles))), len)
 
 
-def cycle_groups(units: Sequence[WorkUnit], slots: int, task_memory_bytes: int) -> list[list[WorkUnit]]:
-    """A cycle: small units share one task per slot, side by side; larger units are copied one at a time.
+def cycle_groups(units: Sequence[WorkUnit], slots: int) -> list[list[WorkUnit]]:
+    """A cycle: small units together, at most one task per slot; larger units one at a time.
 
-    Small means one chunk (`mirror.chunk.max.records`) or less: the unit's
-    fixed price is most of its cost, which side by side is paid once per wave.
-    A larger unit is never copied beside another: it keeps the task's whole
-    memory budget and its Python interpreter; threads share one, and 8 large units
-    in two tasks of four took 18 % more CPU in Spark's Python workers than
-    in eight tasks (`benchmarks/throughput.py`, warm copy, one run each).
-    A task's budget is split between its units, so a group holds at most
-    budget / `MIN_TASK_MEMORY_BYTES` of them (16 at the default budget); past
-    that the groups queue for slots as single units do.
-
-    Large units beyond the slots are dealt to one task per slot (`InTurn`): each
-    is still copied alone, with the whole budget, and the slot pays one task's
-    start instead of one per unit.
-
-    Either kind is dealt largest first, each unit to the group with the fewest
-    records so far (and, on ties, the fewest units).
+    A writer slot that has a large unit is copied in turn, all its units
+    alone (a slot's units never go to two tasks). Either kind is dealt
+    largest first, each slot's units to the group with the fewest records so
+    far (and, on ties, the fewest units).
     """
-    large = [u for u in units if _records(u) > u.chunk_records]
-    small = [u for u in units if _records(u) <= u.chunk_records]
+    bundles = _by_writer_slot(units)
+    large = [b for b in bundles if any(_records(u) > u.chunk_records for u in b)]
+    small = [b for b in bundles if all(_records(u) <= u.chunk_records for u in b)]
     if len(large) <= slots:
-        large_groups = [[u] for u in large]
+        large_groups: list[list[WorkUnit]] = [InTurn(b) if len(b) > 1 else list(b) for b in large]
     else:
-        large_groups = [InTurn(g) for g in _deal(large, slots, len(large))]
+        large_groups = [InTurn(g) for g in _deal(large, slots, _bundle_records)]
     if not small:
         return large_groups
-    per_task = max(1, task_memory_bytes // MIN_TASK_MEMORY_BYTES)
-    count = max(min(slots, len(small)), -(-len(small) // per_task))
-    return large_groups + _deal(small, count, per_task)
+    return large_groups + _deal(small, min(slots, len(small)), _bundle_records)
 
 
-def _deal(units: Sequence[WorkUnit], count: int, per_group: int) -> list[list[WorkUnit]]:
-    """`units` in `count` groups of at most `per_group`, balanced by records (largest first)."""
-    heap = [(0, 0, i) for i in range(count)]  # (records, units, group index)
+def _by_writer_slot(units: Sequence[WorkUnit]) -> list[Bundle]:
+    """The units of each writer slot, in the order their first unit comes."""
+    bundles: dict[int, Bundle] = {}
+    for unit in units:
+        bundles.setdefault(writer_slot(unit.mirror_topic, unit.partition), []).append(unit)
+    return list(bundles.values())
+
+
+def _deal(bundles: Sequence[Bundle], count: int, weight: Callable[[Bundle], int]) -> list[list[WorkUnit]]:
+    """`bundles` in `count` groups balanced by `weight` (heaviest first, each to the lightest group)."""
+    heap = [(0, 0, i) for i in range(count)]  # (weight, units, group index)
     groups: list[list[WorkUnit]] = [[] for _ in range(count)]
-    for unit in sorted(units, key=_records, reverse=True):
-        records, size, i = heapq.heappop(heap)
-        groups[i].append(unit)
-        if size + 1 < per_group:
-            heapq.heappush(heap, (records + _records(unit), size + 1, i))
+    for bundle in sorted(bundles, key=weight, reverse=True):
+        load, size, i = heapq.heappop(heap)
+        groups[i] += bundle
+        heapq.heappush(heap, (load + weight(bundle), size + len(bundle), i))
     return [g for g in groups if g]
+
+
+def _bundle_records(bundle: Bundle) -> int:
+    return sum(map(_records, bundle))
 
 
 def _records(unit: WorkUnit) -> int:

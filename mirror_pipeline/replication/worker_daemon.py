@@ -28,7 +28,7 @@ import sys
 
 #: What every copy task imports: imported once in the daemon, inherited by each worker it forks. pandas is
 #: among them because pyarrow imports it at a worker's first `RecordBatch.from_pylist` (the task's results).
-PRELOADED = ("pyarrow", "pandas", "pyspark.worker", "mirror_pipeline.replication.copier")
+PRELOADED = ("pyarrow", "pandas", "pyspark.worker", "mirror_pipeline.replication.group_copy")
 
 
 def without_bundled_archives(path: list[str], installed_root: str) -> list[str]:

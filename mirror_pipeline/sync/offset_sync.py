@@ -108,7 +108,8 @@ def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = Fal
 
 def mirror_partitions(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[Position, MirrorPartition]:
     """Every partition of the mirrors, keyed by (mirror topic, partition), with its offset map and log bounds."""
-    parts = {m.mirror_topic: kc.topic_partitions(ctx.dest_admin, m.mirror_topic, ctx.dest.alias) or 0 for m in infos}
+    counts = kc.partition_counts(ctx.dest_admin, ctx.dest.alias) if infos else {}
+    parts = {m.mirror_topic: counts.get(m.mirror_topic, 0) for m in infos}
     tps = [(m.mirror_topic, p) for m in infos for p in range(parts[m.mirror_topic])]
     starts = kc.list_offsets(ctx.dest_admin, tps, "earliest", ctx.dest.alias, read_committed=False)
     ends = kc.list_offsets(ctx.dest_admin, tps, "latest", ctx.dest.alias, read_committed=False)

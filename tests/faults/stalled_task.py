@@ -1,10 +1,16 @@
 """One copy task that freezes itself (SIGSTOP) at a chosen point of its first chunk, as a process of its own.
 
 `python -m tests.faults.stalled_task WORK_FILE POINT`: WORK_FILE holds the
-pickled (WorkUnit, CopyContext) a cycle's driver planned; POINT is
+pickled (WorkUnit, CopyContext) a cycle's driver planned, or (a list of
+WorkUnit, CopyContext) for a task copying a group of small units together
+(`group_copy`); POINT is
 
 - `announced`: the chunk's segment is committed, none of its records produced;
-- `produced`: its records are in the producer's queue, some perhaps sent.
+- `produced`: its records are in the producer's queue, some perhaps sent;
+- `group-announced` (a group): the first round's segments of a writer slot
+  are committed, none of its records produced;
+- `between-partitions` (a group): the first partition's records of the first
+  round are in the producer's queue, the next partition's not yet.
 
 The process stops itself there, as a Spark worker descheduled or paused by
 the kernel would stop, and goes on when sent SIGCONT. It prints its
@@ -35,20 +41,24 @@ def stop_after(function, stops: list):
 
 
 def main(work_file: str, point: str) -> int:
-    from mirror_pipeline.link.state_store import SegmentWriter
-    from mirror_pipeline.replication import copier
+    from mirror_pipeline.link.state_store import SegmentWriter, SlotWriter
+    from mirror_pipeline.replication import copier, group_copy
 
     with open(work_file, "rb") as f:
-        unit, ctx = pickle.load(f)
+        work, ctx = pickle.load(f)
     stops: list = []
     if point == "announced":
         SegmentWriter.write = stop_after(SegmentWriter.write, stops)
     elif point == "produced":
         copier.produce_chunk = stop_after(copier.produce_chunk, stops)
+    elif point == "group-announced":
+        SlotWriter.write_segments = stop_after(SlotWriter.write_segments, stops)
+    elif point == "between-partitions":
+        group_copy.produce_chunk = stop_after(group_copy.produce_chunk, stops)
     else:
         raise SystemExit(f"unknown stop point {point!r}")
-    result = copier.copy_unit(unit, ctx)
-    print(json.dumps(asdict(result)), flush=True)
+    results = group_copy.copy_group(work, ctx) if isinstance(work, list) else [copier.copy_unit(work, ctx)]
+    print(json.dumps([asdict(result) for result in results]), flush=True)
     return 0
 
 

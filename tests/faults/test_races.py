@@ -2,10 +2,8 @@
 
 The cycles run as real `mirror-pipeline run` processes on `local[2]` (two
 task slots) over more partitions than slots. Each unit copies many chunks, so
-`task_groups` deals them in turn to one task per slot (a task's memory budget
-at the floor, 16 MiB, would also keep them from sharing one side by side):
-most units start copying after the verb has returned, the case where a stop
-used to be undone.
+`task_groups` deals them in turn to one task per slot: most units start
+copying after the verb has returned, the case where a stop used to be undone.
 """
 
 from __future__ import annotations
@@ -93,7 +91,9 @@ def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_
 def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
     path, topic = busy_mirror
     config = load_config(path)
-    with racing_cycle(path, topic, destination_bootstrap, log_dir) as cycle:
+    # As soon as the first chunk lands, as the failover race: from 10,000 records on, a cycle could
+    # copy the remaining 150,000 before the pause had fenced the eight partitions' slots.
+    with racing_cycle(path, topic, destination_bootstrap, log_dir, at_least=CHUNK) as cycle:
         engine.pause(config, LINK, [topic])
         at_pause = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert cycle.proc.returncode == 0, f"a pause is not a failure of the cycle: {cycle.output()}"
@@ -101,7 +101,7 @@ def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirr
     # announced lands after it returned, and no task starts a new one.
     after = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert all(after[p] - at_pause[p] <= CHUNK for p in after), (at_pause, after)
-    assert sum(after.values()) < PARTITIONS * PER_PARTITION
+    assert sum(after.values()) < PARTITIONS * PER_PARTITION, "the pause must land mid-copy"
     assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
                  expected_state="PAUSED")
 

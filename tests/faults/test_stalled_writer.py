@@ -85,7 +85,7 @@ def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
     task.wait(120)
     log = (tmp_path / "task.log").read_text(errors="replace")
     assert task.returncode == 0, log
-    result = json.loads(log.strip().splitlines()[-1])
+    [result] = json.loads(log.strip().splitlines()[-1])
     # The thawed task gave up: past its chunk's deadline, or fenced at its next one.
     assert result["error"], result
 
@@ -95,4 +95,58 @@ def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
     assert (after.records, after.lag_after) == (0, 0)
     assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="ACTIVE",
                  report=lambda verdict: fault_report(f"stall: a copy task frozen once its chunk was {point}",
+                                                     {"stall": 1}, verdict))
+
+
+GROUP_PARTITIONS = 4
+GROUP_RECORDS = 1_500  # per partition: less than a chunk, so the partitions are copied together
+
+
+@pytest.mark.parametrize("point", ["group-announced", "between-partitions"])
+def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_cycle_settled_them(
+        point, fault_config, spark, monkeypatch, tmp_path, source_bootstrap, destination_bootstrap, create_topic,
+        unique_name, fault_report):
+    """A task copying small units together (`group_copy`), one writer per slot and one producer for
+    all, frozen once the first round is announced, or between two partitions' records of it."""
+    path = fault_config()
+    config = load_config(path)
+    topic = create_topic(source_bootstrap, unique_name(), partitions=GROUP_PARTITIONS)
+    preload(source_bootstrap, topic, GROUP_PARTITIONS, GROUP_RECORDS)
+    engine.create_mirror(config, LINK, topic)
+
+    tasks = []
+
+    def run_in_a_frozen_task(_spark, groups, ctx, description=""):
+        units = [u for g in groups for u in g]
+        assert len(units) == GROUP_PARTITIONS and all(u.source_until - u.source_from <= u.chunk_records for u in units)
+        work_file = tmp_path / "work.pickle"
+        work_file.write_bytes(pickle.dumps((units, ctx)))
+        tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
+        return []
+
+    monkeypatch.setattr(cycle, "run_unit_groups", run_in_a_frozen_task)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    monkeypatch.undo()
+    [task] = tasks
+    try:
+        assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+        settled = log_ends(destination_bootstrap, topic, GROUP_PARTITIONS)
+        assert sum(settled.values()) == GROUP_PARTITIONS * GROUP_RECORDS
+    finally:
+        task.send_signal(signal.SIGCONT)
+    task.wait(120)
+    log = (tmp_path / "task.log").read_text(errors="replace")
+    assert task.returncode == 0, log
+    results = json.loads(log.strip().splitlines()[-1])
+    # Every partition the frozen round touched gave up: past the deadline, or fenced.
+    assert any(r["error"] for r in results), results
+
+    time.sleep(3)
+    assert log_ends(destination_bootstrap, topic, GROUP_PARTITIONS) == settled, \
+        "the frozen task landed records after the settling"
+    after = engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    assert (after.records, after.lag_after) == (0, 0)
+    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, GROUP_PARTITIONS, complete=True,
+                 expected_state="ACTIVE",
+                 report=lambda verdict: fault_report(f"stall: a group copy task frozen once {point}",
                                                      {"stall": 1}, verdict))

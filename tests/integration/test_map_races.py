@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.link.state_store import SegmentWriter
+from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.replication import cycle
 from tests.integration.conftest import LINK
 from tests.integration.test_crash_safety import load_source
@@ -34,7 +34,7 @@ def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(write_config
 
     # Just before it fences to merge, another cycle copies more and merges everything.
     load_source(source_bootstrap, topic, records=1000, partitions=1)
-    fence = SegmentWriter.fence
+    fence = SlotWriter.fence
     raced = []
 
     def fence_after_another_cycle(writer, *args, **kwargs):
@@ -42,7 +42,7 @@ def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(write_config
             raced.append(engine.run_cycle(config, LINK, spark, mirrors=[topic]))
         return fence(writer, *args, **kwargs)
 
-    monkeypatch.setattr(SegmentWriter, "fence", fence_after_another_cycle)
+    monkeypatch.setattr(SlotWriter, "fence", fence_after_another_cycle)
     cycle._consolidate(ctx, plan)
     monkeypatch.undo()
     assert raced and raced[0].lag_after == 0

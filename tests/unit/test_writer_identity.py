@@ -1,14 +1,28 @@
-"""Every mirror partition has its own writer identity: fencing one never fences another."""
+"""Writer identities: a mirror partition always maps to the same writer slot, a link's slots
+are its own, and a mirror's partitions spread over distinct slots."""
 
 from __future__ import annotations
 
+from mirror_pipeline.link.state_keys import WRITER_SLOTS, slot_transactional_id, writer_slot
 from mirror_pipeline.link.state_store import state_writer_id, transactional_id
 
 
-def test_names_with_dots_never_share_an_identity():
-    assert transactional_id("a", "b.c", 0) != transactional_id("a.b", "c", 0)
-    assert transactional_id("a", "b", 10) != transactional_id("a", "b.1", 0)
+def test_links_never_share_an_identity():
+    assert slot_transactional_id("a", 1) != slot_transactional_id("a.b", 1)
+    assert slot_transactional_id("a", 11) != slot_transactional_id("a", 1)
+
+
+def test_a_partition_always_maps_to_the_same_slot():
+    # The mapping may never change under a link: only a writer of the same identity fences a zombie.
+    assert writer_slot("orders", 3) == writer_slot("orders", 3)
+    assert [writer_slot("orders", p) for p in range(3)] == [(writer_slot("orders", 0) + p) % WRITER_SLOTS for p in range(3)]
+    assert transactional_id("l", "orders", 3) == slot_transactional_id("l", writer_slot("orders", 3))
+
+
+def test_a_mirrors_partitions_take_distinct_slots_up_to_the_slot_count():
+    assert len({writer_slot("orders", p) for p in range(WRITER_SLOTS)}) == WRITER_SLOTS
+    assert {writer_slot(f"t{i}", p) for i in range(200) for p in range(10)} == set(range(WRITER_SLOTS))
 
 
 def test_segment_writers_and_the_state_writer_differ():
-    assert transactional_id("l", "state", 0) != state_writer_id("l")
+    assert all(slot_transactional_id("l", s) != state_writer_id("l") for s in range(WRITER_SLOTS))

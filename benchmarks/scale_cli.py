@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""A wide link as a new user meets it: the `mirror-pipeline` commands' wall time on T topics x P partitions.
+
+    .venv/bin/python benchmarks/scale_cli.py [--topics 100] [--partitions 10] [--json-file PATH]
+    .venv/bin/python benchmarks/scale_cli.py --topics 1000          # 10,000 partitions
+
+Starts its own pair of local single-node clusters (`.local-kafka/bench-scale-cli`,
+ports 16592/26592, away from the demo, the tests and the other benchmarks),
+creates the source topics with `--initial-records` records in every
+partition, writes a config whose link auto-creates a mirror for every one of
+them, and times each command as an operator types it (a fresh process each,
+start-up and Spark session included):
+
+1. the first `run`: auto-create makes every mirror, and the cycle copies;
+2. `mirror list`;
+3. two `run`s with nothing to copy;
+4. one new record in every partition, then one `run`;
+5. `mirror describe` of one mirror.
+
+After the last run every mirror's log end offsets must equal its source's
+(offsets are preserved): the exit status is 1 otherwise. Progress goes to
+stderr, the table to stdout; see benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a plain script from any directory
+    sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402
+
+from benchmarks.common import admin_for, local_clusters, say, warm_up  # noqa: E402
+from benchmarks.scale import Loader, topic_names  # noqa: E402
+from mirror_pipeline.kafka import clients as kc  # noqa: E402
+
+BENCH_ROOT = REPO / ".local-kafka" / "bench-scale-cli"
+BASE_PORT = 16592
+LINK = "wide"
+# Topics created per CreateTopics request while setting up.
+CREATE_BATCH = 100
+
+
+def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
+    data: dict = {
+        "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
+        "links": {LINK: {
+            "source": "a", "destination": "b",
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {"topicFilters": [
+                {"name": "scale-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
+        }},
+    }
+    if spark_master:
+        data["spark"] = {"master": spark_master}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = admin_for(bootstrap)
+    for i in range(0, len(names), CREATE_BATCH):
+        batch = names[i:i + CREATE_BATCH]
+        futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in batch])
+        for fut in futures.values():
+            fut.result(60)
+    kc.list_offsets(admin, [(t, p) for t in names for p in range(partitions)], "latest", "a", read_committed=False,
+                    timeout=120)
+
+
+def command(config_path: Path, *args: str) -> float:
+    """Wall seconds of one `mirror-pipeline` command, a fresh process; fails the benchmark if it fails."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "mirror_pipeline", *args, "--config", str(config_path)],
+                         capture_output=True, text=True, cwd=REPO)
+    seconds = time.perf_counter() - t0
+    if out.returncode:
+        raise SystemExit(f"mirror-pipeline {' '.join(args)} failed ({out.returncode}): "
+                         f"{out.stdout[-1500:]} {out.stderr[-1500:]}")
+    say(f"mirror-pipeline {' '.join(args)}: {seconds:.2f} s")
+    return round(seconds, 2)
+
+
+def mirrors_match(a: str, b: str, names: list[str], partitions: int) -> tuple[int, int]:
+    """(partitions whose mirror's log end equals the source's, partitions checked)."""
+    tps = [(t, p) for t in names for p in range(partitions)]
+    src = kc.list_offsets(admin_for(a), tps, "latest", "a", read_committed=False, timeout=120)
+    dst = kc.list_offsets(admin_for(b), tps, "latest", "b", read_committed=False, timeout=120)
+    return sum(src[tp] == dst[tp] for tp in tps), len(tps)
+
+
+ROWS = [
+    ("first_run", "first `run`: auto-create makes every mirror, copies {initial} records a partition"),
+    ("list", "`mirror list`"),
+    ("empty_run_1", "`run` with nothing to copy"),
+    ("empty_run_2", "`run` with nothing to copy, again"),
+    ("one_record_run", "`run` after one new record in every partition"),
+    ("describe", "`mirror describe` of one mirror"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topics", type=int, default=100, help="source topics (default 100)")
+    ap.add_argument("--partitions", type=int, default=10, help="partitions per topic (default 10)")
+    ap.add_argument("--initial-records", type=int, default=5, help="records per partition before the first run (5)")
+    ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b is +10000 ({BASE_PORT})")
+    ap.add_argument("--root", type=Path, default=BENCH_ROOT, help=f"the clusters' directory ({BENCH_ROOT})")
+    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's)")
+    ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running at the end")
+    ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
+    args = ap.parse_args(argv)
+
+    names = topic_names(args.topics) if args.topics <= 1000 else [f"scale-{i:05d}" for i in range(args.topics)]
+    partitions = args.topics * args.partitions
+    report: dict = {"params": {"topics": args.topics, "partitions": partitions, "initial_records": args.initial_records,
+                               "spark_master": args.spark_master or "engine default"}}
+    seconds: dict[str, float] = {}
+    root = args.root.resolve()
+    with local_clusters(root, args.keep_clusters, args.base_port) as lk:
+        a, b = lk.bootstraps
+        for boot in lk.bootstraps:
+            warm_up(boot)
+        t0 = time.perf_counter()
+        create_topics(a, names, args.partitions)
+        loader = Loader(a)
+        targets = [(t, p) for t in names for p in range(args.partitions)]
+        loader.write(targets, args.initial_records)
+        say(f"setup: {args.topics} topics x {args.partitions} partitions, {args.initial_records} records each, "
+            f"in {time.perf_counter() - t0:.0f} s")
+        config_path = write_config(root.parent / f"{root.name}.yaml", a, b, args.spark_master)
+        run = ("run", "--link", LINK)
+        seconds["first_run"] = command(config_path, *run)
+        seconds["list"] = command(config_path, "mirror", "list", "--link", LINK)
+        seconds["empty_run_1"] = command(config_path, *run)
+        seconds["empty_run_2"] = command(config_path, *run)
+        loader.write(targets, 1)
+        seconds["one_record_run"] = command(config_path, *run)
+        seconds["describe"] = command(config_path, "mirror", "describe", names[0], "--link", LINK)
+        matched, checked = mirrors_match(a, b, names, args.partitions)
+    report["seconds"] = seconds
+    report["mirrors_identical_log_ends"] = {"matched": matched, "checked": checked}
+    if args.json_file:
+        args.json_file.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"mirror-pipeline, one link of {args.topics:,} topics x {args.partitions} partitions ({partitions:,}), "
+          f"CLI wall time, start-up included")
+    for key, label in ROWS:
+        print(f"{label.format(initial=args.initial_records):<72}{seconds[key]:>10.2f} s")
+    print(f"mirrors whose log ends equal their source's: {matched:,} of {checked:,} partitions")
+    return 0 if matched == checked else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""A task's units copied together: one writer per slot, one consumer, one producer, in rounds.
+
+A copy unit alone (`copier.copy_unit`) pays a fixed price before its first
+record: a fenced writer, three clients, a read of the link's state and of the
+offset map. On a wide link that price, not the records, set a cycle's time.
+Here a task pays it once for all its units: a cycle's small units (a chunk
+or less behind) and every partition of a follow-mode task.
+
+The protocol is `copier`'s, kept per partition:
+
+1. Fence: take the writer of every slot the units map to (`state_keys.writer_slot`).
+2. Check, after fencing, for all units at once: the mirrors' state (a stop
+   marks a mirror before it fences, R-LC-8), the offset-map topic since the
+   plan's snapshot (no other writer announced a chunk), the mirrors' log ends.
+3. Round by round: read what the consumer has for the units (up to each
+   unit's end; at most one chunk's records and memory for all of them),
+   announce each partition's part of the round as its segment, the segments
+   of a slot in one transaction, produce every record with one idempotent
+   producer, and wait until all are acknowledged. A round is announced only
+   once every record of the round before is acknowledged: after a crash at
+   most the last segment of each partition is in doubt (`repair`), as with
+   one unit. A crash between two partitions' records leaves each partition
+   with its own announced, partly landed segment, which the next plan settles.
+4. Verify every partition's log end is where its last segment ends (R-MT-9).
+
+A slot whose writer was fenced (a pause or stop of a mirror it also serves,
+or another cycle) is taken back and its units checked again as at step 2:
+those that may go on read their unannounced round again, the others (the
+stopped mirror's, a partition another writer wrote to) end with
+`StateChanged` or `ConcurrentWriter`. The task's other slots go on meanwhile.
+Memory is the task's budget (`MemoryPlan`), shared by the units: a round is
+one chunk.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_keys import segment_key
+from mirror_pipeline.link.state_store import SlotWriter, StateStore, read_topic
+from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
+from mirror_pipeline.model.offset_map import Segment, pack
+from mirror_pipeline.model.states import may_copy
+from mirror_pipeline.replication.chunks import (
+    IDLE_TIMEOUT_S,
+    chunk_runs,
+    chunk_timestamps,
+    land_by_deadline,
+    produce_chunk,
+    timestamp_of,
+    writer_request_timeout_ms,
+)
+from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
+from mirror_pipeline.replication.group_reading import Member, RoundReader
+from mirror_pipeline.replication.task_memory import (
+    RECORD_OVERHEAD_BYTES,
+    MemoryPlan,
+    memory_plan,
+    return_free_memory,
+    rss,
+    use_allocator_settings,
+)
+
+log = logging.getLogger(__name__)
+
+# Slot writers fenced at once: their round trips overlap.
+FENCE_THREADS = 8
+# Times a task takes back a slot's writer fenced under it (see `_GroupCopy._retake`).
+RETAKES_PER_SLOT = 3
+
+
+def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
+    """Copy a task's units: one after another when `units` is `InTurn` (or a single bounded
+    unit: the throughput path, `copier.copy_unit`), else all together (`copy_group`)."""
+    if isinstance(units, InTurn) or (len(units) == 1 and not units[0].follows):
+        return [copy_unit(unit, ctx) for unit in units]
+    return copy_group(units, ctx)
+
+
+def copy_group(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
+    """Copy `units` together (see the module); expected failures come back in each unit's result."""
+    parts = [Member(u, UnitResult(u.mirror_topic, u.partition, u.source_from, u.source_from, u.dest_start,
+                                      u.dest_start), u.source_from, u.dest_start) for u in units]
+    return_free_memory()
+    rss_start = rss(reset_peak=True)[0]
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the copy loop makes no reference cycles (see `copier.copy_unit`)
+    try:
+        _GroupCopy(parts, ctx).run()
+    except MirrorError as exc:
+        _fail_all(parts, type(exc).__name__, str(exc))
+    except KafkaException as exc:
+        if kc.is_fenced(exc):
+            _fail_all(parts, "ConcurrentWriter", "another cycle took over this partition's writer; this writer stopped")
+        else:
+            _fail_all(parts, "KafkaException", kc.describe_error(exc, {**ctx.source_properties, **ctx.dest_properties}))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    rss_peak = rss()[1]
+    for part in parts:
+        part.result.rss_start_bytes, part.result.rss_peak_bytes = rss_start, rss_peak
+    return_free_memory()
+    return [part.result for part in parts]
+
+
+def _fail_all(parts: list[Member], kind: str, message: str) -> None:
+    for part in parts:
+        if not part.failed:
+            part.fail(kind, f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: {message}")
+
+
+class _GroupCopy:
+    def __init__(self, parts: list[Member], ctx: CopyContext):
+        self.parts, self.ctx = parts, ctx
+        self.link = parts[0].unit.link
+        self.follow_until = max(p.unit.follow_until for p in parts)
+        self.writers: dict[int, SlotWriter] = {}
+        self.consumers: list = []
+        self.failures: dict[tuple[str, int], KafkaError] = {}
+        self.retakes: dict[int, int] = defaultdict(int)
+
+    # --- setup and checks ---------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._fence()
+            self.admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
+            kc.learn_cluster(self.admin)
+            self._check_after_fencing(self.parts)
+            units = [p.unit for p in self.parts if not p.ended]
+            if not units:
+                return
+            memory = memory_plan(self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units),
+                                 max(u.chunk_records for u in units))
+            use_allocator_settings(memory)
+            reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
+            self.rounds = RoundReader(reader, self.parts, memory.chunk_bytes, max(u.chunk_records for u in units),
+                                      max(u.max_message_bytes for u in units))
+            self._copy_rounds()
+            self._verify_log_ends()
+            if self.follow_until:
+                self._pack()
+        finally:
+            for consumer in self.consumers:
+                consumer.close()
+            for writer in self.writers.values():
+                writer.close()
+
+    def _fence(self) -> None:
+        for slot in sorted({p.slot for p in self.parts}):
+            self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
+        writers = list(self.writers.values())
+        with ThreadPoolExecutor(min(FENCE_THREADS, len(writers)), thread_name_prefix="fence") as pool:
+            for done in [pool.submit(w.fence, learn_cluster=True) for w in writers]:
+                done.result()
+
+    def _check_after_fencing(self, parts: list[Member]) -> None:
+        """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
+
+        A part whose mirror may no longer be copied, whose partition got a segment
+        from another writer at or past where this task's copy ends, or whose log
+        end is not that end, fails: it is not written to.
+        """
+        ctx = self.ctx
+        store = StateStore(self.link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
+        mirrors = store.read_mirrors()
+        for part in parts:
+            info = mirrors.get(part.unit.mirror_topic)
+            if not may_copy(info):
+                what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
+                part.fail(StateChanged.__name__, f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
+                          f"planned; partition {part.unit.partition} was not copied to")
+        live = [p for p in parts if not p.failed]
+        if not live:
+            return
+        since = min(p.unit.map_snapshot_end for p in live)
+        conf = kc.client_config(ctx.dest_properties, self.link, "state-reader")
+        newer: dict[tuple[str, int], int] = {}  # partition -> highest segment start announced since the plan
+        prefix = f"{self.link}/"
+        for key, value, _ in read_topic(conf, self.admin, ctx.offset_map_topic, ctx.dest_alias, start=since):
+            if value is None or not key.startswith(prefix):
+                continue
+            _, mirror, partition, start = key.split("/")
+            tp = (mirror, int(partition))
+            newer[tp] = max(newer.get(tp, -1), int(start))
+        ends = kc.list_offsets(self.admin, [(p.unit.mirror_topic, p.unit.partition) for p in live], "latest",
+                               ctx.dest_alias, read_committed=False)
+        for part in live:
+            unit = part.unit
+            if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
+                part.fail(ConcurrentWriter.__name__, f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
+                          f"cycle wrote to it after this cycle planned; this unit stopped without writing")
+            elif ends[(unit.mirror_topic, unit.partition)] != part.dest_end:
+                part.fail(ConcurrentWriter.__name__, f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
+                          f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
+                          f"another writer is active or wrote since the plan")
+
+    def _open_clients(self, memory: MemoryPlan, max_message_bytes: int):
+        """The task's producer (`self.out`) and its consumer (returned)."""
+        ctx = self.ctx
+        reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **memory.reader_settings()))
+        self.consumers.append(reader)
+        kc.learn_cluster(reader)
+        request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
+
+        def on_delivery(err, msg):  # failed deliveries only (`delivery.report.only.error`)
+            if err is not None:
+                self.failures.setdefault((msg.topic(), msg.partition()), err)
+
+        self.out = kc.producer(kc.client_config(ctx.dest_properties, self.link, "writer", **{
+            "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
+            "request.timeout.ms": request_timeout_ms,  # see `chunks.chunk_delivery_timeout_ms`
+            "socket.timeout.ms": request_timeout_ms,
+            "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
+            "on_delivery": on_delivery,
+            **memory.writer_settings(),
+        }))
+        return reader
+
+    # --- rounds ---------------------------------------------------------------------------
+
+    def _copy_rounds(self) -> None:
+        idle_since = time.monotonic()
+        rounds = self.rounds
+        while rounds.reading() or rounds.news():
+            news = rounds.read_round()
+            if news:
+                idle_since = time.monotonic()
+                self._write_round(news)
+            elif not self.follow_until and time.monotonic() - idle_since > IDLE_TIMEOUT_S:
+                for part in rounds.reading():
+                    part.fail(MirrorError.__name__, f"source topic '{part.unit.source_topic}' partition "
+                              f"{part.unit.partition}: no progress at offset {part.position} for "
+                              f"{IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})")
+            if self.follow_until and time.time() >= self.follow_until:
+                return
+
+    def _write_round(self, news: list[Member]) -> None:
+        """Announce, produce and land one round (step 3 of the module)."""
+        ctx = self.ctx
+        land_by = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
+        now = time.time()
+        segments = {id(p): Segment(p.dest_end, chunk_runs(p.chunk), p.position, written_at=now) for p in news}
+        by_slot: dict[int, list[Member]] = defaultdict(list)
+        for part in news:
+            by_slot[part.slot].append(part)
+        announced: list[Member] = []
+        fenced: list[int] = []
+        for slot, members in sorted(by_slot.items()):
+            try:
+                self.writers[slot].write_segments([(p.unit.mirror_topic, p.unit.partition, segments[id(p)])
+                                                   for p in members])
+            except ConcurrentWriter:
+                fenced.append(slot)  # nothing of the slot was announced: taken back after this round
+                continue
+            except MirrorError as exc:
+                for part in members:
+                    self.rounds.stop(part, MirrorError.__name__, str(exc))
+                continue
+            announced += members
+        stamps = {}
+        produced: list[Member] = []
+        for part in announced:
+            # Checked before each partition's records: a task stalled past the deadline (between
+            # two partitions, say) sends none after it; a repair may have settled them meanwhile.
+            if time.monotonic() >= land_by:
+                self.rounds.stop(part, MirrorError.__name__, f"announcing a chunk took over "
+                                 f"{ctx.writer_delivery_timeout_ms} ms; its records were not sent")
+                continue
+            stamps[id(part)] = list(map(timestamp_of, part.chunk))
+            produce_chunk(self.out, part.unit.mirror_topic, part.unit.partition, part.chunk,
+                          chunk_timestamps(stamps[id(part)])[0])
+            produced.append(part)
+        remaining = land_by_deadline(self.out, land_by)
+        acked_ms = int(time.time() * 1000)
+        for part in produced:
+            key = (part.unit.mirror_topic, part.unit.partition)
+            if remaining or key in self.failures:
+                reason = (f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
+                          if remaining else self.failures[key].str())
+                self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}")
+                continue
+            self._landed(part, segments[id(part)], stamps[id(part)], acked_ms)
+        for slot in fenced:
+            self._retake(slot)
+
+    def _retake(self, slot: int) -> None:
+        """A slot's writer was fenced mid-copy: by a pause or stop of a mirror the slot also
+        serves, or by another cycle. Take it back and check its parts again as at the start
+        (against where each one's copy ends now); those that may go on read their round
+        again, the others stop. At most RETAKES_PER_SLOT times a slot, then its parts stop."""
+        members = [p for p in self.parts if p.slot == slot and not p.failed]
+        if self.retakes[slot] >= RETAKES_PER_SLOT:
+            for part in members:
+                self.rounds.stop(part, ConcurrentWriter.__name__, "another cycle took over this partition; "
+                                 "this writer stopped")
+            return
+        self.retakes[slot] += 1
+        self.writers[slot].close()
+        self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
+        self.writers[slot].fence()
+        again = [p for p in members if p.has_news() or not p.ended]
+        for part in again:
+            self.rounds.rewind(part)
+        self._check_after_fencing(members)
+        for part in members:
+            if part.failed:
+                self.rounds.reader.pause([part.source_tp])
+
+    def _landed(self, part: Member, segment: Segment, stamps: list, acked_ms: int) -> None:
+        result = part.result
+        chunk = part.chunk
+        if chunk:
+            valid_ts = chunk_timestamps(stamps)[1]
+            if result.first_timestamp < 0 and valid_ts:
+                result.first_timestamp = valid_ts[0]
+            result.last_timestamp = stamps[-1][1]
+            part.latency.add(valid_ts, acked_ms)
+        result.records += len(chunk)
+        result.bytes += part.held - len(chunk) * RECORD_OVERHEAD_BYTES
+        result.source_until = part.position
+        result.dest_until = part.dest_end = segment.dest_end
+        (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms,
+         result.latency_records) = part.latency.figures()
+        if self.follow_until:
+            part.announced.append(segment)
+        part.chunk, part.held = [], 0
+
+    # --- the end ---------------------------------------------------------------------------
+
+    def _verify_log_ends(self) -> None:
+        """Step 4: every mirror partition ends where its last segment does."""
+        checked = [p for p in self.parts if not p.result.error]
+        if not checked:
+            return
+        ends = kc.list_offsets(self.admin, [(p.unit.mirror_topic, p.unit.partition) for p in checked], "latest",
+                               self.ctx.dest_alias, read_committed=False)
+        for part in checked:
+            landed = ends[(part.unit.mirror_topic, part.unit.partition)]
+            if landed != part.result.dest_until:
+                part.fail(MirrorDiverged.__name__, f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: "
+                          f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
+                          f"written by this link are in the mirror")
+
+    def _pack(self) -> None:
+        """Follow mode: merge each partition's epoch segments into few, one transaction per slot,
+        while this task still holds the writers (see `copier._pack`). Best effort."""
+        by_slot: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+        for part in self.parts:
+            if part.result.error or len(part.announced) < 2:
+                continue
+            packed, stale_starts = pack(part.announced)
+            if len(packed) >= len(part.announced):
+                continue
+            puts, deletes = by_slot[part.slot]
+            unit = part.unit
+            puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
+            deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
+        for slot, (puts, deletes) in by_slot.items():
+            try:
+                self.writers[slot].write_segments(puts, deletes, doing="packing the epoch's segments")
+            except MirrorError as exc:
+                log.info("writer slot %d: the epoch's segments stay unpacked: %s", slot, exc)

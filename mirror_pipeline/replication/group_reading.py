@@ -1,0 +1,208 @@
+"""A group copy's reading: one consumer for every unit of a task, read in rounds (see `group_copy`).
+
+A round holds at most one chunk: `round_records` records and `chunk_bytes`
+of memory (key + value + RECORD_OVERHEAD_BYTES each, one record at least)
+over all the units. Records read past a full round are kept and start the
+next one. A bounded unit stops being read at its `source_until` (its
+partition is paused), however the consumer reached it: a record at or past
+it, or its position moved past markers and aborted records it never hands out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from mirror_pipeline.link.state_keys import writer_slot
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.replication.chunks import CONSUME_BATCH, FIRST_CONSUME_BATCH, FOLLOW_WAIT_S, POLL_S, Latency, without_errors
+from mirror_pipeline.replication.copier import UnitResult, WorkUnit
+from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
+
+
+@dataclass(eq=False)
+class Member:
+    """One unit's progress inside a group copy."""
+
+    unit: WorkUnit
+    result: UnitResult
+    position: int  # next source offset to read
+    dest_end: int  # the mirror's log end after the last acknowledged round
+    chunk: list = field(default_factory=list)
+    held: int = 0  # memory of `chunk`
+    ended: bool = False
+    announced: list[Segment] = field(default_factory=list)  # follow mode: the epoch's segments
+    latency: Latency = field(default_factory=Latency)
+
+    @property
+    def slot(self) -> int:
+        return writer_slot(self.unit.mirror_topic, self.unit.partition)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.result.error)
+
+    @property
+    def source_tp(self) -> TopicPartition:
+        return TopicPartition(self.unit.source_topic, self.unit.partition)
+
+    def fail(self, kind: str, message: str) -> None:
+        if not self.result.error:
+            self.result.error_kind, self.result.error = kind, message
+        self.ended = True
+        self.chunk = []
+        self.held = 0
+
+    def has_news(self) -> bool:
+        """Whether the round has something to announce: records, or (a bounded unit) a read
+        position moved past records the consumer never hands out (markers, aborted data)."""
+        if self.failed:
+            return False
+        return bool(self.chunk) or (not self.unit.follows and self.position > self.result.source_until)
+
+
+class RoundReader:
+    """Reads rounds of records for a group's members from one consumer, assigned to them all."""
+
+    def __init__(self, reader, members: Sequence[Member], chunk_bytes: int, round_records: int, max_message_bytes: int):
+        self.reader, self.members = reader, list(members)
+        self.chunk_bytes, self.round_records, self.max_message_bytes = chunk_bytes, round_records, max_message_bytes
+        self.follow_until = max(m.unit.follow_until for m in self.members)
+        self.by_tp = {(m.unit.source_topic, m.unit.partition): m for m in self.members}
+        self.pending: list = []  # records read past a full round, first in the next
+        self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
+        reader.assign([TopicPartition(m.unit.source_topic, m.unit.partition, m.position) for m in self.reading()])
+
+    def reading(self) -> list[Member]:
+        """Members still being read (not at their end, not failed)."""
+        return [m for m in self.members if not m.ended]
+
+    def news(self) -> list[Member]:
+        """Members with something to announce."""
+        return [m for m in self.members if m.has_news()]
+
+    def stop(self, member: Member, kind: str, message: str) -> None:
+        """A member failed: nothing more of it is read or announced."""
+        member.fail(kind, f"mirror '{member.unit.mirror_topic}' partition {member.unit.partition}: {message}")
+        self.reader.pause([member.source_tp])
+
+    def rewind(self, member: Member) -> None:
+        """Read a member again from where its last landed round ended (its round in hand was never announced)."""
+        member.chunk, member.held, member.ended = [], 0, False
+        member.position = member.result.source_until
+        key = (member.unit.source_topic, member.unit.partition)
+        self.pending = [m for m in self.pending if (m.topic(), m.partition()) != key]
+        tp = TopicPartition(member.unit.source_topic, member.unit.partition, member.position)
+        self.reader.resume([member.source_tp])
+        try:
+            self.reader.seek(tp)
+        except KafkaException:  # a partition not fetched from yet cannot be sought: assign it anew
+            self.reader.incremental_unassign([member.source_tp])
+            self.reader.incremental_assign([tp])
+
+    def read_round(self) -> list[Member]:
+        """Read records into the live partitions' chunks until the round holds a chunk's records or
+        memory, or nothing more comes; the partitions with something to announce."""
+        held = records = 0
+        while True:
+            if self.pending:
+                msgs, self.pending = self.pending, []
+            else:
+                msgs = self.reader.consume(self._want(held, records), self._wait(records > 0))
+            if msgs:
+                taken, held, full = self._take(msgs, held, records)
+                records += taken
+                if full:
+                    return self.news()
+                continue
+            if not self.follow_until:
+                # Only here is every record the consumer handed out in a chunk (nothing pending).
+                self._note_ends()
+                return self.news()
+            news = self.news()
+            if news or not self.reading() or time.time() >= self.follow_until:
+                return news
+
+    def _wait(self, something_read: bool) -> float:
+        if not self.follow_until:
+            return POLL_S
+        if something_read:
+            return 0.0  # follow mode sends what arrived at once: latency
+        return max(0.0, min(FOLLOW_WAIT_S, self.follow_until - time.time()))
+
+    def _want(self, held: int, records: int) -> int:
+        room = self.round_records - records
+        if self.record_bytes:
+            return max(1, min(CONSUME_BATCH, room, (self.chunk_bytes - held) // self.record_bytes + 1))
+        # The first batch tells the records' size (see `chunks.ChunkReader._want`).
+        return max(1, min(FIRST_CONSUME_BATCH, room, self.chunk_bytes // max(1, self.max_message_bytes)))
+
+    def _take(self, msgs: list, held: int, records: int) -> tuple[int, int, bool]:
+        """Sort a consumed batch into the partitions' chunks; (records taken, memory held after,
+        whether the round is full: the rest of the batch then waits in `pending`)."""
+        taken = total = 0
+        full = False
+        for i, msg in enumerate(msgs):
+            part = self.by_tp.get((msg.topic(), msg.partition()))
+            if part is None:
+                err = msg.error()
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    raise MirrorError(f"reading the source failed: {err.name()}")  # the consumer's, not a partition's
+                continue
+            if part.ended:
+                continue  # past a bounded unit's end, or its unit failed: never copied
+            if msg.error() is not None:
+                try:
+                    without_errors([msg], part.unit, part.position)
+                except MirrorError as exc:
+                    part.fail(MirrorError.__name__, str(exc))
+                    self.reader.pause([part.source_tp])
+                continue
+            offset = msg.offset()
+            if offset >= part.unit.source_until:
+                self._end(part, part.unit.source_until)
+                continue
+            size = len(msg) + (len(msg.key()) if msg.key() is not None else 0) + RECORD_OVERHEAD_BYTES
+            if held + size > self.chunk_bytes and (held or taken):
+                self.pending = msgs[i:]  # this record starts the next round
+                full = True
+                break
+            total += size
+            part.chunk.append(msg)
+            part.held += size
+            part.position = offset + 1
+            held += size
+            taken += 1
+            if part.position >= part.unit.source_until:
+                self._end(part, part.unit.source_until)
+            elif not self.follow_until and part.result.bytes + part.held >= part.unit.max_bytes:
+                self._end(part, part.position)
+            if records + taken >= self.round_records:
+                self.pending = msgs[i + 1:]
+                full = True
+                break
+        if taken:
+            self.record_bytes = max(1, total // taken)
+        return taken, held, full
+
+    def _end(self, part: Member, position: int) -> None:
+        """A bounded unit read everything it copies: stop fetching its partition."""
+        part.position = max(part.position, position)
+        if not part.ended:
+            part.ended = True
+            self.reader.pause([part.source_tp])
+
+    def _note_ends(self) -> None:
+        """Bounded units whose consumer position passed their end (across markers or aborted records)."""
+        reading = self.reading()
+        if not reading:
+            return
+        for part, tp in zip(reading, self.reader.position([p.source_tp for p in reading])):
+            if tp.offset >= 0:
+                part.position = max(part.position, min(tp.offset, part.unit.source_until))
+            if part.position >= part.unit.source_until:
+                self._end(part, part.unit.source_until)

@@ -1,0 +1,77 @@
+"""A task copying many units together (`group_copy`) on the real local pair: one writer per slot.
+
+The copy runs in this process (no Spark), so that a verb can be made to
+land at an exact moment of it: between two rounds of a writer slot that two
+mirrors share.
+"""
+
+from __future__ import annotations
+
+from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.state_keys import writer_slot
+from mirror_pipeline.link.state_store import SlotWriter
+from mirror_pipeline.model.states import WATCHED
+from mirror_pipeline.replication import group_copy
+from mirror_pipeline.replication.cycle import copy_context
+from mirror_pipeline.replication.planner import plan_cycle
+from tests.integration.conftest import LINK
+from tests.integration.test_crash_safety import load_source
+from tests.kafka_records import assert_identical, read_topic
+
+RECORDS = 3000
+CHUNK = 500
+
+
+def slot_sharing_names(base: str) -> tuple[str, str]:
+    """Two topic names whose partition 0 maps to the same writer slot."""
+    other = next(f"{base}-b{i}" for i in range(10_000) if writer_slot(f"{base}-b{i}", 0) == writer_slot(base, 0))
+    return base, other
+
+
+def plan(config, topics: list[str]):
+    ctx = LinkContext.open(config, LINK)
+    selected = [m for m in ctx.registry().values() if m.mirror_topic in topics and m.state in WATCHED]
+    return ctx, plan_cycle(ctx, selected)
+
+
+def test_a_pause_of_a_mirror_sharing_the_slot_stops_only_that_mirror(write_config, spark, source_bootstrap,
+                                                                     destination_bootstrap, create_topic, unique_name,
+                                                                     monkeypatch):
+    config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
+    paused, going_on = slot_sharing_names(unique_name())
+    for topic in (paused, going_on):
+        create_topic(source_bootstrap, topic, partitions=1)
+        load_source(source_bootstrap, topic, records=RECORDS, partitions=1)
+        engine.create_mirror(config, LINK, topic)
+    ctx, the_plan = plan(config, [paused, going_on])
+    assert len(the_plan.units) == 2
+
+    # Once the first round has landed, the operator pauses one mirror: the pause fences the shared slot.
+    write = SlotWriter.write_segments
+    calls = []
+
+    def pause_before_the_second_round(writer, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            engine.pause(config, LINK, [paused])
+        return write(writer, *args, **kwargs)
+
+    monkeypatch.setattr(SlotWriter, "write_segments", pause_before_the_second_round)
+    results = {r.mirror_topic: r for r in group_copy.copy_group(the_plan.units, copy_context(ctx))}
+    monkeypatch.undo()
+
+    assert results[paused].error_kind == "StateChanged", results[paused]
+    assert results[paused].records < RECORDS
+    # The other mirror's writer was taken back: it copied everything, without an error.
+    assert not results[going_on].error, results[going_on]
+    assert (results[going_on].records, results[going_on].dest_until) == (RECORDS, RECORDS)
+    assert_identical(read_topic(source_bootstrap, going_on, 1), read_topic(destination_bootstrap, going_on, 1))
+
+    # The paused mirror holds what landed before the pause; a cycle after resume copies the rest.
+    held = read_topic(destination_bootstrap, paused, 1)
+    assert len(held[0]) == results[paused].dest_until
+    engine.resume(config, LINK, [paused])
+    assert engine.run_cycle(config, LINK, spark, mirrors=[paused]).lag_after == 0
+    assert_identical(read_topic(source_bootstrap, paused, 1), read_topic(destination_bootstrap, paused, 1))

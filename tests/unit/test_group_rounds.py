@@ -1,0 +1,126 @@
+"""A group copy's rounds without Kafka: one consumer's records sorted into many partitions' chunks.
+
+`group_reading.RoundReader` reads for every unit of a task at once. These
+tests feed it real `Message` objects of several partitions, interleaved as a
+consumer hands them out, and check that every record of every unit's range
+is in exactly one round, in order, that no round passes its record or memory
+limit, and that a unit ends where its range does (also past trailing
+transaction markers, which the consumer never hands out).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
+
+from mirror_pipeline.replication.copier import UnitResult, WorkUnit
+from mirror_pipeline.replication.group_reading import Member, RoundReader
+from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
+
+SIZE = 100
+
+
+def record(partition: int, offset: int) -> Message:
+    return Message(topic="src", partition=partition, offset=offset, key=b"k", value=bytes([offset % 251]) * SIZE,
+                   timestamp=(TIMESTAMP_CREATE_TIME, 1_000 + offset))
+
+
+class InterleavingConsumer:
+    """Hands out the assigned partitions' records interleaved at random, at most `n` at a time,
+    never those of a paused partition; a partition's position may sit past its last record."""
+
+    def __init__(self, records: dict[int, list[Message]], ends: dict[int, int], seed: int):
+        self.records, self.ends = records, ends
+        self.next = {p: 0 for p in records}
+        self.paused: set[int] = set()
+        self.rng = random.Random(seed)
+
+    def assign(self, tps):
+        assert {tp.partition for tp in tps} == set(self.records)
+
+    def pause(self, tps):
+        self.paused |= {tp.partition for tp in tps}
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        out = []
+        while len(out) < n:
+            open_ = [p for p in self.records if p not in self.paused and self.next[p] < len(self.records[p])]
+            if not open_:
+                break
+            p = self.rng.choice(open_)
+            out.append(self.records[p][self.next[p]])
+            self.next[p] += 1
+        return out
+
+    def position(self, tps):
+        def pos(p: int) -> int:
+            if self.next[p] < len(self.records[p]):
+                return self.records[p][self.next[p] - 1].offset() + 1 if self.next[p] else -1001
+            return self.ends[p]
+
+        return [TopicPartition(tp.topic, tp.partition, pos(tp.partition)) for tp in tps]
+
+
+def members(ranges: dict[int, tuple[int, int]], chunk_records: int) -> list[Member]:
+    out = []
+    for p, (start, until) in ranges.items():
+        unit = WorkUnit("l", "src", "mirror", p, start, until, 0, 0, 1 << 40, chunk_records, 1048588)
+        out.append(Member(unit, UnitResult("mirror", p, start, start, 0, 0), start, 0))
+    return out
+
+
+def drain(reader: RoundReader) -> list[dict[int, list[int]]]:
+    """Every round's offsets per partition, as the group copy would announce them."""
+    rounds = []
+    while reader.reading() or reader.news():
+        news = reader.read_round()
+        rounds.append({m.unit.partition: [r.offset() for r in m.chunk] for m in news})
+        for m in news:  # what a landed round does to a member
+            m.result.source_until = m.position
+            m.chunk, m.held = [], 0
+        assert len(rounds) < 10_000
+    return rounds
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("chunk_records,chunk_bytes", [(1000, 1 << 20), (7, 1 << 20), (1000, 3_000), (1, 1 << 20)])
+def test_every_record_of_every_range_is_in_exactly_one_round_in_order(seed, chunk_records, chunk_bytes):
+    rng = random.Random(seed)
+    ranges = {p: (s, s + rng.randint(0, 40)) for p, s in enumerate(rng.randint(0, 100) for _ in range(6))}
+    # Records beyond a unit's end are in the topic too (written after the plan): never copied.
+    records = {p: [record(p, o) for o in range(s, u + 5)] for p, (s, u) in ranges.items()}
+    reader = RoundReader(InterleavingConsumer(records, {p: u + 5 for p, (_, u) in ranges.items()}, seed),
+                         members(ranges, chunk_records), chunk_bytes, chunk_records, 1048588)
+    rounds = drain(reader)
+    for p, (start, until) in ranges.items():
+        copied = [o for r in rounds for o in r.get(p, [])]
+        assert copied == list(range(start, until)), f"partition {p}"
+    for r in rounds:
+        count = sum(len(v) for v in r.values())
+        assert count <= chunk_records
+        assert count * (SIZE + 1 + RECORD_OVERHEAD_BYTES) <= max(chunk_bytes, SIZE + 1 + RECORD_OVERHEAD_BYTES)
+    assert all(m.position == m.unit.source_until for m in reader.members)
+
+
+def test_a_range_ending_in_markers_ends_at_its_end_with_a_round_that_has_no_records():
+    # Partition 0's last records are transaction markers: the consumer hands out 10..14 and stands at 17.
+    ranges = {0: (10, 17), 1: (0, 3)}
+    records = {0: [record(0, o) for o in range(10, 15)], 1: [record(1, o) for o in range(3)]}
+    reader = RoundReader(InterleavingConsumer(records, {0: 17, 1: 3}, 0), members(ranges, 1000), 1 << 20, 1000,
+                         1048588)
+    rounds = drain(reader)
+    assert [o for r in rounds for o in r.get(0, [])] == list(range(10, 15))
+    assert {m.unit.partition: m.position for m in reader.members} == {0: 17, 1: 3}
+
+
+def test_a_follow_round_is_what_has_arrived_and_never_ends_a_partition():
+    ranges = {0: (0, 2**63 - 1), 1: (5, 2**63 - 1)}
+    group = members(ranges, 1000)
+    group = [Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 4e9}), m.result, m.position, 0) for m in group]
+    records = {0: [record(0, o) for o in range(3)], 1: [record(1, o) for o in range(5, 6)]}
+    reader = RoundReader(InterleavingConsumer(records, {0: 3, 1: 6}, 0), group, 1 << 20, 1000, 1048588)
+    news = reader.read_round()
+    assert {m.unit.partition: [r.offset() for r in m.chunk] for m in news} == {0: [0, 1, 2], 1: [5]}
+    assert len(reader.reading()) == 2
