@@ -41,10 +41,23 @@ _MAX_REASON = 300
 
 def record_cycle(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
                  as_json: bool = False) -> None:
-    """One `mirror_data` materialization per mirror the cycle covered (and per mirror named in `mirrors`)."""
-    if not result.mirrors and not mirrors:
+    """One `mirror_data` materialization per mirror the cycle changed (copied to or grew), and per
+    mirror named in `mirrors`.
+
+    An idle mirror would otherwise gain a materialization every cycle that says
+    nothing, and each costs the instance a write (about 25 ms on SQLite): a
+    cycle of a link of 1,000 idle mirrors spent 26 s recording them.
+    """
+    covered = changed_mirrors(result, mirrors)
+    if not covered:
         return  # nothing was copied or asked for: nothing to record, and no Dagster import
-    _record(config, as_json, lambda r: r.record_cycle(link, result, mirrors, origin))
+    _record(config, as_json, lambda r: r.record_cycle(link, result, covered, origin))
+
+
+def changed_mirrors(result, named: Sequence[str] = ()) -> list[str]:
+    """The mirrors a cycle copied to or grew, and those named, in order."""
+    changed = {m for m, c in result.mirrors.items() if c.records or c.partitions_added}
+    return sorted(changed | set(named))
 
 
 def record_offset_sync(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
@@ -64,7 +77,7 @@ def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: 
     """The demo's copy and offset sync, with at most one warning for both."""
     def both(r) -> None:
         if cycle is not None:
-            r.record_cycle(link, cycle, mirrors, "demo")
+            r.record_cycle(link, cycle, changed_mirrors(cycle, mirrors), "demo")
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
 

@@ -34,10 +34,9 @@ from mirror_pipeline_dagster.offset_sync import (
 )
 
 
-def record_cycle(link: str, result: CycleResult, mirrors: Sequence[str], origin: str) -> None:
-    """Per mirror of the cycle (and per mirror asked for, copied or not), a `mirror_data` materialization."""
+def record_cycle(link: str, result: CycleResult, covered: Sequence[str], origin: str) -> None:
+    """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization."""
     names = LinkNames(link)
-    covered = sorted(set(result.mirrors) | set(mirrors))
     with _instance() as instance:
         register(instance, names, covered)
         _materialize(instance, names.mirror_data_key, covered, lambda m: materialization_metadata(result, m), origin)

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import threading
-from dataclasses import replace
 from typing import Sequence
 
 import click
@@ -37,12 +36,9 @@ class _Report:
     def epoch(self, epoch: Epoch) -> None:
         d = epoch.result.to_dict() if epoch.result else None
         self._line({"epoch": epoch.number, "cycle": d, "error": epoch.error or None}, _epoch_line(epoch, d))
-        if epoch.result is not None:
-            # Only the mirrors the epoch changed: an idle mirror would otherwise gain a
-            # materialization every epoch (thousands a day) that says nothing.
-            news = {m: c for m, c in epoch.result.mirrors.items() if c.records or c.partitions_added}
-            dagster_events.record_cycle(self.config, self.link, replace(epoch.result, mirrors=news),
-                                        as_json=self.as_json, origin=f"{self.origin} (epoch {epoch.number})")
+        if epoch.result is not None:  # the mirrors the epoch changed (`record_cycle`)
+            dagster_events.record_cycle(self.config, self.link, epoch.result, as_json=self.as_json,
+                                        origin=f"{self.origin} (epoch {epoch.number})")
 
     def synced(self, kind: str, result, error: str) -> None:
         d = result.to_dict() if result is not None else None

@@ -9,7 +9,6 @@ compare-and-set.
 
 from __future__ import annotations
 
-import threading
 import time
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
@@ -87,23 +86,19 @@ class SlotWriter(TransactionalWriter):
 
     Fencing it is also how a stop cuts off every copy task of a partition: a
     task can announce no chunk after another writer of the slot fenced it.
-    Several partitions' segments go in one transaction (`write_segments`), and
-    the threads of one task may share the writer: a lock keeps their
-    transactions apart.
+    Several partitions' segments go in one transaction (`write_segments`).
     """
 
     def __init__(self, dest_properties: dict, link: str, slot: int, offset_map_topic: str):
         super().__init__(dest_properties, link, slot_transactional_id(link, slot), offset_map_topic,
                          where=f"link '{link}' writer slot {slot}")
         self.link, self.slot = link, slot
-        self._lock = threading.Lock()
 
     def write_segments(self, puts: Iterable[tuple[str, int, Segment]] = (), deletes: Iterable[str] = (),
                        doing: str = "recording progress") -> None:
         """Write (mirror, partition, segment)s and delete segment keys, in one transaction."""
         records = [(segment_key(self.link, mirror, p, seg.dest_start), seg.to_json()) for mirror, p, seg in puts]
-        with self._lock:
-            self.write(records + [(key, None) for key in deletes], doing)
+        self.write(records + [(key, None) for key in deletes], doing)
 
 
 class SegmentWriter:

@@ -180,32 +180,6 @@ class ChunkReader:
                 )
 
 
-    def next_available(self, position: int, deadline: float) -> tuple[list, int]:
-        """Follow mode: the records there are now (a chunk at most), waiting for a first one
-        until `deadline` (wall clock) at the latest; an empty chunk when none came.
-
-        Unlike `next_chunk` it never waits to fill a chunk: a record goes out as
-        soon as the one before it is acknowledged, which is what keeps latency low.
-        A record arriving wakes `poll` at once, so waiting costs no CPU.
-        """
-        room = self.unit.chunk_records
-        self.held = 0
-        if self.pending:
-            msgs, self.pending = self.pending, []
-        else:
-            msgs = self.reader.consume(self._want(room, 0), 0)
-            if not msgs:
-                wait = deadline - time.time()
-                first = self.reader.poll(min(wait, FOLLOW_WAIT_S)) if wait > 0 else None
-                if first is None:
-                    return [], position
-                msgs = [first] + (self.reader.consume(self._want(room, 0) - 1, 0) if room > 1 else [])
-            msgs = self._checked(msgs, position)
-        chunk: list = []
-        if msgs:
-            _, position = self._take(msgs, chunk, 0, room, position)
-        return chunk, position
-
     def _want(self, room: int, size: int) -> int:
         """Records to ask the consumer for: about what the chunk has room for, by the sizes seen so far."""
         if self.record_bytes:

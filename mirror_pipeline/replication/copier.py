@@ -1,4 +1,8 @@
-"""The task side of a cycle: copy one work unit (one mirror partition's range).
+"""The task side of a cycle: copy one work unit (one mirror partition's range) alone.
+
+A task copies a large unit this way (the throughput path); its small units,
+and follow mode's partitions, are copied together by `group_copy`, which
+keeps this protocol per partition.
 
 Runs inside a Spark task, so it takes only plain picklable values and builds
 its own clients. The protocol, per unit:
@@ -16,9 +20,6 @@ its own clients. The protocol, per unit:
    acknowledged before announcing the next chunk. The segment lands before its
    records, so after a crash the mirror's log end tells how much landed, and
    only the last segment can be in doubt (see `repair`).
-   In follow mode (always-on, `WorkUnit.follow_until`) the unit has no
-   upper offset: each chunk is whatever has arrived, announced and produced
-   the same way, until the deadline.
 4. Verify the mirror's log end is exactly where this unit's last segment
    ends: anything else means another writer interleaved (R-MT-9).
 
@@ -34,7 +35,6 @@ failed deliveries (a successful one costs no Python object); see
 from __future__ import annotations
 
 import gc
-import logging
 import time
 from dataclasses import asdict, dataclass
 
@@ -42,10 +42,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
-from mirror_pipeline.model.offset_map import Segment, pack
+from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.chunks import (
     ChunkReader,
@@ -60,7 +59,6 @@ from mirror_pipeline.replication.chunks import (
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss, use_allocator_settings
 
 
-log = logging.getLogger(__name__)
 
 # A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
 FOLLOW_END = 2**63 - 1
@@ -233,21 +231,11 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         copied_bytes = 0
         chunks = ChunkReader(reader, unit, memory.chunk_bytes)
         latency = Latency()
-        announced: list[Segment] = []  # follow mode: this epoch's segments, packed at its end
-        while _more_to_copy(unit, position, copied_bytes):
-            if unit.follows:
-                chunk, position = chunks.next_available(position, unit.follow_until)
-                if not chunk:
-                    # Nothing arrived: nothing to announce. Transaction markers the
-                    # consumer crossed are covered by the next segment's start.
-                    continue
-            else:
-                chunk, position = chunks.next_chunk(position)
+        while position < unit.source_until and copied_bytes < unit.max_bytes:
+            chunk, position = chunks.next_chunk(position)
             segment = Segment(dest_end, chunk_runs(chunk), position, written_at=time.time())
             land_by = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
             writer.write(puts=[segment])
-            if unit.follows:
-                announced.append(segment)
             stamps = list(map(timestamp_of, chunk))
             produce_ts, valid_ts = chunk_timestamps(stamps)
             if time.monotonic() >= land_by:
@@ -288,37 +276,10 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end is {landed} after copying, "
                 f"expected {result.dest_until}: records not written by this link are in the mirror"
             )
-        if len(announced) > 1:
-            _pack(writer, unit, announced)
     finally:
         reader.close()
         mirror_probe.close()
         writer.close()
-
-
-def _pack(writer: SegmentWriter, unit: WorkUnit, announced: list[Segment]) -> None:
-    """Follow mode: merge the epoch's segments (one per chunk, often thousands) into few, in one
-    transaction, while this task still holds the partition's writer.
-
-    Every one of them has landed (checked just before), as the driver's merge
-    requires. The driver would otherwise do it between epochs, fencing each
-    partition, while no task copies. Best effort: a writer fenced meanwhile
-    (a stop) leaves them as they are, for the next plan to read.
-    """
-    packed, stale_starts = pack(announced)
-    if len(packed) >= len(announced):
-        return
-    stale = [segment_key(unit.link, unit.mirror_topic, unit.partition, start) for start in stale_starts]
-    try:
-        writer.write(puts=packed, deletes=stale)
-    except MirrorError as exc:
-        log.info("%s[%d]: the epoch's segments stay unpacked: %s", unit.mirror_topic, unit.partition, exc)
-
-
-def _more_to_copy(unit: WorkUnit, position: int, copied_bytes: int) -> bool:
-    if unit.follows:
-        return time.time() < unit.follow_until
-    return position < unit.source_until and copied_bytes < unit.max_bytes
 
 
 def _mirror_log_end(cons, topic: str, partition: int) -> int:

@@ -109,10 +109,9 @@ def use_allocator_settings(plan: MemoryPlan) -> None:
     1,000,000 records of 1 KiB took 948,000 page faults, a third of its
     workers' CPU. During a task, buffers up to a fetch response come from
     malloc's arenas, and each arena keeps up to `allocator_retain_bytes` free
-    for the next chunk. The thresholds are the process's: of units copied side
-    by side (a cycle's small units, a follow task's partitions), the first to
-    end puts the defaults back for the others until they end, which makes them
-    slower, never larger.
+    for the next chunk. The thresholds are the process's; a task's units are
+    copied one after another or together in one thread (`group_copy`), so no
+    unit puts the defaults back under another.
     """
     _set_thresholds(plan.allocator_mmap_threshold, plan.allocator_retain_bytes)
 

@@ -124,3 +124,60 @@ def test_a_follow_round_is_what_has_arrived_and_never_ends_a_partition():
     news = reader.read_round()
     assert {m.unit.partition: [r.offset() for r in m.chunk] for m in news} == {0: [0, 1, 2], 1: [5]}
     assert len(reader.reading()) == 2
+
+
+class TricklingConsumer(InterleavingConsumer):
+    """Records arrive `arrive` at a time, only while the reader waits (a consume with a timeout);
+    a consume without one hands out only what has arrived."""
+
+    def __init__(self, records: dict[int, list[Message]], arrive: int):
+        super().__init__(records, {p: 0 for p in records}, 0)
+        self.arrive, self.arrived, self.waits = arrive, 0, 0
+        self.total = sum(len(r) for r in records.values())
+        self.order = sorted((m for r in records.values() for m in r), key=lambda m: (m.offset(), m.partition()))
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        if timeout > 0:
+            self.waits += 1
+            self.arrived = min(self.total, self.arrived + self.arrive)
+        handed = sum(self.next.values())
+        out = []
+        for m in self.order[handed:self.arrived][:n]:
+            assert self.next[m.partition()] == self.records[m.partition()].index(m)
+            self.next[m.partition()] += 1
+            out.append(m)
+        return out
+
+
+def follow_members(starts: dict[int, int]) -> list[Member]:
+    out = []
+    for p, start in starts.items():
+        unit = WorkUnit("l", "src", "mirror", p, start, 2**63 - 1, 0, 0, 1 << 40, 1000, 1048588, follow_until=4e9)
+        out.append(Member(unit, UnitResult("mirror", p, start, start, 0, 0), start, 0))
+    return out
+
+
+@pytest.mark.parametrize("arrive", [1, 5, 400])
+def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_fill(arrive):
+    records = {p: [record(p, o) for o in range(p * 10, p * 10 + 300)] for p in range(3)}
+    consumer = TricklingConsumer(records, arrive)
+    reader = RoundReader(consumer, follow_members({p: p * 10 for p in records}), 1 << 20, 1000, 1048588)
+    got: dict[int, list[int]] = {p: [] for p in records}
+    while sum(map(len, got.values())) < consumer.total:
+        waits = consumer.waits
+        news = reader.read_round()
+        assert consumer.waits <= waits + 1, "a round waits once at most, before its first record"
+        assert sum(len(m.chunk) for m in news) <= max(arrive, 1) + 1 or consumer.arrived >= consumer.total
+        for m in news:
+            got[m.unit.partition] += [r.offset() for r in m.chunk]
+            m.result.source_until, m.chunk = m.position, []
+    assert got == {p: [r.offset() for r in rs] for p, rs in records.items()}
+
+
+def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
+    consumer = TricklingConsumer({0: [record(0, 0)]}, arrive=1)
+    members = [Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 1.0}), m.result, m.position, 0)
+               for m in follow_members({0: 0})]
+    reader = RoundReader(consumer, members, 1 << 20, 1000, 1048588)
+    assert reader.read_round() == []
+    assert consumer.waits == 0, "past its deadline a task does not wait for records"
