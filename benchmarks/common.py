@@ -152,15 +152,15 @@ def mm2_properties_text(settings: dict[str, str], written_by: str) -> str:
     return f"# Written by {written_by}\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
 
 
-def start_mm2(workdir: Path, properties: str, target_cluster: str = "b") -> tuple[subprocess.Popen, Path]:
+def start_mm2(workdir: Path, properties: str, target_cluster: str = "b", heap: str = "-Xmx1g -Xms256m",
+              jvm_opts: tuple[str, ...] = ("-XX:+UseG1GC", "-Djava.awt.headless=true")) -> tuple[subprocess.Popen, Path]:
     """MirrorMaker 2 in dedicated mode for `target_cluster`, in a fresh `workdir`; (process, log path)."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     props = workdir / "mm2.properties"
     props.write_text(properties)
     log_path = workdir / "mm2.log"
-    cmd = java_command(MM2_CLASS, str(props), "--clusters", target_cluster, heap="-Xmx1g -Xms256m",
-                       jvm_opts=["-XX:+UseG1GC", "-Djava.awt.headless=true"])
+    cmd = java_command(MM2_CLASS, str(props), "--clusters", target_cluster, heap=heap, jvm_opts=list(jvm_opts))
     say(f"MM2: starting {MM2_CLASS} (log: {log_path})")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)

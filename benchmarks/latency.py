@@ -1,15 +1,16 @@
 #!/usr/bin/env python
 """Latency benchmark: how long a record takes from the source to the mirror, per way of running the mirror.
 
-    .venv/bin/python benchmarks/latency.py [--seconds 180] [--rate 2000] [--modes LIST | --skip LIST]
-        [--epoch-seconds N] [--burst-records N] [--json] [--json-file PATH] [--keep-clusters] ...
+    .venv/bin/python benchmarks/latency.py [--seconds 180] [--rate 2000] [--warm-seconds 30]
+        [--modes LIST | --skip LIST] [--epoch-seconds N] [--burst-records N] [--json] [--json-file PATH]
+        [--keep-clusters] ...
 
 Starts its own pair of local single-node clusters (`.local-kafka/bench-latency`,
 ports 17592/27592), then, for each mode on fresh topics, runs a steady load
 (--rate records/s of --record-bytes over --partitions partitions for --seconds)
 on `a` and times every record's arrival on the mirror on `b`:
 
-1. mm2               -- MirrorMaker 2 (dedicated mode, throughput.py's settings);
+1. mm2               -- MirrorMaker 2 (dedicated mode, its defaults, its start script's JVM options);
 2. cycles            -- `mirror-pipeline run --link L` processes back to back;
 3. scheduled         -- `run --link L` started every --schedule-seconds (60, the default schedule);
 4. follow            -- one `run --link L --follow` process on local[*], stopped with SIGTERM;
@@ -22,10 +23,11 @@ on `a` and times every record's arrival on the mirror on `b`:
                         launches them, Spark through the same Connect server.
 
 Latency = the tracker's wall clock when a read_committed consumer on the mirror
-receives the record, minus the record's CreateTime, set by the producer from the
-same clock. MM2, follow and the back-to-back cycle modes are measured once
-running: a warm-up trickle runs until their first record arrives, and is
-reported apart. After follow's run, a
+receives the record, minus the record's CreateTime, set by the producer (1 ms
+linger) from the same clock. MM2, follow, sensor and the back-to-back cycle
+modes are measured once running and warm: a warm-up trickle runs until their
+first record arrives, then the steady load itself for --warm-seconds, and the
+warm-up is reported apart. After follow's run, a
 burst (--burst-records, as fast as possible) gives its copy rate, next to the
 same burst copied by one `run --link` process. Progress on stderr, the table
 (or --json) on stdout; see benchmarks/README.md.
@@ -180,7 +182,14 @@ def drive(bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: boo
             why = "the copier exited" if not copier.alive() else f"none within {args.start_timeout:.0f}s"
             out["error"] = f"no record mirrored ({why})"
             return
-        say(f"{copier.name}: first record mirrored {out['start_up_s']:.1f}s after the start; measuring from now")
+        say(f"{copier.name}: first record mirrored {out['start_up_s']:.1f}s after the start")
+        if args.warm_seconds > 0:
+            # The steady load itself, unmeasured, the same for every copier: a freshly started copier's first
+            # seconds at full rate (MM2 falls behind, then catches up) are part of its start, not of its
+            # steady-state latency.
+            say(f"{copier.name}: warm-up, {args.rate:g} records/s for {args.warm_seconds:g}s (not measured)")
+            out["warm_load"] = load.paced(args.rate, args.warm_seconds, phase=WARM)
+            out["warm_s"] = args.warm_seconds
     say(f"{copier.name}: {args.rate:g} records/s for {args.seconds:g}s to a:{copier.source_topic}")
     copier.started_load()
     out["load"] = load.paced(args.rate, args.seconds)
@@ -271,6 +280,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=180, help="steady load per mode (default 180)")
     ap.add_argument("--rate", type=float, default=2000, help="records/s of the steady load (default 2000)")
+    ap.add_argument("--warm-seconds", type=float, default=30,
+                    help="modes measured once running: the steady load runs this long after the first record "
+                         "arrived before the measured load (default 30; 0: measure from the first arrival)")
     ap.add_argument("--record-bytes", type=int, default=1024, help="value size (default 1024; keys are 11 bytes)")
     ap.add_argument("--partitions", type=int, default=8, help="partitions per topic (default 8)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
@@ -315,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"`run --help`: --follow {'present' if follow['follow'] else 'ABSENT'}; --epoch-seconds "
         f"{'present' if follow['epoch_seconds'] else 'absent'} (default {follow.get('epoch_seconds_default', '?')})")
     report: dict[str, Any] = {"params": {
-        "seconds": args.seconds, "rate": args.rate, "record_bytes": args.record_bytes, "partitions": args.partitions,
+        "seconds": args.seconds, "warm_seconds": args.warm_seconds, "rate": args.rate,
+        "record_bytes": args.record_bytes, "partitions": args.partitions,
         "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "sensor_interval": args.sensor_interval, "burst_records": args.burst_records,
         "epoch_seconds": args.epoch_seconds, "cli_follow": follow, "cpus": os.cpu_count(),
         "spark_master": args.spark_master or default_local_master(), "work_dir": str(WORK_DIR)}, "modes": {}}

@@ -1,6 +1,7 @@
 """The copiers the latency benchmark times, each behind the same small interface.
 
-- `Mm2`: MirrorMaker 2 in dedicated mode (the throughput benchmark's settings);
+- `Mm2`: MirrorMaker 2 in dedicated mode, with its defaults, started with its own
+  script's JVM options (see `mm2_latency_properties`, `MM2_HEAP`);
 - `CliCycles`: `mirror-pipeline run --link L` processes, back to back or on a
   fixed cadence (a schedule);
 - `Follow`: one long-running `mirror-pipeline run --link L --follow` process,
@@ -23,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import REPO, log_tail, say, start_mm2, stop_mm2
+from benchmarks.common import REPO, log_tail, mm2_properties_text, say, start_mm2, stop_mm2
 from benchmarks.latency_load import MEASURED, Load, Tracker
-from benchmarks.throughput import mm2_properties
 
 #: A `run` process that takes longer than this is killed (with its Spark JVM) and counted as failed.
 CYCLE_TIMEOUT_S = 900
@@ -101,17 +101,54 @@ class Copier:
         return {}
 
 
+#: MM2's JVM as `bin/connect-mirror-maker.sh` starts it: that script's heap, and the JVM options
+#: `bin/kafka-run-class.sh` adds (less -XX:MaxInlineLevel=15, the default since JDK 14).
+MM2_HEAP = "-Xms256M -Xmx2G"
+MM2_JVM_OPTS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true")
+
+
+def mm2_latency_properties(a: str, b: str, topic: str) -> str:
+    """MM2 as its users run it: its defaults, but for what these two single-node clusters require.
+
+    Not the throughput benchmark's settings, which serve its bulk copy and change
+    what MM2 runs (two tasks, a topic scan every second, no checkpoints).
+    Here every MM2 default holds (one task, `refresh.topics.interval.seconds`
+    600: the topic exists before MM2 starts, so its first scan finds it;
+    checkpoints, heartbeats and offset syncs on), except:
+    """
+    settings = {
+        "clusters": "a, b",
+        "a.bootstrap.servers": a,
+        "b.bootstrap.servers": b,
+        "a->b.enabled": "true",
+        "a->b.topics": topic,  # this mode's topic only: the other modes' topics are on `a` too
+        "b->a.enabled": "false",
+        # One broker per cluster: MM2 creates its remote and internal topics with replication factors above 1.
+        "replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        # The local brokers run no authorizer: there are no ACLs to sync, and every attempt fails.
+        "sync.topic.acls.enabled": "false",
+    }
+    return mm2_properties_text(settings, "benchmarks/latency_copiers.py")
+
+
 class Mm2(Copier):
     name = "mm2"
     warm_up = True
 
     def __init__(self, workdir: Path, a: str, b: str, topic: str):
         super().__init__(topic, f"a.{topic}")
-        self.workdir, self.props = workdir, mm2_properties(a, b, topic)
+        self.workdir, self.props = workdir, mm2_latency_properties(a, b, topic)
         self.proc: subprocess.Popen | None = None
 
     def start(self, t0: float) -> None:
-        self.proc, self.log = start_mm2(self.workdir, self.props)
+        self.proc, self.log = start_mm2(self.workdir, self.props, heap=MM2_HEAP, jvm_opts=MM2_JVM_OPTS)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 W = 18  # mode column
-FROM = 34  # "measured from" column
+FROM = 41  # "measured from" column
 
 
 def render_table(r: dict[str, Any]) -> str:
     p = r["params"]
     modes = r["modes"]
     mm2_p99 = (modes.get("mm2") or {}).get("latency", {}).get("p99_ms")
-    head = (f"{'mode':<{W}} {'measured from':<{FROM}} {'records':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} "
-            f"{'lost':>6} {'dup':>6} {'p99/MM2':>8} {'other load':>11}")
+    head = (f"{'mode':<{W}} {'measured from':<{FROM}} {'records':>9} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} "
+            f"{'max ms':>9} {'lost':>6} {'dup':>6} {'p99/MM2':>8} {'other load':>11}")
     rule = "-" * len(head)
     lines = [f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {p['partitions']} "
              f"partitions, {p['seconds']:g} s of steady load per mode; {p['cpus']} CPUs shared by both brokers, the "
@@ -38,12 +38,14 @@ def _row(mode: str, m: dict[str, Any], mm2_p99: float | None) -> str:
     cpu = m.get("cpu_s") or {}
     other = f"{cpu['not-ours'] / max(cpu['wall'], 1e-9):>6.2f} cores" if "not-ours" in cpu else ""
     return (f"{mode:<{W}} {_measured_from(mode, m):<{FROM}} {lat['received']:>9,} {lat['p50_ms']:>9,.0f} "
-            f"{lat['p99_ms']:>9,.0f} {lat['max_ms']:>9,.0f} {lat['lost']:>6,} {lat['duplicated']:>6,} {ratio} {other}")
+            f"{lat.get('p90_ms', 0):>9,.0f} {lat['p99_ms']:>9,.0f} {lat['max_ms']:>9,.0f} {lat['lost']:>6,} "
+            f"{lat['duplicated']:>6,} {ratio} {other}")
 
 
 def _measured_from(mode: str, m: dict[str, Any]) -> str:
     if m.get("start_up_s") is not None:
-        return f"running (start-up {m['start_up_s']:.1f} s excluded)"
+        warm = f" + {m['warm_s']:g} s" if m.get("warm_s") else ""
+        return f"running (start-up {m['start_up_s']:.1f} s{warm} excluded)"
     runs = m.get("copier", {}).get("runs_count", 0)
     return f"load start ({runs} run{'s' if runs != 1 else ''}, whole processes)"
 
@@ -54,8 +56,9 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
     out = [_load_note(m)]
     warm = m.get("warm_up") or {}
     if warm.get("sent"):
-        out.append(f"{warm['sent']} warm-up records (one per 0.2 s until the first arrived) left out of the figures; "
-                   f"received {warm.get('received', 0)}, lost {warm.get('lost', 0)}, "
+        steady = (f", then {p['rate']:,.0f}/s for {m['warm_s']:g} s" if m.get("warm_s") else "")
+        out.append(f"{warm['sent']:,} warm-up records (one per 0.2 s until the first arrived{steady}) left out of "
+                   f"the figures; received {warm.get('received', 0):,}, lost {warm.get('lost', 0)}, "
                    f"duplicated {warm.get('duplicated', 0)}")
     out += _copier_notes(mode, m.get("copier", {}), p)
     lat = m["latency"]

@@ -28,6 +28,9 @@ from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.operations.mirrors import check_names, create_mirror, new_mirror_info
 
 Outcome = tuple[MirrorInfo, bool] | MirrorError
+# Topics asked of the destination per CreateTopics request: each must complete within the
+# request timeout, and a controller creates thousands of partitions in seconds, not at once.
+CREATE_TOPICS_AT_ONCE = 100
 
 
 def create_mirrors(ctx: LinkContext, wanted: Sequence[tuple[str, str]]) -> dict[str, Outcome]:
@@ -81,18 +84,19 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
     ctx.record_naming()
     # A mirror registered meanwhile (another scan) keeps its registration; its topic is created below anyway.
     ctx.store.update_mirrors(lambda current: [(m, info) for m, info in infos.items() if m not in current])
-    futures = ctx.dest_admin.create_topics(
-        [NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
-         for source, mirror in batch],
-        request_timeout=kc.REQUEST_TIMEOUT_S,
-    )
     failed: dict[str, MirrorError] = {}
-    for mirror, future in futures.items():
-        try:
-            future.result()
-        except KafkaException as exc:
-            failed[mirror] = MirrorRefused(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror}' failed: "
-                                           f"{kc.error_name(exc)}")
+    for i in range(0, len(batch), CREATE_TOPICS_AT_ONCE):
+        futures = ctx.dest_admin.create_topics(
+            [NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
+             for source, mirror in batch[i:i + CREATE_TOPICS_AT_ONCE]],
+            request_timeout=kc.REQUEST_TIMEOUT_S,
+        )
+        for mirror, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                failed[mirror] = MirrorRefused(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror}' "
+                                               f"failed: {kc.error_name(exc)}")
     if failed:  # unregister what the failed creates registered
         ctx.store.update_mirrors(lambda current: [(m, None) for m in failed if m in current])
     guarded = write_guard.guard_all(ctx, [m for m in infos if m not in failed])

@@ -71,8 +71,8 @@ from mirror_pipeline.replication.task_memory import (
 
 log = logging.getLogger(__name__)
 
-# Slot writers fenced at once: their round trips overlap.
-FENCE_THREADS = 8
+# Slot writers that fence or commit at once (threads of a task beside its copy loop).
+SLOT_THREADS = 8
 # Times a task takes back a slot's writer fenced under it (see `_GroupCopy._retake`).
 RETAKES_PER_SLOT = 3
 
@@ -131,6 +131,8 @@ class _GroupCopy:
     # --- setup and checks ---------------------------------------------------------------
 
     def run(self) -> None:
+        # The slot writers' round trips (fences, a round's transactions) overlap in it.
+        self.pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="slot-writer")
         try:
             self._fence()
             self.admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
@@ -154,14 +156,13 @@ class _GroupCopy:
                 consumer.close()
             for writer in self.writers.values():
                 writer.close()
+            self.pool.shutdown()
 
     def _fence(self) -> None:
         for slot in sorted({p.slot for p in self.parts}):
             self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
-        writers = list(self.writers.values())
-        with ThreadPoolExecutor(min(FENCE_THREADS, len(writers)), thread_name_prefix="fence") as pool:
-            for done in [pool.submit(w.fence, learn_cluster=True) for w in writers]:
-                done.result()
+        for done in [self.pool.submit(w.fence, learn_cluster=True) for w in self.writers.values()]:
+            done.result()
 
     def _check_after_fencing(self, parts: list[Member]) -> None:
         """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
@@ -255,18 +256,26 @@ class _GroupCopy:
             by_slot[part.slot].append(part)
         announced: list[Member] = []
         fenced: list[int] = []
-        for slot, members in sorted(by_slot.items()):
+        slots = sorted(by_slot)
+
+        def announce(slot: int) -> None:
+            self.writers[slot].write_segments([(p.unit.mirror_topic, p.unit.partition, segments[id(p)])
+                                               for p in by_slot[slot]])
+
+        # The slots' transactions are independent: their round trips overlap (a round of 16 slots
+        # one after another waited on 16 commits).
+        outcomes = [self.pool.submit(announce, slot) for slot in slots] if len(slots) > 1 else None
+        for i, slot in enumerate(slots):
             try:
-                self.writers[slot].write_segments([(p.unit.mirror_topic, p.unit.partition, segments[id(p)])
-                                                   for p in members])
+                outcomes[i].result() if outcomes else announce(slot)
             except ConcurrentWriter:
                 fenced.append(slot)  # nothing of the slot was announced: taken back after this round
                 continue
             except MirrorError as exc:
-                for part in members:
+                for part in by_slot[slot]:
                     self.rounds.stop(part, MirrorError.__name__, str(exc))
                 continue
-            announced += members
+            announced += by_slot[slot]
         stamps = {}
         produced: list[Member] = []
         for part in announced:
@@ -308,11 +317,11 @@ class _GroupCopy:
         self.writers[slot].close()
         self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
         self.writers[slot].fence()
-        again = [p for p in members if p.has_news() or not p.ended]
+        again = [p for p in members if p.has_news() or not p.ended]  # the others have copied everything
         for part in again:
             self.rounds.rewind(part)
-        self._check_after_fencing(members)
-        for part in members:
+        self._check_after_fencing(again)
+        for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])
 

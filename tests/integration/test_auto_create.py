@@ -224,3 +224,39 @@ def test_run_creates_mirrors_for_new_topics_before_its_cycle(
     assert "auto-create: 1 mirror(s) created, 1 existing" in second.output
     assert f"created {new} (from {new})" in second.output
     assert_identical(read_topic(source_bootstrap, new, 3), read_topic(destination_bootstrap, new, 3))
+
+
+def test_many_mirrors_are_created_at_once_and_a_refused_one_stops_none_of_the_others(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    """`bulk_create`: the batch path for topics it can decide together, `create_mirror` for the rest."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    from mirror_pipeline.link.context import LinkContext
+    from mirror_pipeline.operations.bulk_create import create_mirrors
+
+    u = unique_name()
+    batch = [create_topic(source_bootstrap, f"{u}-{i}", partitions=1 + i % 3,
+                          config={"retention.ms": str(3_600_000 + i), "cleanup.policy": "compact" if i == 2 else "delete"})
+             for i in range(6)]
+    taken = create_topic(source_bootstrap, f"{u}-taken")
+    create_topic(destination_bootstrap, taken)  # a normal topic of that name on the destination
+    config = load_config(write_config(own_state(u)))
+    ctx = LinkContext.open(config, LINK)
+
+    made = create_mirrors(ctx, [(t, t) for t in batch] + [(taken, taken), (f"{u}-gone", f"{u}-gone")])
+
+    assert all(made[t][1] is True for t in batch), made
+    assert isinstance(made[taken], MirrorRefused) and "normal topic is never turned into a mirror" in str(made[taken])
+    assert "does not exist" in str(made[f"{u}-gone"])
+    assert sorted(m.mirror_topic for m in engine.list_mirrors(config, LINK)) == sorted(batch)
+    dest = admin(destination_bootstrap)
+    metadata = dest.list_topics(timeout=10).topics
+    for i, topic in enumerate(batch):
+        assert len(metadata[topic].partitions) == 1 + i % 3
+    resource = ConfigResource(ResourceType.TOPIC, batch[2])
+    configs = dest.describe_configs([resource])[resource].result()
+    assert (configs["cleanup.policy"].value, configs["retention.ms"].value) == ("compact", str(3_600_002))
+    # Created again: nothing new, each reported as existing.
+    again = create_mirrors(ctx, [(t, t) for t in batch])
+    assert all(again[t][1] is False for t in batch)
