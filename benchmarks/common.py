@@ -148,6 +148,13 @@ def mm2_class_present() -> bool:
     return False
 
 
+#: MM2 on single-node clusters: it creates its remote and internal topics with replication factors above 1.
+MM2_SINGLE_NODE = {name: "1" for name in (
+    "replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
+    "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
+    "status.storage.replication.factor", "config.storage.replication.factor")}
+
+
 def mm2_properties_text(settings: dict[str, str], written_by: str) -> str:
     return f"# Written by {written_by}\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import REPO, log_tail, mm2_properties_text, say, start_mm2, stop_mm2
+from benchmarks.common import MM2_SINGLE_NODE, REPO, log_tail, mm2_properties_text, say, start_mm2, stop_mm2
 from benchmarks.latency_load import MEASURED, Load, Tracker
 
 #: A `run` process that takes longer than this is killed (with its Spark JVM) and counted as failed.
@@ -124,14 +124,7 @@ def mm2_latency_properties(a: str, b: str, topic: str) -> str:
         "a->b.enabled": "true",
         "a->b.topics": topic,  # this mode's topic only: the other modes' topics are on `a` too
         "b->a.enabled": "false",
-        # One broker per cluster: MM2 creates its remote and internal topics with replication factors above 1.
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        **MM2_SINGLE_NODE,  # one broker per cluster
         # The local brokers run no authorizer: there are no ACLs to sync, and every attempt fails.
         "sync.topic.acls.enabled": "false",
     }

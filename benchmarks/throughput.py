@@ -62,6 +62,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from benchmarks.common import (
     MM2_CLASS,
+    MM2_SINGLE_NODE,
 )
 from benchmarks.common import QUIET as _QUIET  # noqa: E402
 from benchmarks.common import (
@@ -437,13 +438,7 @@ def mm2_properties(a: str, b: str, topic: str) -> str:
         "a->b.enabled": "true",
         "a->b.topics": topic,
         "b->a.enabled": "false",
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        **MM2_SINGLE_NODE,
         "tasks.max": "2",
         "sync.topic.acls.enabled": "false",
         "emit.checkpoints.enabled": "false",

@@ -68,6 +68,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from benchmarks.common import (  # noqa: E402
+    MM2_SINGLE_NODE,
     QUIET,
     admin_for,
     create_topic,
@@ -349,13 +350,7 @@ def mm2_settings(a: str, b: str, topics: list[str], group_regex: str) -> dict[st
         "src->dst.topics": "|".join(topics),
         "src->dst.groups": group_regex,
         "dst->src.enabled": "false",
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        **MM2_SINGLE_NODE,
         "tasks.max": "2",
         "sync.topic.acls.enabled": "false",
         # Copy what a read_committed consumer sees, like the engine (aborted data stays behind).

@@ -23,6 +23,15 @@ class SourceTopicUnusable(MirrorError):
     """The source topic is gone or cannot be read: the mirror heads for FAILED (R-LC-5)."""
 
 
+class MirrorTopicNotListedYet(MirrorError):
+    """A mirror created moments ago whose topic the destination's metadata does not show yet."""
+
+
+# How long after its creation a mirror whose topic is not listed is taken for one not listed yet:
+# a broker given thousands of new partitions at once listed the last of them tens of seconds later.
+NEW_TOPIC_GRACE_S = 120.0
+
+
 def source_partitions(ctx: LinkContext, info: MirrorInfo) -> int:
     """The source topic's partition count; read-only."""
     try:
@@ -41,6 +50,9 @@ def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
     src = source_partitions(ctx, info)
     dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     if dst is None:
+        if time.time() - info.created_at < NEW_TOPIC_GRACE_S:
+            raise MirrorTopicNotListedYet(f"mirror topic '{info.mirror_topic}' is not listed by cluster "
+                                          f"'{ctx.dest.alias}' yet")
         raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
     if src > dst:
         fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)

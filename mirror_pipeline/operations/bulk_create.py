@@ -14,6 +14,7 @@ the batch) goes through `create_mirror`, which says exactly why.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 from confluent_kafka import KafkaException
@@ -99,6 +100,19 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
                                                f"failed: {kc.error_name(exc)}")
     if failed:  # unregister what the failed creates registered
         ctx.store.update_mirrors(lambda current: [(m, None) for m in failed if m in current])
+    _wait_until_listed(ctx, {mirror: partitions[source] for source, mirror in batch if mirror not in failed})
     guarded = write_guard.guard_all(ctx, [m for m in infos if m not in failed])
     return {source: failed[mirror] if mirror in failed else (guarded.get(mirror) or infos[mirror], True)
             for source, mirror in batch}
+
+
+def _wait_until_listed(ctx: LinkContext, created: dict[str, int]) -> None:
+    """Until the destination's metadata shows every created topic with its partitions (or the
+    request timeout passes): a broker learns of new topics from the controller a moment after
+    they are created, and a cycle planned at once took a thousand new mirrors for missing ones."""
+    deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
+    while created and time.monotonic() < deadline:
+        listed = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
+        created = {m: n for m, n in created.items() if listed.get(m) != n}
+        if created:
+            time.sleep(0.2)

@@ -2,7 +2,7 @@
 
 A round holds at most one chunk: `round_records` records and `chunk_bytes`
 of memory (key + value + RECORD_OVERHEAD_BYTES each, one record at least)
-over all the units. Records read past a full round are kept and start the
+over all the units, from ROUND_PARTITIONS partitions at most. Records read past a full round are kept and start the
 next one. A bounded unit stops being read at its `source_until` (its
 partition is paused), however the consumer reached it: a record at or past
 it, or its position moved past markers and aborted records it never hands out.
@@ -65,6 +65,12 @@ class Member:
         return bool(self.chunk) or (not self.unit.follows and self.position > self.result.source_until)
 
 
+# Partitions a round writes to at most: the round's records must land within the writer's delivery
+# timeout, and a broker writing the first records of thousands of fresh partitions at once did not
+# (2,500 partitions a task, 10,000 on one destination broker of this 2-core machine).
+ROUND_PARTITIONS = 256
+
+
 class RoundReader:
     """Reads rounds of records for a group's members from one consumer, assigned to them all."""
 
@@ -107,7 +113,7 @@ class RoundReader:
     def read_round(self) -> list[Member]:
         """Read records into the live partitions' chunks until the round holds a chunk's records or
         memory, or nothing more comes; the partitions with something to announce."""
-        held = records = 0
+        held = records = self.round_partitions = 0
         while True:
             if self.pending:
                 msgs, self.pending = self.pending, []
@@ -167,10 +173,13 @@ class RoundReader:
                 self._end(part, part.unit.source_until)
                 continue
             size = len(msg) + (len(msg.key()) if msg.key() is not None else 0) + RECORD_OVERHEAD_BYTES
-            if held + size > self.chunk_bytes and (held or taken):
+            new_partition = not part.chunk
+            if (held + size > self.chunk_bytes and (held or taken)) or (new_partition and
+                                                                        self.round_partitions >= ROUND_PARTITIONS):
                 self.pending = msgs[i:]  # this record starts the next round
                 full = True
                 break
+            self.round_partitions += new_partition
             total += size
             part.chunk.append(msg)
             part.held += size

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field, replace
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.partitions import SourceTopicUnusable, grow_partitions, settled_partitions
+from mirror_pipeline.link.partitions import (
+    MirrorTopicNotListedYet,
+    SourceTopicUnusable,
+    grow_partitions,
+    settled_partitions,
+)
 from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.link.state_writers import fenced_writers
 from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChanged
@@ -76,6 +81,8 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
             if added:
                 plan.partitions_added[info.mirror_topic] = added
             live.append((info, count))
+        except MirrorTopicNotListedYet as exc:  # just created: the next cycle copies it
+            log.info("%s", exc)
         except SourceTopicUnusable as exc:
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:

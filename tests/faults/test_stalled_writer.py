@@ -51,6 +51,25 @@ def start_frozen_task(work_file: Path, point: str, log: Path) -> subprocess.Pope
     return proc
 
 
+def cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path: Path, topic: str, point: str,
+                           work_of) -> subprocess.Popen:
+    """Run a cycle of `topic` whose copy job is one task in a process of its own, frozen at `point`;
+    `work_of(groups)` is what that task copies (a unit, or a group's units)."""
+    tasks = []
+
+    def run_in_a_frozen_task(_spark, groups, ctx, description=""):
+        work_file = tmp_path / "work.pickle"
+        work_file.write_bytes(pickle.dumps((work_of(groups), ctx)))
+        tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
+        return []  # as a driver that lost sight of its task
+
+    monkeypatch.setattr(cycle, "run_unit_groups", run_in_a_frozen_task)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    monkeypatch.undo()
+    [task] = tasks
+    return task
+
+
 @pytest.mark.parametrize("point", ["announced", "produced"])
 def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
         point, fault_config, spark, monkeypatch, tmp_path, source_bootstrap, destination_bootstrap, create_topic,
@@ -61,20 +80,11 @@ def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
     preload(source_bootstrap, topic, 1, RECORDS)
     engine.create_mirror(config, LINK, topic)
 
-    # A cycle whose one copy task runs in its own process and freezes there.
-    tasks = []
-
-    def run_in_a_frozen_task(_spark, groups, ctx, description=""):
+    def the_unit(groups):
         [[unit]] = groups
-        work_file = tmp_path / "work.pickle"
-        work_file.write_bytes(pickle.dumps((unit, ctx)))
-        tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
-        return []  # as a driver that lost sight of its task
+        return unit
 
-    monkeypatch.setattr(cycle, "run_unit_groups", run_in_a_frozen_task)
-    engine.run_cycle(config, LINK, spark, mirrors=[topic])
-    monkeypatch.undo()
-    [task] = tasks
+    task = cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path, topic, point, the_unit)
     try:
         # Another cycle settles the frozen chunk (cut at what landed) and copies everything.
         assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
@@ -114,20 +124,12 @@ def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_
     preload(source_bootstrap, topic, GROUP_PARTITIONS, GROUP_RECORDS)
     engine.create_mirror(config, LINK, topic)
 
-    tasks = []
-
-    def run_in_a_frozen_task(_spark, groups, ctx, description=""):
+    def every_unit(groups):
         units = [u for g in groups for u in g]
         assert len(units) == GROUP_PARTITIONS and all(u.source_until - u.source_from <= u.chunk_records for u in units)
-        work_file = tmp_path / "work.pickle"
-        work_file.write_bytes(pickle.dumps((units, ctx)))
-        tasks.append(start_frozen_task(work_file, point, tmp_path / "task.log"))
-        return []
+        return units
 
-    monkeypatch.setattr(cycle, "run_unit_groups", run_in_a_frozen_task)
-    engine.run_cycle(config, LINK, spark, mirrors=[topic])
-    monkeypatch.undo()
-    [task] = tasks
+    task = cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path, topic, point, every_unit)
     try:
         assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
         settled = log_ends(destination_bootstrap, topic, GROUP_PARTITIONS)

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
 
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
-from mirror_pipeline.replication.group_reading import Member, RoundReader
+from mirror_pipeline.replication.group_reading import ROUND_PARTITIONS, Member, RoundReader
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
 SIZE = 100
@@ -99,7 +99,7 @@ def test_every_record_of_every_range_is_in_exactly_one_round_in_order(seed, chun
         assert copied == list(range(start, until)), f"partition {p}"
     for r in rounds:
         count = sum(len(v) for v in r.values())
-        assert count <= chunk_records
+        assert count <= chunk_records and len([p for p, v in r.items() if v]) <= ROUND_PARTITIONS
         assert count * (SIZE + 1 + RECORD_OVERHEAD_BYTES) <= max(chunk_bytes, SIZE + 1 + RECORD_OVERHEAD_BYTES)
     assert all(m.position == m.unit.source_until for m in reader.members)
 
@@ -181,3 +181,16 @@ def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
     reader = RoundReader(consumer, members, 1 << 20, 1000, 1048588)
     assert reader.read_round() == []
     assert consumer.waits == 0, "past its deadline a task does not wait for records"
+
+
+def test_a_round_writes_to_round_partitions_at_most(monkeypatch):
+    from mirror_pipeline.replication import group_reading
+
+    monkeypatch.setattr(group_reading, "ROUND_PARTITIONS", 4)
+    ranges = {p: (0, 3) for p in range(10)}
+    records = {p: [record(p, o) for o in range(3)] for p in ranges}
+    reader = RoundReader(InterleavingConsumer(records, {p: 3 for p in ranges}, 1), members(ranges, 1000), 1 << 20,
+                         1000, 1048588)
+    rounds = drain(reader)
+    assert all(len([p for p, v in r.items() if v]) <= 4 for r in rounds)
+    assert {p: [o for r in rounds for o in r.get(p, [])] for p in ranges} == {p: [0, 1, 2] for p in ranges}
