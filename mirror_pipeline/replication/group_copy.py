@@ -267,7 +267,10 @@ class _GroupCopy:
         outcomes = [self.pool.submit(announce, slot) for slot in slots] if len(slots) > 1 else None
         for i, slot in enumerate(slots):
             try:
-                outcomes[i].result() if outcomes else announce(slot)
+                if outcomes:
+                    outcomes[i].result()
+                else:
+                    announce(slot)
             except ConcurrentWriter:
                 fenced.append(slot)  # nothing of the slot was announced: taken back after this round
                 continue
