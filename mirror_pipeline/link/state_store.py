@@ -54,6 +54,7 @@ __all__ = [
     "STATE_TOPIC_CONFIG", "STATE_WRITE_ATTEMPTS",
     "Registry", "SegmentSnapshot", "SegmentWriter", "SlotWriter", "StateStore", "TransactionalWriter",
     "acl_key", "ensure_internal_topics", "link_key", "mirror_key", "read_topic", "segment_key",
+    "segment_starts_since",
     "state_writer_id", "transactional_id",
 ]
 
@@ -111,6 +112,21 @@ def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hi
                     f"cluster '{alias}': cannot create internal topic '{topic}': {kc.error_name(exc)} "
                     f"(create it yourself as a compacted topic with one partition, {hint})"
                 ) from None
+
+
+def segment_starts_since(conf: dict, admin: AdminClient, offset_map_topic: str, alias: str, link: str,
+                         since: int) -> dict[tuple[str, int], int]:
+    """(mirror, partition) -> the highest start of a segment of `link` written at or after offset
+    `since` of the offset-map topic (deletions left out): what other writers announced since a plan."""
+    newest: dict[tuple[str, int], int] = {}
+    prefix = f"{link}/"
+    for key, value, _ in read_topic(conf, admin, offset_map_topic, alias, start=since):
+        if value is None or not key.startswith(prefix):
+            continue
+        _, mirror, partition, start = key.split("/")
+        tp = (mirror, int(partition))
+        newest[tp] = max(newest.get(tp, -1), int(start))
+    return newest
 
 
 class StateStore:

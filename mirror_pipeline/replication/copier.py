@@ -42,7 +42,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_store import SegmentWriter, StateStore, read_topic
+from mirror_pipeline.link.state_store import SegmentWriter, StateStore, segment_starts_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import may_copy
@@ -298,13 +298,12 @@ def _check_still_copying(unit: WorkUnit, ctx: CopyContext) -> None:
 
 def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
     """After fencing, a segment of this partition newer than the plan means a concurrent cycle."""
-    prefix = f"{unit.link}/{unit.mirror_topic}/{unit.partition}/"
     conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
     admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
     kc.learn_cluster(admin)
-    for key, value, _ in read_topic(conf, admin, ctx.offset_map_topic, ctx.dest_alias, start=unit.map_snapshot_end):
-        if key.startswith(prefix) and value is not None and int(key.rsplit("/", 1)[1]) >= unit.dest_start:
-            raise ConcurrentWriter(
-                f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle wrote to it after this "
-                f"cycle planned; this unit stopped without writing"
-            )
+    newer = segment_starts_since(conf, admin, ctx.offset_map_topic, ctx.dest_alias, unit.link, unit.map_snapshot_end)
+    if newer.get((unit.mirror_topic, unit.partition), -1) >= unit.dest_start:
+        raise ConcurrentWriter(
+            f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle wrote to it after this "
+            f"cycle planned; this unit stopped without writing"
+        )

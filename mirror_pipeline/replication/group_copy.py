@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
-from mirror_pipeline.link.state_store import SlotWriter, StateStore, read_topic
+from mirror_pipeline.link.state_store import SlotWriter, StateStore, segment_starts_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment, pack
 from mirror_pipeline.model.states import may_copy
@@ -184,15 +184,8 @@ class _GroupCopy:
         if not live:
             return
         since = min(p.unit.map_snapshot_end for p in live)
-        conf = kc.client_config(ctx.dest_properties, self.link, "state-reader")
-        newer: dict[tuple[str, int], int] = {}  # partition -> highest segment start announced since the plan
-        prefix = f"{self.link}/"
-        for key, value, _ in read_topic(conf, self.admin, ctx.offset_map_topic, ctx.dest_alias, start=since):
-            if value is None or not key.startswith(prefix):
-                continue
-            _, mirror, partition, start = key.split("/")
-            tp = (mirror, int(partition))
-            newer[tp] = max(newer.get(tp, -1), int(start))
+        newer = segment_starts_since(kc.client_config(ctx.dest_properties, self.link, "state-reader"), self.admin,
+                                     ctx.offset_map_topic, ctx.dest_alias, self.link, since)
         ends = kc.list_offsets(self.admin, [(p.unit.mirror_topic, p.unit.partition) for p in live], "latest",
                                ctx.dest_alias, read_committed=False)
         for part in live:
