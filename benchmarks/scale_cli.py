@@ -15,10 +15,13 @@ start-up and Spark session included):
 2. `mirror list`;
 3. two `run`s with nothing to copy;
 4. one new record in every partition, then one `run`;
-5. `mirror describe` of one mirror.
+5. `mirror describe` of one mirror;
+6. with `--groups G` (1,000 by default), G source consumer groups, each with
+   offsets committed on one topic's partitions, then one `offsets sync`.
 
 After the last run every mirror's log end offsets must equal its source's
-(offsets are preserved): the exit status is 1 otherwise. Progress goes to
+(offsets are preserved), and every synced group's destination offsets the
+ones it committed on the source: the exit status is 1 otherwise. Progress goes to
 stderr, the table to stdout; see benchmarks/README.md.
 """
 
@@ -36,8 +39,9 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
     sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
 
-from benchmarks.common import admin_for, local_clusters, say, warm_up  # noqa: E402
+from benchmarks.common import QUIET, admin_for, local_clusters, say, warm_up  # noqa: E402
 from benchmarks.scale import Loader, topic_names  # noqa: E402
 from mirror_pipeline.kafka import clients as kc  # noqa: E402
 
@@ -46,6 +50,9 @@ BASE_PORT = 16592
 LINK = "wide"
 # Topics created per CreateTopics request while setting up.
 CREATE_BATCH = 100
+GROUP_PREFIX = "scale-group-"
+# Offset a group commits on each partition of its topic (every partition holds more records).
+GROUP_OFFSET = 3
 
 
 def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
@@ -56,6 +63,8 @@ def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
             "auto.create.mirror.topics.enable": True,
             "auto.create.mirror.topics.filters": {"topicFilters": [
                 {"name": "scale-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
+            "consumer.offset.group.filters": {"groupFilters": [
+                {"name": GROUP_PREFIX, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
         }},
     }
     if spark_master:
@@ -87,6 +96,32 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
                     timeout=120)
 
 
+def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int) -> dict[str, str]:
+    """`groups` consumer groups, group i with offset GROUP_OFFSET committed on every partition of
+    topic i (mod the topics), as a consumer that stopped there leaves it; {group: its topic}."""
+    admin = admin_for(bootstrap)
+    topics = {f"{GROUP_PREFIX}{i:05d}": names[i % len(names)] for i in range(groups)}
+    futures = [admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p, GROUP_OFFSET) for p in range(partitions)])]) for group, topic in topics.items()]
+    for batch in futures:
+        for fut in batch.values():
+            fut.result(60)
+    return topics
+
+
+def groups_synced(b: str, topics: dict[str, str], partitions: int) -> tuple[int, int]:
+    """(groups whose destination offsets are those committed on the source, groups checked)."""
+    matched = 0
+    for group, topic in topics.items():
+        cons = Consumer({"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False, "logger": QUIET})
+        try:
+            got = cons.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        finally:
+            cons.close()
+        matched += all(tp.offset == GROUP_OFFSET for tp in got)
+    return matched, len(topics)
+
+
 def command(config_path: Path, *args: str) -> float:
     """Wall seconds of one `mirror-pipeline` command, a fresh process; fails the benchmark if it fails."""
     t0 = time.perf_counter()
@@ -115,6 +150,7 @@ ROWS = [
     ("empty_run_2", "`run` with nothing to copy, again"),
     ("one_record_run", "`run` after one new record in every partition"),
     ("describe", "`mirror describe` of one mirror"),
+    ("offset_sync", "`offsets sync` of {groups} consumer groups"),
 ]
 
 
@@ -122,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topics", type=int, default=100, help="source topics (default 100)")
     ap.add_argument("--partitions", type=int, default=10, help="partitions per topic (default 10)")
+    ap.add_argument("--groups", type=int, default=1000, help="consumer groups to sync (default 1000; 0: none)")
     ap.add_argument("--initial-records", type=int, default=5, help="records per partition before the first run (5)")
     ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b is +10000 ({BASE_PORT})")
     ap.add_argument("--root", type=Path, default=BENCH_ROOT, help=f"the clusters' directory ({BENCH_ROOT})")
@@ -157,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         seconds["one_record_run"] = command(config_path, *run)
         seconds["describe"] = command(config_path, "mirror", "describe", names[0], "--link", LINK)
         matched, checked = mirrors_match(a, b, names, args.partitions)
+        if args.groups:
+            group_topics = commit_groups(a, names, args.partitions, args.groups)
+            say(f"setup: {args.groups} consumer groups committed")
+            seconds["offset_sync"] = command(config_path, "offsets", "sync", "--link", LINK)
+            report["groups_synced"] = dict(zip(("matched", "checked"), groups_synced(b, group_topics, args.partitions)))
     report["seconds"] = seconds
     report["mirrors_identical_log_ends"] = {"matched": matched, "checked": checked}
     if args.json_file:
@@ -164,9 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mirror-pipeline, one link of {args.topics:,} topics x {args.partitions} partitions ({partitions:,}), "
           f"CLI wall time, start-up included")
     for key, label in ROWS:
-        print(f"{label.format(initial=args.initial_records):<72}{seconds[key]:>10.2f} s")
+        if key in seconds:
+            print(f"{label.format(initial=args.initial_records, groups=f'{args.groups:,}'):<72}{seconds[key]:>10.2f} s")
     print(f"mirrors whose log ends equal their source's: {matched:,} of {checked:,} partitions")
-    return 0 if matched == checked else 1
+    synced = report.get("groups_synced", {"matched": 0, "checked": 0})
+    if args.groups:
+        print(f"groups whose destination offsets equal their source's: {synced['matched']:,} of {synced['checked']:,}")
+    return 0 if matched == checked and synced["matched"] == synced["checked"] else 1
 
 
 if __name__ == "__main__":

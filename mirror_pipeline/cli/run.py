@@ -75,7 +75,7 @@ def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float,
     try:
         result = engine.run_cycle(config, link, spark, mirrors=list(mirrors) or None, progress=progress)
     except engine.CycleFailed as exc:
-        emit(_with_auto_create(exc.result.to_dict(), created), as_json, _render_run)
+        emit(_with_auto_create({**exc.result.to_dict(), "errors": exc.errors}, created), as_json, _render_run)
         # The mirrors that did copy are recorded all the same, as a Dagster run records them.
         dagster_events.record_cycle(config, link, exc.result, mirrors, origin=f"run --link {link}", as_json=as_json)
         fail(str(exc), as_json)
@@ -127,17 +127,24 @@ def _terminal_progress():
 
 
 def _render_cycle(d: dict) -> str:
-    rows = []
+    """The summary, and a row per partition that copied records or is behind: on a wide link the
+    idle ones would bury them (10,000 rows), so they are counted in one line (`--json` has every one)."""
+    rows, idle = [], 0
     for name, m in d["mirrors"].items():
         for p in m["partitions"]:
+            if not p["records"] and not p["lag_after"]:
+                idle += 1
+                continue
             rows.append([name, p["partition"], f"{p['source_from']}..{p['source_until']}",
                          f"{p['dest_from']}..{p['dest_until']}", p["records"], p["lag_after"],
                          p["latency_max_ms"] if p["latency_records"] else "-"])
-    summary = (
+    text = (
         f"link '{d['link']}': copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
         f"over {d['work_units']} work units; lag after: {d['lag_after']:,}"
     )
-    if not rows:
-        return summary
-    return summary + "\n\n" + table(["MIRROR", "PARTITION", "SOURCE RANGE", "MIRROR RANGE", "RECORDS", "LAG",
-                                  "MAX LATENCY MS"], rows)
+    if rows:
+        text += "\n\n" + table(["MIRROR", "PARTITION", "SOURCE RANGE", "MIRROR RANGE", "RECORDS", "LAG",
+                                "MAX LATENCY MS"], rows)
+    if idle:
+        text += ("\n" if rows else "\n\n") + f"{idle:,} partition(s) up to date with nothing to copy (not listed)"
+    return text

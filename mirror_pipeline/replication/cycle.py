@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 # Segments a partition may gather before the driver merges them into one.
 CONSOLIDATE_AFTER = 16
+# Mirrors whose reason a failed cycle's message gives; the others are counted (CycleFailed.errors has all).
+MIRROR_ERRORS_SHOWN = 5
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -40,9 +42,10 @@ ProgressCallback = Callable[[int, int], None]
 class CycleFailed(MirrorError):
     """Some mirrors could not be copied; the others were, and their lineage is attached."""
 
-    def __init__(self, message: str, result: CycleResult):
+    def __init__(self, message: str, result: CycleResult, errors: dict[str, str] | None = None):
         super().__init__(message)
         self.result = result
+        self.errors = errors or {}  # mirror topic -> why, for every mirror (the message names the first few)
 
 
 def run_cycle(
@@ -104,9 +107,17 @@ def run_cycle(
         elif r.error:
             errors.setdefault(r.mirror_topic, f"partition {r.partition}: {r.error}")
     if errors:
-        lines = "; ".join(f"{m}: {why}" for m, why in sorted(errors.items()))
-        raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {lines}", result)
+        raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {_first_errors(errors)}",
+                          result, errors)
     return result
+
+
+def _first_errors(errors: dict[str, str]) -> str:
+    """The first mirrors' reasons, in name order: a message a person reads, on a link of thousands of mirrors too."""
+    shown = sorted(errors.items())[:MIRROR_ERRORS_SHOWN]
+    said = "; ".join(f"{m}: {why}" for m, why in shown)
+    more = len(errors) - len(shown)
+    return f"{said}; and {more} more mirror(s) (`run --json` names every one)" if more else said
 
 
 def copy_context(ctx: LinkContext) -> CopyContext:
@@ -141,8 +152,11 @@ def _a_verb_won(failed: UnitResult, now: MirrorInfo | None, stopped_slots: set[i
 
 def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:
     by_partition = {(r.mirror_topic, r.partition): r for r in results}
-    tps = [(pp.mirror.source_topic, p) for (_, p), pp in plan.partitions.items()]
-    source_end_now = kc.list_offsets(ctx.source_admin, tps, "latest", ctx.source.alias)
+    if results:
+        tps = [(pp.mirror.source_topic, p) for (_, p), pp in plan.partitions.items()]
+        source_end_now = kc.list_offsets(ctx.source_admin, tps, "latest", ctx.source.alias)
+    else:  # nothing was copied: the plan's ends were read a moment ago
+        source_end_now = {(pp.mirror.source_topic, p): pp.source_end for (_, p), pp in plan.partitions.items()}
     mirrors: dict[str, list[PartitionCopy]] = {}
     sources: dict[str, str] = {}
     for (mirror, p), pp in sorted(plan.partitions.items()):

@@ -51,10 +51,11 @@ from mirror_pipeline.model.offset_map import Segment, pack
 from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
+    ProducerSet,
     chunk_runs,
     chunk_timestamps,
-    land_by_deadline,
     produce_chunk,
+    producers_for,
     timestamp_of,
     writer_request_timeout_ms,
 )
@@ -199,7 +200,7 @@ class _GroupCopy:
                           f"another writer is active or wrote since the plan")
 
     def _open_clients(self, memory: MemoryPlan, max_message_bytes: int):
-        """The task's producer (`self.out`) and its consumer (returned)."""
+        """The task's producers (`self.out`) and its consumer (returned)."""
         ctx = self.ctx
         reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **memory.reader_settings()))
         self.consumers.append(reader)
@@ -210,14 +211,17 @@ class _GroupCopy:
             if err is not None:
                 self.failures.setdefault((msg.topic(), msg.partition()), err)
 
-        self.out = kc.producer(kc.client_config(ctx.dest_properties, self.link, "writer", **{
+        settings = kc.client_config(ctx.dest_properties, self.link, "writer", **{
             "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
             "request.timeout.ms": request_timeout_ms,  # see `chunks.chunk_delivery_timeout_ms`
             "socket.timeout.ms": request_timeout_ms,
             "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
             "on_delivery": on_delivery,
+            # Each producer may queue a whole round: a round is one chunk however it is spread
+            # over them, so together they hold no more than one producer did.
             **memory.writer_settings(),
-        }))
+        })
+        self.out = ProducerSet(lambda: kc.producer(settings), producers_for(len(self.parts)))
         return reader
 
     # --- rounds ---------------------------------------------------------------------------
@@ -282,10 +286,10 @@ class _GroupCopy:
                                  f"{ctx.writer_delivery_timeout_ms} ms; its records were not sent")
                 continue
             stamps[id(part)] = list(map(timestamp_of, part.chunk))
-            produce_chunk(self.out, part.unit.mirror_topic, part.unit.partition, part.chunk,
+            produce_chunk(self.out.of(part.slot), part.unit.mirror_topic, part.unit.partition, part.chunk,
                           chunk_timestamps(stamps[id(part)])[0])
             produced.append(part)
-        remaining = land_by_deadline(self.out, land_by)
+        remaining = self.out.land_by(land_by)
         acked_ms = int(time.time() * 1000)
         for part in produced:
             key = (part.unit.mirror_topic, part.unit.partition)

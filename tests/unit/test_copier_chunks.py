@@ -9,13 +9,23 @@ repeated or reordered, whatever the limits.
 from __future__ import annotations
 
 import ctypes
+import time
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
 from mirror_pipeline.model.offset_map import runs_of
 from mirror_pipeline.replication import task_memory
-from mirror_pipeline.replication.chunks import FIRST_CONSUME_BATCH, ChunkReader, Latency, chunk_runs, chunk_timestamps, produce_chunk
+from mirror_pipeline.replication.chunks import (
+    FIRST_CONSUME_BATCH,
+    ChunkReader,
+    Latency,
+    ProducerSet,
+    chunk_runs,
+    chunk_timestamps,
+    produce_chunk,
+    producers_for,
+)
 from mirror_pipeline.replication.copier import WorkUnit
 from mirror_pipeline.replication.task_memory import MIN_TASK_MEMORY_BYTES, RECORD_OVERHEAD_BYTES, memory_plan
 
@@ -298,3 +308,34 @@ def test_without_glibc_the_allocator_is_left_alone_and_glibc_is_looked_for_once(
 def test_rss_reads_this_process():
     rss, peak = task_memory.rss(reset_peak=True)
     assert 0 < rss <= peak
+
+
+class LandingProducer:
+    """Counts what `land_by_deadline` asks of it; `unacked` records never land."""
+
+    def __init__(self, unacked: int = 0):
+        self.unacked, self.flushes, self.purged = unacked, 0, False
+
+    def flush(self, timeout):
+        self.flushes += 1
+        return self.unacked
+
+    def purge(self, in_queue, in_flight):
+        self.purged = True
+
+    def poll(self, timeout):
+        return 0
+
+
+def test_a_task_writes_through_one_producer_per_64_partitions_up_to_four():
+    assert [producers_for(n) for n in (1, 8, 64, 65, 200, 256, 257, 10_000)] == [1, 1, 1, 2, 4, 4, 4, 4]
+
+
+def test_a_partition_keeps_its_producer_and_landing_counts_every_producer():
+    made = iter([LandingProducer(), LandingProducer(unacked=3), LandingProducer(), LandingProducer(unacked=2)])
+    writers = ProducerSet(lambda: next(made), 4)
+    assert writers.of(5) is writers.of(9) is writers.producers[1]  # slot 5 and 9: the same one
+    assert writers.of(63) is writers.producers[3]
+    assert writers.land_by(time.monotonic() + 1) == 5
+    assert [p.flushes for p in writers.producers] == [1, 1, 1, 1]
+    assert [p.purged for p in writers.producers] == [False, True, False, True]  # only those that did not land
