@@ -24,7 +24,7 @@
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from dagster import (
     AssetCheckResult,
@@ -109,9 +109,10 @@ def _consumer_offsets_asset(names: LinkNames) -> AssetsDefinition:
 
         groups = group_rows(result)
         totals = offset_sync_metadata(result, groups)
+        groups_of = mirror_groups_metadata(groups)
         for mirror in context.partition_keys:
             context.add_asset_metadata(
-                {**totals, **mirror_groups_metadata(groups, mirror)}, partition_key=mirror
+                {**totals, **groups_of(mirror)}, partition_key=mirror
             )
         context.log.info(
             f"link {names.link} ({result.mode}): {result.committed} offset(s) committed for "
@@ -155,18 +156,27 @@ def offset_sync_metadata(result, groups: list[dict]) -> dict:
     return metadata
 
 
-def mirror_groups_metadata(groups: list[dict], mirror: str) -> dict:
-    """The groups' partitions on `mirror`, as a table and as JSON.
+def mirror_groups_metadata(groups: list[dict]) -> Callable[[str], dict]:
+    """Per mirror, the groups' partitions on it, as a table and as JSON.
 
     A group with no partition at all (skipped because it is active on the
     destination, or failed) is shown on every mirror: it concerns them all.
+    The groups are sorted by mirror once: looking through every group for
+    each mirror took 6.6 s for 1,000 groups and 1,000 mirrors.
     """
-    mine = []
-    for g in groups:
-        partitions = [p for p in g.get("partitions", []) if p.get("mirror_topic") == mirror]
-        if partitions or not g.get("partitions"):
-            mine.append({**g, "partitions": partitions})
-    return {"groups": MetadataValue.md(groups_table(mine)), "groups_json": MetadataValue.json(mine)}
+    on_mirror: dict[str, dict[int, dict]] = {}  # mirror -> {index of a group: its row, with its partitions there}
+    for i, g in enumerate(groups):
+        for p in g.get("partitions", []):
+            rows = on_mirror.setdefault(p.get("mirror_topic"), {})
+            rows.setdefault(i, {**g, "partitions": []})["partitions"].append(p)
+    everywhere = {i: {**g, "partitions": []} for i, g in enumerate(groups) if not g.get("partitions")}
+
+    def of(mirror: str) -> dict:
+        rows = {**everywhere, **on_mirror.get(mirror, {})}
+        mine = [rows[i] for i in sorted(rows)]
+        return {"groups": MetadataValue.md(groups_table(mine)), "groups_json": MetadataValue.json(mine)}
+
+    return of
 
 
 _COLUMNS = (

@@ -62,8 +62,8 @@ def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResu
     check = offsets_in_sync_result(names, result)
     with _instance() as instance:
         register(instance, names, covered)
-        _materialize(instance, names.consumer_offsets_key, covered,
-                     lambda m: {**totals, **mirror_groups_metadata(groups, m)}, origin)
+        groups_of = mirror_groups_metadata(groups)
+        _materialize(instance, names.consumer_offsets_key, covered, lambda m: {**totals, **groups_of(m)}, origin)
         instance.report_runless_asset_event(
             AssetCheckEvaluation(
                 asset_key=names.consumer_offsets_key,

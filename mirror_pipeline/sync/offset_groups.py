@@ -6,9 +6,11 @@ group: `committed()` is a plain OffsetFetch and `commit(offsets=...)` a
 "simple consumer" OffsetCommit (generation -1), which the coordinator accepts
 only while the group has no members. That keeps a commit into an active group
 impossible even if a consumer joins between our describe and our commit.
-We do not use `AdminClient.list_consumer_group_offsets`: librdkafka 2.16 has
-crashed the process (segfault) in it while a group coordinator was still
-loading, and a crash would take a Dagster run or a promote down with it.
+`AdminClient.list_consumer_group_offsets` is not used in this process:
+librdkafka 2.16 has crashed the process (segfault) in it while a group
+coordinator was still loading, and a crash would take a Dagster run or a
+promote down with it. `committed_offsets` runs it in a child process instead,
+and these consumers read what that child could not.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from mirror_pipeline.model.offset_results import (
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
 from mirror_pipeline.sync import offset_checkpoints, offset_groups
+from mirror_pipeline.sync.committed_offsets import Offsets, committed_offsets
 from mirror_pipeline.sync.offset_translation import (
     CLAMPED,
     COMMITTED,
@@ -142,13 +143,19 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
+    # Each group's offsets whole, all groups at once; a group missing here is asked for the link's partitions.
+    source_offsets = committed_offsets(ctx.source_conf("admin"), groups, ctx.source.alias,
+                                       offset_groups.OFFSET_TIMEOUT_S) if source and groups else {}
+    dest_offsets = committed_offsets(ctx.dest_conf("admin"), list(dest_names.values()), ctx.dest.alias,
+                                     offset_groups.OFFSET_TIMEOUT_S) if groups else {}
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
     outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
 
     def one(group: str) -> float | None:
         outcome = outcomes[group]
-        return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group),
+        committed = (source_offsets.get(group), dest_offsets.get(outcome.destination_group))
+        return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group), committed,
                            final=final, dry_run=dry_run, source=source, realign=realign)
 
     # Each group costs a few round trips to both clusters' coordinators: run them side by side.
@@ -187,17 +194,24 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
 
 
 def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
-                busy: str | None, *, final: bool, dry_run: bool, source: bool, realign: bool = False) -> float | None:
+                busy: str | None, committed: tuple[Offsets | None, Offsets | None], *, final: bool, dry_run: bool,
+                source: bool, realign: bool = False) -> float | None:
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
+    `committed` holds the group's offsets on the source and the destination,
+    as already listed (None: not listed, asked here).
     """
     read_at = time.monotonic()
-    landings = _landings(ctx, outcome.source_group, partitions, mode) if source else {}
+    source_offsets, dest_offsets = committed
+    landings = _landings(ctx, outcome.source_group, partitions, mode, source_offsets) if source else {}
     if source and not landings:
         return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
-        previous = dest.committed(list(partitions))
+        if dest_offsets is None:
+            previous = dest.committed(list(partitions))
+        else:
+            previous = {key: offset for key, offset in dest_offsets.items() if key in partitions}
         if not source:  # where the destination group is, kept within the log
             landings = {k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end}
         to_commit: dict[Position, int] = {}
@@ -225,11 +239,14 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
         return (time.monotonic() - read_at) * 1000
 
 
-def _landings(ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str) -> dict[Position, tuple[int, int]]:
-    """(source position, mirror position) per mirror partition the group has a committed offset for."""
-    sources = sorted({(mp.source_topic, mp.partition) for mp in partitions.values()})
-    with offset_groups.GroupClient(ctx.source_conf("reader"), group, ctx.source.alias) as src:
-        positions = src.committed(sources)
+def _landings(ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str,
+              positions: Offsets | None) -> dict[Position, tuple[int, int]]:
+    """(source position, mirror position) per mirror partition the group has a committed offset for
+    (`positions`: the group's offsets on the source, when already listed)."""
+    if positions is None:
+        sources = sorted({(mp.source_topic, mp.partition) for mp in partitions.values()})
+        with offset_groups.GroupClient(ctx.source_conf("reader"), group, ctx.source.alias) as src:
+            positions = src.committed(sources)
     wanted = {k: positions[(mp.source_topic, mp.partition)] for k, mp in partitions.items()
               if (mp.source_topic, mp.partition) in positions}
     mirror_times = _mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()}) if mode == TIMESTAMP else {}

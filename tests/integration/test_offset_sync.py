@@ -20,6 +20,8 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli.lifecycle import _render_preview
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.local.jars import java_command
+from mirror_pipeline.sync import committed_offsets as listing
+from mirror_pipeline.sync import offset_sync
 from tests.integration.conftest import LINK
 from tests.kafka_records import commit, committed, read_partition
 
@@ -92,10 +94,26 @@ def group_result(result, group: str):
     return next(g for g in result.groups if g.source_group == group)
 
 
+@pytest.fixture(params=["listed at once", "asked group by group"])
+def offsets_read(request, monkeypatch) -> list[dict]:
+    """Groups' committed offsets listed whole by the child process (what it answered is
+    recorded), or, as when that child fails, asked group by group by consumers."""
+    answers: list[dict] = []
+    if request.param == "asked group by group":
+        monkeypatch.setattr(offset_sync, "committed_offsets", lambda *args: {})
+    else:
+        def recorded(*args):
+            answers.append(listing.committed_offsets(*args))
+            return answers[-1]
+        monkeypatch.setattr(offset_sync, "committed_offsets", recorded)
+    return answers
+
+
 # --- exact translation ------------------------------------------------------------------
 
 
-def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name,
+                                                          offsets_read):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=200, partitions=2)
@@ -116,6 +134,12 @@ def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, s
     again = engine.sync_offsets(config, LINK, [topic])
     assert again.committed == 0
     assert {p.action for g in again.groups for p in g.partitions} == {"unchanged"}
+    if offsets_read:  # the child listed every group on both clusters: its answers were used
+        source_first, dest_first, source_again, dest_again = offsets_read
+        offsets = {g: {(topic, p): o for p, o in pos.items()} for g, pos in lags.items()}
+        assert source_first == source_again == offsets
+        assert dest_first == {g: {} for g in lags}  # not there yet: known to have no offsets
+        assert dest_again == offsets
 
 
 def test_transactional_partition_lands_after_aborted_data_and_markers(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
@@ -235,7 +259,8 @@ def test_a_group_active_on_the_destination_is_left_alone(write_config, spark, so
     assert committed(destination_bootstrap, group, topic) == {0: 30}
 
 
-def test_a_destination_group_is_never_moved_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_a_destination_group_is_never_moved_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name,
+                                                      offsets_read):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
