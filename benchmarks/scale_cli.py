@@ -122,12 +122,17 @@ def groups_synced(b: str, topics: dict[str, str], partitions: int) -> tuple[int,
     return matched, len(topics)
 
 
+# The end of each command's output, by command line, for the JSON document.
+OUTPUTS: dict[str, dict[str, str]] = {}
+
+
 def command(config_path: Path, *args: str) -> float:
     """Wall seconds of one `mirror-pipeline` command, a fresh process; fails the benchmark if it fails."""
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "mirror_pipeline", *args, "--config", str(config_path)],
                          capture_output=True, text=True, cwd=REPO)
     seconds = time.perf_counter() - t0
+    OUTPUTS[f"{' '.join(args)} ({len(OUTPUTS) + 1})"] = {"stdout": out.stdout[-3000:], "stderr": out.stderr[-3000:]}
     if out.returncode:
         raise SystemExit(f"mirror-pipeline {' '.join(args)} failed ({out.returncode}): "
                          f"{out.stdout[-1500:]} {out.stderr[-1500:]}")
@@ -200,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds["offset_sync"] = command(config_path, "offsets", "sync", "--link", LINK)
             report["groups_synced"] = dict(zip(("matched", "checked"), groups_synced(b, group_topics, args.partitions)))
     report["seconds"] = seconds
+    report["outputs"] = OUTPUTS
     report["mirrors_identical_log_ends"] = {"matched": matched, "checked": checked}
     if args.json_file:
         args.json_file.write_text(json.dumps(report, indent=2) + "\n")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
@@ -32,6 +32,8 @@ Outcome = tuple[MirrorInfo, bool] | MirrorError
 # Topics asked of the destination per CreateTopics request: each must complete within the
 # request timeout, and a controller creates thousands of partitions in seconds, not at once.
 CREATE_TOPICS_AT_ONCE = 100
+# A CreateTopics answer that does not say the topic was refused: the client gave up waiting.
+_UNANSWERED = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT})
 
 
 def create_mirrors(ctx: LinkContext, wanted: Sequence[tuple[str, str]]) -> dict[str, Outcome]:
@@ -86,6 +88,7 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
     # A mirror registered meanwhile (another scan) keeps its registration; its topic is created below anyway.
     ctx.store.update_mirrors(lambda current: [(m, info) for m, info in infos.items() if m not in current])
     failed: dict[str, MirrorError] = {}
+    unanswered: set[str] = set()  # the request timed out: the controller may have created the topic all the same
     for i in range(0, len(batch), CREATE_TOPICS_AT_ONCE):
         futures = ctx.dest_admin.create_topics(
             [NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
@@ -98,9 +101,19 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
             except KafkaException as exc:
                 failed[mirror] = MirrorRefused(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror}' "
                                                f"failed: {kc.error_name(exc)}")
+                if kc.is_retriable(exc) or kc.error_code(exc) in _UNANSWERED:
+                    unanswered.add(mirror)
+    expected = {mirror: partitions[source] for source, mirror in batch}
+    _wait_until_listed(ctx, {m: n for m, n in expected.items() if m not in failed or m in unanswered})
+    if unanswered:
+        # Created after all (listed with the partitions asked for): the mirror keeps its registration.
+        # Unregistered, its topic would block every later scan ("already exists") until deleted by hand.
+        listed = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
+        for mirror in unanswered:
+            if listed.get(mirror) == expected[mirror]:
+                del failed[mirror]
     if failed:  # unregister what the failed creates registered
         ctx.store.update_mirrors(lambda current: [(m, None) for m in failed if m in current])
-    _wait_until_listed(ctx, {mirror: partitions[source] for source, mirror in batch if mirror not in failed})
     guarded = write_guard.guard_all(ctx, [m for m in infos if m not in failed])
     return {source: failed[mirror] if mirror in failed else (guarded.get(mirror) or infos[mirror], True)
             for source, mirror in batch}

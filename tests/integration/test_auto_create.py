@@ -260,3 +260,44 @@ def test_many_mirrors_are_created_at_once_and_a_refused_one_stops_none_of_the_ot
     # Created again: nothing new, each reported as existing.
     again = create_mirrors(ctx, [(t, t) for t in batch])
     assert all(again[t][1] is False for t in batch)
+
+
+def test_a_topic_created_though_its_answer_timed_out_keeps_its_mirror(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    """A CreateTopics answer lost to a timeout, though the controller created the topic (a wide
+    scan on a slow controller): unregistering that mirror would leave a topic every later scan
+    refuses as "already exists". It is kept, as created; a refused create is still unregistered."""
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_pipeline.link.context import LinkContext
+    from mirror_pipeline.operations.bulk_create import create_mirrors
+
+    u = unique_name()
+    slow, refused = create_topic(source_bootstrap, f"{u}-slow", partitions=2), create_topic(source_bootstrap, f"{u}-no")
+    config = load_config(write_config(own_state(u)))
+    ctx = LinkContext.open(config, LINK)
+    admin = ctx.dest_admin
+    create_topics = admin.create_topics
+
+    def answer_lost(new_topics, **kwargs):
+        if not {t.topic for t in new_topics} & {slow, refused}:
+            return create_topics(new_topics, **kwargs)  # the link's own state topics
+        futures = create_topics([t for t in new_topics if t.topic == slow], **kwargs)
+        futures[slow].result(30)  # created on the broker; the client is told it timed out
+        answers = {}
+        for topic, error in ((slow, KafkaError._TIMED_OUT), (refused, KafkaError.POLICY_VIOLATION)):
+            answers[topic] = Future()
+            answers[topic].set_exception(KafkaException(KafkaError(error)))
+        return answers
+
+    admin.create_topics = answer_lost
+    made = create_mirrors(ctx, [(slow, slow), (refused, refused)])
+
+    assert made[slow][1] is True, made
+    assert isinstance(made[refused], MirrorRefused) and "POLICY_VIOLATION" in str(made[refused])
+    assert [m.mirror_topic for m in engine.list_mirrors(config, LINK)] == [slow]
+    admin.create_topics = create_topics
+    assert create_mirrors(ctx, [(slow, slow)])[slow][1] is False  # the next scan finds it registered
