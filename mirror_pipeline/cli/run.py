@@ -147,4 +147,13 @@ def _render_cycle(d: dict) -> str:
                                 "MAX LATENCY MS"], rows)
     if idle:
         text += ("\n" if rows else "\n\n") + f"{idle:,} partition(s) up to date with nothing to copy (not listed)"
+    waiting = d.get("not_listed_yet") or []
+    if waiting:
+        text += (f"\n{len(waiting):,} mirror(s) created moments ago not copied yet: the destination does not list "
+                 f"their topics yet; the next run copies them ({_first_names(waiting)})")
     return text
+
+
+def _first_names(names: list[str], shown: int = 5) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more:,} more" if more > 0 else "")

@@ -114,6 +114,8 @@ class CycleResult:
     duration_s: float
     work_units: int
     mirrors: dict[str, MirrorCopyResult] = field(default_factory=dict)
+    # Mirrors created moments ago whose topics the destination did not list yet: the next cycle copies them.
+    not_listed_yet: tuple[str, ...] = ()
 
     @property
     def records(self) -> int:
@@ -137,6 +139,7 @@ class CycleResult:
             "bytes": self.bytes,
             "lag_after": self.lag_after,
             "mirrors": {name: m.to_dict() for name, m in sorted(self.mirrors.items())},
+            "not_listed_yet": list(self.not_listed_yet),
         }
 
 

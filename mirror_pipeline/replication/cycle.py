@@ -186,6 +186,7 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
         mirrors={
             m: MirrorCopyResult(m, sources[m], tuple(parts), plan.partitions_added.get(m, 0)) for m, parts in mirrors.items()
         },
+        not_listed_yet=tuple(sorted(plan.not_listed_yet)),
     )
 
 

@@ -66,6 +66,7 @@ class Plan:
     source_failures: dict[str, str] = field(default_factory=dict)  # source topic missing or unreadable
     diverged: dict[str, str] = field(default_factory=dict)  # foreign records in the mirror
     state_changed: set[str] = field(default_factory=set)  # paused, stopped or deleted while planning
+    not_listed_yet: list[str] = field(default_factory=list)  # created moments ago, not in the destination's metadata
     map_snapshot_end: int = 0
 
 
@@ -84,6 +85,7 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
             live.append((info, count))
         except MirrorTopicNotListedYet as exc:  # just created: the next cycle copies it
             log.info("%s", exc)
+            plan.not_listed_yet.append(info.mirror_topic)
         except SourceTopicUnusable as exc:
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:

@@ -25,6 +25,10 @@ import sys
 import time
 from typing import Sequence
 
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+
+from mirror_pipeline.kafka import clients as kc
+
 log = logging.getLogger(__name__)
 
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
@@ -56,10 +60,6 @@ def committed_offsets(admin_conf: dict, groups: Sequence[str], alias: str, timeo
 
 def _list_in_child() -> None:
     """The child's side: read the request, list every group's offsets, print them."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-
-    from mirror_pipeline.kafka import clients as kc
-
     request = json.load(sys.stdin)
     admin = kc.admin_client(request["conf"])
     deadline = time.monotonic() + request["timeout_s"]
