@@ -143,11 +143,14 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
-    # Each group's offsets whole, all groups at once; a group missing here is asked for the link's partitions.
-    source_offsets = committed_offsets(ctx.source_conf("admin"), groups, ctx.source.alias,
-                                       offset_groups.OFFSET_TIMEOUT_S) if source and groups else {}
-    dest_offsets = committed_offsets(ctx.dest_conf("admin"), list(dest_names.values()), ctx.dest.alias,
-                                     offset_groups.OFFSET_TIMEOUT_S) if groups else {}
+    # Each group's offsets whole, all groups at once; a group missing here is asked for the link's
+    # partitions. On the destination only when the source is gone: otherwise each group's destination
+    # offsets are read where it lands, just before its commit is decided (never backwards).
+    listed = committed_offsets(ctx.source_conf("admin") if source else ctx.dest_conf("admin"),
+                               groups if source else list(dest_names.values()),
+                               ctx.source.alias if source else ctx.dest.alias, offset_groups.OFFSET_TIMEOUT_S)
+    source_offsets = listed if source else {}
+    dest_offsets = {} if source else listed
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
     outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
@@ -199,8 +202,9 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
-    `committed` holds the group's offsets on the source and the destination,
-    as already listed (None: not listed, asked here).
+    `committed` holds the group's offsets on the source and (when the source
+    is gone) on the destination, as listed for all groups at once (None: not
+    listed, the link's partitions are asked here).
     """
     read_at = time.monotonic()
     source_offsets, dest_offsets = committed
@@ -208,10 +212,12 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
     if source and not landings:
         return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
-        if dest_offsets is None:
+        if source:
+            previous = dest.committed(list(landings))
+        elif dest_offsets is None:
             previous = dest.committed(list(partitions))
-        else:
-            previous = {key: offset for key, offset in dest_offsets.items() if key in partitions}
+        else:  # fresh, but only for the partitions the group has offsets on
+            previous = dest.committed([key for key in dest_offsets if key in partitions])
         if not source:  # where the destination group is, kept within the log
             landings = {k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end}
         to_commit: dict[Position, int] = {}
