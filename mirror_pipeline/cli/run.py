@@ -26,6 +26,7 @@ from mirror_pipeline.cli.common import (
     table,
 )
 from mirror_pipeline.cli.values import TOPIC, printable
+from mirror_pipeline.model.text import first_few
 from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
 from mirror_pipeline.replication.spark_runner import LazySession, spark_session
 
@@ -154,6 +155,6 @@ def _render_cycle(d: dict) -> str:
     return text
 
 
-def _first_names(names: list[str], shown: int = 5) -> str:
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more:,} more" if more > 0 else "")
+def _first_names(names: list[str]) -> str:
+    said, more = first_few(names, ", ")
+    return said + (f" and {more:,} more" if more else "")

@@ -23,6 +23,7 @@ from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
 from mirror_pipeline.model.states import DELETING, NO_COPY_FLAGS, WATCHED, may_copy
+from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult
 from mirror_pipeline.replication.planner import Plan, plan_cycle
@@ -114,9 +115,7 @@ def run_cycle(
 
 def _first_errors(errors: dict[str, str]) -> str:
     """The first mirrors' reasons, in name order: a message a person reads, on a link of thousands of mirrors too."""
-    shown = sorted(errors.items())[:MIRROR_ERRORS_SHOWN]
-    said = "; ".join(f"{m}: {why}" for m, why in shown)
-    more = len(errors) - len(shown)
+    said, more = first_few([f"{m}: {why}" for m, why in sorted(errors.items())], "; ", MIRROR_ERRORS_SHOWN)
     return f"{said}; and {more} more mirror(s) (`run --json` names every one)" if more else said
 
 

@@ -27,3 +27,12 @@ def test_mirrors_not_listed_yet_are_named():
     text = _render_cycle(CycleResult("l", 0.0, 1.0, 0, {}, not_listed_yet=waiting).to_dict())
     assert ("7 mirror(s) created moments ago not copied yet: the destination does not list their topics yet; "
             "the next run copies them (m0, m1, m2, m3, m4 and 2 more)") in text
+
+
+def test_a_failed_cycle_names_five_mirrors_and_counts_the_rest():
+    from mirror_pipeline.replication.cycle import _first_errors
+
+    errors = {f"m{i}": "writing failed" for i in range(8)}
+    assert _first_errors(errors) == ("m0: writing failed; m1: writing failed; m2: writing failed; m3: writing failed; "
+                                     "m4: writing failed; and 3 more mirror(s) (`run --json` names every one)")
+    assert _first_errors({"m": "gone"}) == "m: gone"
