@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
 
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
+from mirror_pipeline.replication import group_reading
 from mirror_pipeline.replication.group_reading import ROUND_PARTITIONS, Member, RoundReader
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
@@ -53,6 +54,10 @@ class InterleavingConsumer:
             out.append(self.records[p][self.next[p]])
             self.next[p] += 1
         return out
+
+    def poll(self, timeout: float) -> Message | None:
+        out = self.consume(1, timeout)
+        return out[0] if out else None
 
     def position(self, tps):
         def pos(p: int) -> int:
@@ -127,19 +132,38 @@ def test_a_follow_round_is_what_has_arrived_and_never_ends_a_partition():
 
 
 class TricklingConsumer(InterleavingConsumer):
-    """Records arrive `arrive` at a time, only while the reader waits (a consume with a timeout);
-    a consume without one hands out only what has arrived."""
+    """Records arrive `arrive` at a time, only while the reader waits (a consume or poll with a timeout);
+    a consume without one hands out only what has arrived. As librdkafka's, `consume(n, timeout)` returns
+    at its timeout unless n records came: `waited_s` adds up the time the reader would have waited."""
 
     def __init__(self, records: dict[int, list[Message]], arrive: int):
         super().__init__(records, {p: 0 for p in records}, 0)
-        self.arrive, self.arrived, self.waits = arrive, 0, 0
+        self.arrive, self.arrived, self.waits, self.waited_s = arrive, 0, 0, 0.0
+        self.timeouts: list[float] = []  # of every consume
         self.total = sum(len(r) for r in records.values())
         self.order = sorted((m for r in records.values() for m in r), key=lambda m: (m.offset(), m.partition()))
 
     def consume(self, n: int, timeout: float) -> list[Message]:
+        self.timeouts.append(timeout)
+        self._wait(timeout)
+        out = self._hand(n)
+        if len(out) < n:
+            self.waited_s += timeout
+        return out
+
+    def poll(self, timeout: float) -> Message | None:
+        self._wait(timeout)
+        out = self._hand(1)
+        if not out:
+            self.waited_s += timeout
+        return out[0] if out else None
+
+    def _wait(self, timeout: float) -> None:
         if timeout > 0:
             self.waits += 1
             self.arrived = min(self.total, self.arrived + self.arrive)
+
+    def _hand(self, n: int) -> list[Message]:
         handed = sum(self.next.values())
         out = []
         for m in self.order[handed:self.arrived][:n]:
@@ -158,7 +182,8 @@ def follow_members(starts: dict[int, int]) -> list[Member]:
 
 
 @pytest.mark.parametrize("arrive", [1, 5, 400])
-def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_fill(arrive):
+def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_fill(arrive, monkeypatch):
+    monkeypatch.setattr(group_reading, "FOLLOW_ROUND_S", 0.0)  # rounds cut as soon as their first record came
     records = {p: [record(p, o) for o in range(p * 10, p * 10 + 300)] for p in range(3)}
     consumer = TricklingConsumer(records, arrive)
     reader = RoundReader(consumer, follow_members({p: p * 10 for p in records}), 1 << 20, 1000, 1048588)
@@ -167,11 +192,28 @@ def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_
         waits = consumer.waits
         news = reader.read_round()
         assert consumer.waits <= waits + 1, "a round waits once at most, before its first record"
+        assert consumer.waited_s == 0, "a round waits for its first record only until it arrives"
         assert sum(len(m.chunk) for m in news) <= max(arrive, 1) + 1 or consumer.arrived >= consumer.total
         for m in news:
             got[m.unit.partition] += [r.offset() for r in m.chunk]
             m.result.source_until, m.chunk = m.position, []
     assert got == {p: [r.offset() for r in rs] for p, rs in records.items()}
+
+
+def test_a_follow_round_gathers_what_comes_until_the_round_interval_has_passed_since_the_last_cut():
+    records = {p: [record(p, o) for o in range(300)] for p in range(3)}
+    consumer = TricklingConsumer(records, arrive=5)
+    reader = RoundReader(consumer, follow_members({p: 0 for p in records}), 1 << 20, 1000, 1048588)
+    first = reader.read_round()
+    assert max(consumer.timeouts, default=0) == 0, "no round was cut before the first: it gathers nothing"
+    for m in first:
+        m.result.source_until, m.chunk = m.position, []
+    consumer.timeouts, consumer.waited_s = [], 0.0
+    second = reader.read_round()
+    gathered = [t for t in consumer.timeouts if t > 0]
+    assert len(gathered) == 1 and gathered[0] <= group_reading.FOLLOW_ROUND_S
+    assert consumer.waited_s <= group_reading.FOLLOW_ROUND_S, "a round never waits longer than its interval"
+    assert sum(len(m.chunk) for m in second) == 10, "the first record's arrival and the gathering's"
 
 
 def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
@@ -184,8 +226,6 @@ def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
 
 
 def test_a_round_writes_to_round_partitions_at_most(monkeypatch):
-    from mirror_pipeline.replication import group_reading
-
     monkeypatch.setattr(group_reading, "ROUND_PARTITIONS", 4)
     ranges = {p: (0, 3) for p in range(10)}
     records = {p: [record(p, o) for o in range(3)] for p in ranges}
