@@ -105,10 +105,12 @@ def follow(
     *,
     epoch_s: float = following.DEFAULT_EPOCH_S,
     mirrors: Sequence[str] | None = None,
+    scanned: bool = False,
 ) -> int:
     """Keep `link`'s mirrors copying as records arrive, epoch after epoch, until `stop` is set
-    (follow mode, R-EX-4; see `operations.follow`). Returns the number of epochs run."""
-    return following.follow(lambda: LinkContext.open(config, link), spark, report, stop, epoch_s, mirrors)
+    (follow mode, R-EX-4; see `operations.follow`). Returns the number of epochs run.
+    `scanned`: auto-create scanned just now, the first epoch need not."""
+    return following.follow(lambda: LinkContext.open(config, link), spark, report, stop, epoch_s, mirrors, scanned)
 
 
 def create_mirror(

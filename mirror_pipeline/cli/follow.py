@@ -81,8 +81,10 @@ def _sync_changed(kind: str, d: dict | None) -> str:
     return f"{d['committed']} group offset(s) committed" if d.get("committed") else ""
 
 
-def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epoch_s: float, as_json: bool) -> int:
-    """Run follow mode until Ctrl-C or SIGTERM; the number of epochs run."""
+def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epoch_s: float, as_json: bool,
+           scanned: bool = False) -> int:
+    """Run follow mode until Ctrl-C or SIGTERM; the number of epochs run. `scanned`: auto-create scanned
+    just now (the first epoch does not scan again)."""
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -102,7 +104,8 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
                 click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in "
                            f"flight", err=True)
             report = _Report(config, link, mirrors, as_json, pipes)
-            return engine.follow(config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None)
+            return engine.follow(config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None,
+                                 scanned=scanned)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -69,7 +69,8 @@ def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float,
         if created is not None:  # one line of JSON, like each epoch's
             click.echo(json.dumps({"auto_create": created.to_dict()}, sort_keys=True, default=str) if as_json
                        else printable(_render_auto_create(created.to_dict())))
-        following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json)
+        following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json,
+                         scanned=created is not None)
         return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
     spark = LazySession(config.spark)

@@ -74,9 +74,14 @@ def follow(
     stop: threading.Event,
     epoch_s: float = DEFAULT_EPOCH_S,
     mirror_topics: Sequence[str] | None = None,
+    scanned: bool = False,
 ) -> int:
     """Run epochs until `stop` is set; the epoch in flight when it is set finishes and is
     reported. Returns the number of epochs run.
+
+    Each epoch starts with auto-create's scan, but the first when `scanned`
+    (the caller scanned just before, to show its outcome: a scan of a wide
+    source is seconds of metadata requests).
 
     An error before the first epoch copied anything (a cluster that does not
     answer, a config the destination refuses) is raised: the operator is at the
@@ -94,7 +99,8 @@ def follow(
     try:
         while not stop.is_set():
             number += 1
-            epoch, idle = _one_epoch(ctx, spark, number, epoch_s, mirror_topics)
+            scan = ctx.link.auto_create_enable and not (number == 1 and scanned)
+            epoch, idle = _one_epoch(ctx, spark, number, epoch_s, mirror_topics, scan)
             if number == 1 and epoch.result is None:
                 raise MirrorError(epoch.error)
             reporter.put(report.epoch, epoch)
@@ -110,10 +116,10 @@ def follow(
 
 
 def _one_epoch(ctx: LinkContext, spark, number: int, epoch_s: float,
-               mirror_topics: Sequence[str] | None) -> tuple[Epoch, bool]:
-    """(the epoch, whether it had nothing to copy)."""
+               mirror_topics: Sequence[str] | None, scan: bool) -> tuple[Epoch, bool]:
+    """(the epoch, whether it had nothing to copy); `scan`: auto-create's scan first."""
     try:
-        created = auto_create.scan(ctx) if ctx.link.auto_create_enable else None
+        created = auto_create.scan(ctx) if scan else None
         if created is not None and created.errors:
             log.warning("auto-create failed for %s", "; ".join(f"'{t}': {e}" for t, e in created.errors.items()))
         result = cycle.run_cycle(ctx, spark, mirror_topics, follow_until=time.time() + epoch_s)
