@@ -107,11 +107,12 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
                 progress=_progress_logger(context),
             )
         except CycleFailed as exc:
+            metadata_of = materialization_metadata(exc.result)
             for mirror in sorted(exc.result.mirrors):
                 yield AssetMaterialization(
                     asset_key=names.mirror_data_key,
                     partition=mirror,
-                    metadata=materialization_metadata(exc.result, mirror),
+                    metadata=metadata_of(mirror),
                 )
             raise Failure(description=str(exc), metadata=cycle_metadata(exc.result)) from exc
         except MirrorError as exc:

@@ -39,7 +39,7 @@ def record_cycle(link: str, result: CycleResult, covered: Sequence[str], origin:
     names = LinkNames(link)
     with _instance() as instance:
         register(instance, names, covered)
-        _materialize(instance, names.mirror_data_key, covered, lambda m: materialization_metadata(result, m), origin)
+        _materialize(instance, names.mirror_data_key, covered, materialization_metadata(result), origin)
 
 
 def _materialize(instance, key, partitions: Sequence[str], metadata_of, origin: str) -> None:

@@ -41,7 +41,7 @@ from mirror_pipeline_dagster.definitions import build_definitions
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 from tests.dagster.conftest import config_file  # noqa: F401 (the fixture: mirror.yaml of the offline links)
 from tests.dagster.offline_config import mirrors_answer, stub_engine
-from tests.deploy.conftest import PostgresServer
+from mirror_pipeline.local.postgres import PostgresServer
 
 DEPLOY_FILE = Path(__file__).resolve().parents[2] / "deploy" / "dagster-postgres.yaml"
 LINK, OTHER_LINK = "west-to-east", "east.to.west"
