@@ -34,12 +34,6 @@ class PostgresUnavailable(RuntimeError):
     """The server cannot run here; the message says what is missing."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 ADMIN = "mirror_admin"
 USER = "dagster_user"
 # Characters a URL or a config file would trip on: the storage must quote them.
@@ -104,6 +98,13 @@ def _run_as() -> tuple[list[str], pwd.struct_passwd | None, str | None]:
     return [runuser, "-u", owner.pw_name, "--"], owner, None
 
 
+def _free_port() -> int:
+    """A port on 127.0.0.1 the OS says is free now (the server binds it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def _run(prefix: list[str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd="/")
 
@@ -136,8 +137,6 @@ def _chown_like(path: Path, like: Path) -> None:
     st = like.stat()
     if os.geteuid() == 0:
         os.chown(path, st.st_uid, st.st_gid)
-
-
 
 
 @contextlib.contextmanager
