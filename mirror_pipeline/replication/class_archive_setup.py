@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -95,9 +96,43 @@ def _output_to(log: Path):
                 os.close(copy)
 
 
+# An archive no session mapped for this long (by its access time) belongs to a JDK or Spark install that is
+# gone or idle: each new virtualenv's Spark jars make a new one, about 140 MB.
+STALE_AFTER_S = 2 * 86400
+
+
+def prune_stale_archives(keep: Path, now: float | None = None) -> list[Path]:
+    """Remove the other class archives (and half-written ones) beside `keep` that no session has used for
+    STALE_AFTER_S; the removed paths. A session still running with one keeps its mapping: Linux frees an
+    unlinked file only once unmapped, and a session that finds its archive gone starts without one."""
+    now = time.time() if now is None else now
+    removed = []
+    for path in sorted(keep.parent.glob("spark-driver-*.jsa*")):
+        if path == keep or not (path.suffix == ".jsa" or path.name.endswith(".partial")):
+            continue
+        try:
+            st = path.stat()
+            if now - max(st.st_atime, st.st_mtime) > STALE_AFTER_S:
+                path.unlink()
+                removed.append(path)
+        except FileNotFoundError:  # another setup removed it first
+            continue
+    return removed
+
+
+def _prune(keep: Path) -> None:
+    removed = prune_stale_archives(keep)
+    if removed:
+        print(f"setup: removed {len(removed)} Spark driver class archive(s) no session used for "
+              f"{STALE_AFTER_S // 86400} days (other JDK or Spark installs)")
+
+
 def main() -> int:
-    """`make setup`'s step: make the archive once; a failure is reported and setup goes on without it."""
+    """`make setup`'s step: make the archive once; a failure is reported and setup goes on without it.
+    Archives of other installs that no session uses any more are removed."""
     existing = archive.archive_path()
+    if existing is not None:
+        _prune(existing)
     if existing is not None and existing.is_file():
         return 0
     print("setup: making a class archive for the Spark driver's JVM (once per JDK and Spark, about 30 s)")
