@@ -54,8 +54,14 @@ def committed_offsets(admin_conf: dict, groups: Sequence[str], alias: str, timeo
         log.warning("cluster '%s': listing committed offsets failed (exit code %d); groups are read one by one",
                     alias, done.returncode)
         return {}
-    answer = json.loads(done.stdout)
-    return {group: {(topic, partition): offset for topic, partition, offset in rows} for group, rows in answer.items()}
+    try:
+        answer = json.loads(done.stdout)
+        return {group: {(topic, partition): offset for topic, partition, offset in rows}
+                for group, rows in answer.items()}
+    except (ValueError, TypeError, AttributeError):  # not the child's answer (something else wrote to its stdout)
+        log.warning("cluster '%s': listing committed offsets gave no readable answer; groups are read one by one",
+                    alias)
+        return {}
 
 
 def _list_in_child() -> None:

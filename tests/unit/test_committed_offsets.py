@@ -1,5 +1,5 @@
 """`committed_offsets` runs librdkafka's whole-group OffsetFetch in a child process: when the
-child fails (a crash, a timeout) or cannot be given the settings, no group is listed, and
+child fails (a crash, a timeout, an answer it did not write) or cannot be given the settings, no group is listed, and
 offset sync asks each group itself. The child's answer is tested against Kafka in
 tests/integration/test_offset_sync.py."""
 
@@ -43,3 +43,11 @@ def test_settings_that_are_not_plain_data_are_not_sent(monkeypatch):
     monkeypatch.setattr(listing.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no child")))
     assert listing.committed_offsets({"oauth_cb": print}, ["g"], "a", 5) == {}
     assert listing.committed_offsets({"bootstrap.servers": "x"}, [], "a", 5) == {}
+
+
+def test_an_answer_that_is_not_the_childs_lists_no_group(monkeypatch, caplog):
+    for stdout in ("%7|librdkafka debug line\n{}", json.dumps(["g"]), json.dumps({"g": [["t", 0]]})):
+        monkeypatch.setattr(listing.subprocess, "run",
+                            lambda args, stdout=stdout, **kwargs: subprocess.CompletedProcess(args, 0, stdout=stdout))
+        assert listing.committed_offsets({"bootstrap.servers": "x"}, ["g"], "a", 5) == {}
+    assert "no readable answer" in caplog.text
