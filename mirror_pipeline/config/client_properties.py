@@ -9,6 +9,15 @@ Before any connection is made, every cluster's properties are checked:
   as a readable regular file (a CA location may be a directory, or `probe`);
 - `sasl.mechanism(s)` comes with a SASL `security.protocol` (librdkafka only
   warns, and the client then authenticates with nothing);
+- no value holds a control character (U+0000-U+001F, U+007F-U+009F), but for
+  the line breaks and tabs of PEM text (`ssl.key.pem`, ...). librdkafka takes
+  every property as a C string and silently cuts it at a NUL (a password
+  `pw\\x00x` would authenticate as `pw`) and SASL PLAIN separates its fields
+  with NUL; no name, host, path or credential is meant to hold the others,
+  which come from typos and paste errors (a YAML `"\\e"`, a `|` block that
+  keeps its last newline) and would otherwise reach logs, where an ESC drives
+  the terminal and a newline forges a line. The refusal names the character,
+  for a secret only that there is one;
 - names and values pass librdkafka itself: a producer and a consumer are
   built from the properties *without* `bootstrap.servers` (so they never
   connect) and closed at once. Their refusal is reported by the property's
@@ -30,6 +39,8 @@ from pathlib import Path
 from typing import Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer
+
+from mirror_pipeline.config.redaction import is_secret_key
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -62,6 +73,10 @@ _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _RANGE = re.compile(r"allowed range (-?\d+)\.\.(-?\d+)")
 _SSL_FILE_KEY = re.compile(r"\b(ssl\.[a-z.]+(?:location|pem)|https\.ca\.location)\b")
 _PROBE_GROUP = "mirror-pipeline.config-check"
+# Unicode's control characters (category Cc); PEM text may also hold line breaks and tabs.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_PEM_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL_ALLOWED = "allowed: printable text (line breaks and tabs only in PEM text, a property ending in .pem)"
 
 # librdkafka's log lines (a missing bootstrap.servers, `debug`) go nowhere during a probe.
 _SILENT = logging.getLogger(f"{__name__}.probe")
@@ -72,9 +87,11 @@ _SILENT.disabled = True
 
 def client_property_problems(at: str, props: Mapping[str, str]) -> list[str]:
     """Problems of one cluster's properties, as `<at>.<key>: <reason>` lines."""
+    control = _control_problems(props)
+    refused = {key for key, _ in control}
     problems: list[tuple[str | None, str]] = []
     servers = props.get("bootstrap.servers", "")
-    if servers.strip():
+    if servers.strip() and "bootstrap.servers" not in refused:
         problems += _bootstrap_problems(servers)
     for key in props:
         if key in _PYTHON_ONLY:
@@ -82,9 +99,13 @@ def client_property_problems(at: str, props: Mapping[str, str]) -> list[str]:
                                   "file cannot set; remove it"))
         elif key == "metadata.broker.list":
             problems.append((key, "is librdkafka's other name for bootstrap.servers; set bootstrap.servers only"))
-    problems += _sasl_problems(props) + _file_problems(props)
+    problems += _sasl_problems(props) + _file_problems({k: v for k, v in props.items() if k not in refused})
     bad = {key for key, _ in problems}
-    probed = {k: v for k, v in props.items() if k not in bad and k not in _NOT_PROBED}
+    # A value refused for its control characters is probed without them: librdkafka judges the rest,
+    # and its absence does not read as a missing property (`sasl.password`).
+    probed = {k: _control(k).sub("", v) if k in refused else v for k, v in props.items()
+              if k not in bad and k not in _NOT_PROBED}
+    problems = control + problems
     problems += _probe_problems(probed)
     return [f"{at}.{key}: {reason}" if key else f"{at}: {reason}" for key, reason in problems]
 
@@ -131,6 +152,29 @@ def _server_problem(entry: str) -> str | None:
     if not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
         return "has a port that is not a number from 1 to 65535"
     return None
+
+
+def _control(key: str) -> re.Pattern:
+    """The control characters the value of `key` must not hold."""
+    return _PEM_CONTROL if key.endswith(".pem") else _CONTROL
+
+
+def _control_problems(props: Mapping[str, str]) -> list[tuple[str, str]]:
+    problems = []
+    for key, value in props.items():
+        found = sorted(set(_control(key).findall(value)))
+        if not found:
+            continue
+        if is_secret_key(key):  # not even which character: the value is a secret
+            what = "holds a control character"
+        else:
+            what = f"holds {'a control character' if len(found) == 1 else 'control characters'} " \
+                   f"({', '.join(f'U+{ord(c):04X}' for c in found)})"
+        trailing = not _CONTROL.search(value.rstrip("\n"))
+        hint = ("; it ends with a line break, as a YAML block scalar (| or >) or a value read from a file "
+                "keeps one: write |- or >-, or strip it") if trailing else ""
+        problems.append((key, f"{what}{hint}; {_CONTROL_ALLOWED}"))
+    return problems
 
 
 def _sasl_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:

@@ -6,7 +6,10 @@ frozen, typed objects. Every problem becomes one `ConfigError` line `<file>:
 message quotes a cluster property's value, and every message is scrubbed of
 the values of secret keys (wherever in the file they sit, so that a YAML alias
 cannot carry one into another key's message) and of every value substituted
-from the environment: the file is where secrets come in (R-CFG-5).
+from the environment: the file is where secrets come in (R-CFG-5). A secret's
+value that is also a value shown (a YAML alias `prefix: *pw`) is refused, and
+so is a control character in a client property (see `config.secret_use` and
+`config.client_properties`).
 
 `${NAME}` is replaced by environment variable NAME, `$${` is a literal `${`,
 and any other `${` (unclosed, or not a NAME) is an error.
@@ -22,13 +25,15 @@ from pathlib import Path
 from typing import Annotated, Any, Mapping
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from mirror_pipeline.config.client_properties import client_property_problems
 from mirror_pipeline.config.filters import kind_of, show_key, unknown_key_hint
 from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_defaults, validation_problems
-from mirror_pipeline.config.redaction import is_secret_key, redact, scrub, scrub_words, secret_leaves
+from mirror_pipeline.config.redaction import is_secret_key, redact
 from mirror_pipeline.config.replication_policy import heartbeat_collisions, loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
+from mirror_pipeline.config.secret_use import ConfigSecrets
 from mirror_pipeline.config.spark_connect import check_connect_url, connect_url_token, redact_connect_url
 from mirror_pipeline.config.spark_requirements import default_local_master
 from mirror_pipeline.model.errors import ConfigError
@@ -73,8 +78,9 @@ def _stringify_conf(value: Any) -> Any:
     out = {}
     for key, item in value.items():
         text = _scalar_text(item)
-        if text is None:
-            raise ValueError(f"{_key_text(key)}: expected a single value, got {kind_of(item)}")
+        if text is None:  # never the value itself: the key may be a secret's (R-CFG-5)
+            raise PydanticCustomError("setting", "expected a single value (string, number or boolean), got {got}",
+                                      {"key": _key_text(key), "got": kind_of(item)})
         out[key] = text
     return out
 
@@ -190,20 +196,6 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return parse_config(data, name, env, path=resolved)
 
 
-@dataclass
-class _Secrets:
-    """What must not appear in a message: secret-key values (raw and expanded) and env values."""
-
-    values: list[str] = field(default_factory=list)
-    # Substituted into keys that are not secret: scrubbed as whole words only (see `scrub_words`).
-    env_values: list[str] = field(default_factory=list)
-
-    def scrubbed(self, problem: str) -> str:
-        # A message shows a string with control characters escaped (`repr`): hide that form too.
-        escaped = [repr(v)[1:-1] for v in (*self.values, *self.env_values) if not v.isprintable()]
-        return scrub_words(scrub(problem, [*self.values, *escaped]), self.env_values)
-
-
 def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str] | None = None,
                  *, path: Path | None = None) -> PipelineConfig:
     """Validate an already-parsed config mapping; `source_name` starts every error."""
@@ -211,7 +203,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
     if not isinstance(data, dict):
         raise ConfigError(f"{source_name}: expected a mapping with clusters: and links:, "
                           f"got {kind_of(data)}")
-    secrets = _Secrets(values=secret_leaves(data))
+    secrets = ConfigSecrets.of(data)
     if shape := shape_problem(data):
         raise ConfigError(f"{source_name}: {secrets.scrubbed(shape)}")
     problems = [unknown_key_hint(k, _TOP_KEYS) for k in data if k not in _TOP_KEYS]
@@ -262,7 +254,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
             if link:
                 links[name] = link
 
-    problems += heartbeat_collisions(links.values())
+    problems += secrets.reuse_problems() + heartbeat_collisions(links.values())
     if problems:
         raise ConfigError("\n".join(f"{source_name}: {secrets.scrubbed(p)}" for p in problems))
     for warning in loop_warnings(links.values()):
@@ -279,7 +271,7 @@ def _check_aliases(raw_link: dict, at: str, raw_clusters: Any) -> list[str]:
 
 
 def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[str],
-                   secrets: _Secrets) -> ClusterConfig | None:
+                   secrets: ConfigSecrets) -> ClusterConfig | None:
     at = f"clusters.{alias}"
     if not isinstance(alias, str) or not _NAME.fullmatch(alias):
         problems.append(f"clusters: alias {show_key(alias)} {_NAME_RULE}")
@@ -296,17 +288,19 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[
                             "(librdkafka names are lowercase and dotted, e.g. bootstrap.servers)")
             continue
         text = _scalar_text(value)
-        if text is None:
-            hint = "; write a list as one comma-separated string" if isinstance(value, list) else ""
+        secret = is_secret_key(key)
+        if text is None:  # said by its kind only, and a list hint only where a list makes sense
+            hint = "; write a list as one comma-separated string" if isinstance(value, list) and not secret else ""
             problems.append(f"{at}.{key}: expected a single value (string, number or boolean), "
                             f"got {kind_of(value)}{hint}")
             continue
-        secret = is_secret_key(key)
-        properties[key] = _expand(text, env, f"{at}.{key}", problems,
-                                  fragments if secret else secrets.env_values)
+        parts: list[str] = []
+        properties[key] = _expand(text, env, f"{at}.{key}", problems, parts)
         if secret:
-            secrets.values.append(properties[key])
-    secrets.values.extend(fragments)
+            fragments += parts
+            secrets.secret(f"{at}.{key}", properties[key], parts)
+        else:
+            secrets.shown(f"{at}.{key}", properties[key], parts)
     if "bootstrap.servers" not in raw:
         problems.append(f"{at}: bootstrap.servers is required")
     elif not properties.get("bootstrap.servers", "-").strip():
@@ -321,7 +315,7 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[
 
 
 def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
-                 fragments: list[str], secrets: _Secrets) -> SparkSettings:
+                 fragments: list[str], secrets: ConfigSecrets) -> SparkSettings:
     if raw is None:
         return SparkSettings()
     if not isinstance(raw, dict):
@@ -337,22 +331,28 @@ def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
             raw["remote"] = conf.pop("spark.remote")
         raw["conf"] = conf
     if isinstance(raw.get("master"), str):
-        raw["master"] = _expand(raw["master"], env, "spark.master", problems, secrets.env_values)
+        parts: list[str] = []
+        raw["master"] = _expand(raw["master"], env, "spark.master", problems, parts)
+        secrets.shown("spark.master", raw["master"], parts)
     if isinstance(raw.get("remote"), str):  # a Connect URL may carry a token: what it takes in is secret
-        raw["remote"] = _expand(raw["remote"], env, "spark.remote", problems, fragments)
-        fragments.extend(t for t in [connect_url_token(raw["remote"])] if t)
+        parts = []
+        raw["remote"] = _expand(raw["remote"], env, "spark.remote", problems, parts)
+        parts += [t for t in [connect_url_token(raw["remote"])] if t]
+        fragments += parts
+        secrets.secret("spark.remote", "", parts)
     if isinstance(raw.get("conf"), dict):
         conf = {}
         for key, value in raw["conf"].items():
-            secret = isinstance(key, str) and is_secret_key(key)
+            at, parts = f"spark.conf.{_key_text(key)}", []
             if isinstance(value, str):
-                value = _expand(value, env, f"spark.conf.{_key_text(key)}", problems,
-                                fragments if secret else secrets.env_values)
-            if secret and isinstance(value, str):
-                secrets.values.append(value)
+                value = _expand(value, env, at, problems, parts)
+                if isinstance(key, str) and is_secret_key(key):
+                    fragments += parts
+                    secrets.secret(at, value, parts)
+                else:
+                    secrets.shown(at, value, parts)
             conf[key] = value
         raw["conf"] = conf
-    secrets.values.extend(fragments)
     try:
         return SparkSettings.model_validate(raw)
     except ValidationError as exc:

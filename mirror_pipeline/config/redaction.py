@@ -2,7 +2,7 @@
 
 Two defences: `redact` for structured settings (the key tells us the value is a
 secret), and `scrub` for free text we did not write, such as a librdkafka error
-that may quote a JAAS line back at us. `secret_leaves` finds the values to
+that may quote a JAAS line back at us. `config.secret_use` finds the values to
 scrub in a parsed configuration, wherever a secret key sits.
 """
 
@@ -17,6 +17,10 @@ REDACTED = "***"
 _SECRET_KEYS = frozenset({"ssl_key", "sasl.oauthbearer.config"})
 _SECRET_WORDS = ("password", "passphrase", "secret", "jaas")
 _SECRET_SUFFIXES = (".key.pem", "private.key", "user.info")
+# Shorter secrets are scrubbed only where they stand quoted or assigned (see `scrub`).
+SHORT_SECRET = 4
+# A letter or digit of any script (`\w` without `_`).
+_ALNUM = r"[^\W_]"
 
 
 def is_secret_key(key: str) -> bool:
@@ -43,15 +47,34 @@ def redact(props: Mapping[str, Any]) -> dict:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of any of `secrets` replaced by `REDACTED`.
+    """`text` with every occurrence of any of `secrets` that stands as a token of its own
+    replaced by `REDACTED`.
 
-    Longest first, so that a secret containing another one (a JAAS line and the
-    password inside it) is hidden whole rather than leaving its remainder.
-    Even one-character secrets are replaced: a garbled message beats a leak.
+    A token of its own: not glued to a letter or digit on a side where the secret
+    itself begins or ends with one, so that a secret `park` is hidden in
+    `password=park;` but leaves the word `spark` whole. Longest first, so that a
+    secret containing another one (a JAAS line and the password inside it) is
+    hidden whole rather than leaving its remainder.
+
+    A secret shorter than `SHORT_SECRET` characters is hidden only where a value
+    stands quoted whole (`'a'`, `"a"`: how messages quote a value) or after `=`
+    (a JAAS line, a property listing): anywhere else such a string is most
+    likely an ordinary word (`a`, `to`) that replacing would garble
+    (`expected *** single v***lue`), and a secret that short falls to the first
+    few thousand guesses anyway.
     """
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+        text = re.sub(_secret_pattern(secret), REDACTED, text)
     return text
+
+
+def _secret_pattern(secret: str) -> str:
+    core = re.escape(secret)
+    left = rf"(?<!{_ALNUM})" if re.match(_ALNUM, secret[0]) else ""
+    right = rf"(?!{_ALNUM})" if re.match(_ALNUM, secret[-1]) else ""
+    if len(secret) >= SHORT_SECRET:
+        return left + core + right
+    return rf"(?<='){core}(?=')|(?<=\"){core}(?=\")|(?<==){core}{right}"
 
 
 def scrub_words(text: str, values: Iterable[str]) -> str:
@@ -65,25 +88,3 @@ def scrub_words(text: str, values: Iterable[str]) -> str:
     for value in sorted({v for v in values if v}, key=len, reverse=True):
         text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", REDACTED, text)
     return text
-
-
-def secret_leaves(data: Any, max_depth: int = 64, max_nodes: int = 200_000) -> list[str]:
-    """The text of every string or number held under a secret key of `data` (a parsed
-    configuration), down to `max_depth` levels and over at most `max_nodes` values."""
-    found: list[str] = []
-    stack: list[tuple[Any, bool, int]] = [(data, False, 1)]
-    nodes = 0
-    while stack and nodes < max_nodes:
-        item, secret, depth = stack.pop()
-        nodes += 1
-        if depth > max_depth:
-            continue
-        if isinstance(item, Mapping):
-            stack.extend((value, secret or (isinstance(key, str) and is_secret_key(key)), depth + 1)
-                         for key, value in item.items())
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend((value, secret, depth + 1) for value in item)
-        elif secret and isinstance(item, (str, int, float)) and not isinstance(item, bool):
-            found.append(item if isinstance(item, str) else repr(item) if isinstance(item, float) else
-                         str(item) if abs(item) < 10**100 else "")
-    return [text for text in dict.fromkeys(found) if text]

@@ -47,3 +47,27 @@ def test_scrub_longest_first_hides_the_whole_jaas_line():
 def test_scrub_ignores_empty_secrets_and_keeps_text_without_secrets():
     assert scrub("nothing here", ["", "absent"]) == "nothing here"
     assert scrub("abc", []) == "abc"
+
+
+def test_scrub_hides_a_secret_only_as_a_token_of_its_own():
+    # Glued to letters or digits it is part of another word; next to punctuation it is the secret.
+    assert scrub("spark.conf: bad; password=park; 'park' (park)", ["park"]) == \
+        "spark.conf: bad; password=***; '***' (***)"
+    assert scrub("parking parks", ["park"]) == "parking parks"
+    assert scrub("user:hunter2@host hunter2_backup", ["hunter2"]) == "user:***@host ***_backup"
+
+
+def test_scrub_respects_a_secret_that_begins_or_ends_with_punctuation():
+    assert scrub("x p@ss! y, (p@ss!), ap@ss!b", ["p@ss!"]) == "x *** y, (***), ap@ss!b"
+    assert scrub("key=!x9z!end", ["!x9z!"]) == "key=***end"
+
+
+def test_scrub_of_a_short_secret_never_garbles_words():
+    message = "sp" + "ark.conf: spark.ssl.keyPassword: expected a single value, got a list"
+    assert scrub(message, ["a", "b"]) == message
+    assert scrub("a is ok", ["ok", "is"]) == "a is ok"
+
+
+def test_scrub_still_hides_a_short_secret_quoted_whole_or_assigned():
+    assert scrub("expected a whole number, got 'a'", ["a"]) == "expected a whole number, got '***'"
+    assert scrub('password="ab"; password=ab; user=abc', ["ab"]) == 'password="***"; password=***; user=abc'
