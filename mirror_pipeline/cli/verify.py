@@ -1,8 +1,11 @@
 """`mirror-pipeline mirror verify`: compare mirrors with their sources by checksums (R-REL-4).
 
-Exit code 0 when every compared range is identical; 1 when a mirror differs
-(the one-line message names the mirror, the partition and the first bad
-source offset) or the verify was refused.
+Exit code 0 only when every compared range is identical, no mirror holds
+records the link did not write and no mirror is flagged; 1 when a mirror
+differs (the one-line message names the mirror, the partition and the first
+bad source offset, or the mirror offsets of records the link did not write),
+is flagged (FOREIGN_WRITE, ...: named with the registry's reason), or the
+verify was refused.
 """
 
 from __future__ import annotations
@@ -58,6 +61,18 @@ def verify(mirror_topics: tuple[str, ...], link: str, sample: float, from_offset
     is narrowed to the first differing source offset, shown with both records'
     lengths, header names and a short digest (never their payload).
 
+    Records on a mirror past what the link wrote (a write that did not come
+    from the link) are a difference too, shown with their mirror offsets
+    whatever --sample, --from and --until say; a stopped mirror's topic past
+    its stop is its own. The mirror's flags (FOREIGN_WRITE, STOPPING,
+    REVERSING, DELETING) are shown with their reason.
+
+    \b
+    Exit codes:
+      0  identical: nothing differs, nothing unwritten by the link, no flag
+      1  DIFFERENT or FLAGGED (the message names the first problem per
+         mirror), or the verify was refused
+
     Example: mirror-pipeline mirror verify orders --link west-to-east --sample 0.1
     """
     if from_offset is not None and until_offset is not None and until_offset <= from_offset:
@@ -79,7 +94,7 @@ def verify(mirror_topics: tuple[str, ...], link: str, sample: float, from_offset
 
 def render_verify(d: dict) -> str:
     share = "every range" if d["sample"] >= 1 else f"a {d['sample']:g} sample of the ranges"
-    verdict = "identical" if d["identical"] else "DIFFERENT"
+    verdict = "identical" if d["identical"] else d["verdict"].upper()
     lines = [f"link '{d['link']}': {verdict}: compared {d['source_records']:,} records ({share}, "
              f"{d['bytes_read']:,} bytes read) in {d['duration_s']:.1f}s over {d['tasks']} tasks"]
     rows = []
@@ -90,21 +105,34 @@ def render_verify(d: dict) -> str:
     if rows:
         lines += ["", table(["MIRROR", "PARTITION", "SOURCE RANGE", "RANGES", "RECORDS", "RESULT"], rows)]
     for name, m in d["mirrors"].items():
+        if m["flags"]:
+            lines += ["", f"{name}: flagged {', '.join(m['flags'])}: {m['state_reason'] or 'no reason recorded'}"]
         if m["skipped"]:
             lines += ["", f"{name}: not verified: {m['skipped']}"]
         for p in m["partitions"]:
             if p["mismatch"]:
                 lines += ["", f"{name} partition {p['partition']}:"] + _render_mismatch(p["mismatch"])
+            if p["foreign_records"]:
+                lines += ["", f"{name} partition {p['partition']}: {_foreign(p)}, past the end of its offset map"]
     return "\n".join(lines)
 
 
 def _verdict(p: dict) -> str:
     if p["error"]:
         return f"not verified: {p['error']}"
-    if p["mismatch"]:
-        return f"differs at source offset {p['mismatch']['source_offset']}"
+    found = [f"differs at source offset {p['mismatch']['source_offset']}"] if p["mismatch"] else []
+    if p["foreign_records"]:
+        found.append(_foreign(p))
+    if found:
+        return "; ".join(found)
     extra = f" ({p['compacted_away']} compacted away on one side)" if p["compacted_away"] else ""
     return (p["note"] or "identical") + extra
+
+
+def _foreign(p: dict) -> str:
+    n, first, last = p["foreign_records"], p["foreign_from"], p["foreign_until"] - 1
+    return (f"{n} record{'' if n == 1 else 's'} the link did not write at mirror "
+            f"{f'offset {first}' if n == 1 else f'offsets {first}..{last}'}")
 
 
 def _render_mismatch(m: dict) -> list[str]:

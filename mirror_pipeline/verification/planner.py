@@ -6,7 +6,10 @@ partition's offset-map segments; from those it takes the common range (see
 `ranges.common_range`), cuts it into checksum ranges, samples them, and hands
 them to the tasks of ONE Spark job. Any mirror state can be verified: a
 stopped mirror's map ends where copying stopped, so what was written to the
-topic after the stop is outside the common range.
+topic after the stop is outside the common range. A mirror that is not
+stopped holds nothing past its map: what lies there the link did not write
+(R-MT-9), and is reported with its offsets, from the log ends alone, whatever
+range or sample is compared. The registry's flags are reported too.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import ConfigError, TopicNotFound
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import STOPPED
 from mirror_pipeline.verification import ranges
 from mirror_pipeline.verification.results import MirrorVerify, Mismatch, PartitionVerify, VerifyResult
 from mirror_pipeline.verification.spark_job import run_verify_tasks, task_slots
@@ -84,7 +88,8 @@ def verify(ctx: LinkContext, spark, mirrors: list[str] | None, options: VerifyOp
     results = {
         info.mirror_topic: MirrorVerify(info.mirror_topic, info.source_topic, info.state,
                                         _assemble(plans.get(info.mirror_topic, {}), rows, info.mirror_topic),
-                                        skipped.get(info.mirror_topic, ""))
+                                        skipped.get(info.mirror_topic, ""), tuple(info.flags),
+                                        info.reason if info.flags else "")
         for info in infos
     }
     return VerifyResult(ctx.link.name, started, time.time() - started, options.sample, options.from_offset,
@@ -113,17 +118,21 @@ def _plan_mirror(ctx: LinkContext, info: MirrorInfo, options: VerifyOptions) -> 
     source_parts, mirror_parts = _partition_counts(ctx, info)
     name, common = info.mirror_topic, min(source_parts, mirror_parts)
     src_tps = [(info.source_topic, p) for p in range(common)]
-    dst_tps = [(name, p) for p in range(common)]
+    dst_tps = [(name, p) for p in range(mirror_parts)]
     src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
     src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
     dst_start = kc.list_offsets(ctx.dest_admin, dst_tps, "earliest", ctx.dest.alias, read_committed=False)
     dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+    # Read after the log ends: every record below them was announced by a segment written
+    # before it, so a cycle copying meanwhile never makes its records look foreign.
     segments = ctx.store.read_segments([name]).segments
+    stopped = info.state == STOPPED
     plans = {}
     for p in range(common):
-        omap = resolve_keyed(segments.get((name, p), []), dst_end[(name, p)]).offset_map
+        res = resolve_keyed(segments.get((name, p), []), dst_end[(name, p)])
+        omap, foreign = res.offset_map, ranges.foreign_tail(res.foreign_records, dst_end[(name, p)], stopped)
         if omap.next_source_offset is None:
-            plans[p] = _PartitionPlan(_empty_row(p, "nothing mirrored yet"), [])
+            plans[p] = _PartitionPlan(_empty_row(p, "nothing mirrored yet", foreign), [])
             continue
         index = ranges.RunIndex(tuple((r.source, r.dest, r.length) for r in omap.runs),
                                 omap.next_source_offset, omap.dest_end)
@@ -132,15 +141,21 @@ def _plan_mirror(ctx: LinkContext, info: MirrorInfo, options: VerifyOptions) -> 
         every = ranges.blocks(lo, hi)
         chosen = ranges.sample_blocks(every, options.sample, f"{name}/{p}/{options.seed}")
         row = PartitionVerify(p, lo, hi, index.mirror_position(lo), index.mirror_position(hi), len(every), 0, 0, 0, 0,
-                              note="" if every else "no records in common in the range asked for")
+                              note="" if every else "no records in common in the range asked for",
+                              foreign_from=foreign[0], foreign_until=foreign[1])
         plans[p] = _PartitionPlan(row, chosen, index)
     for p in range(common, source_parts):
         plans[p] = _PartitionPlan(_empty_row(p, "not on the mirror yet: the next cycle adds it"), [])
+    for p in range(common, mirror_parts):  # partitions the source lacks: nothing there is the link's to compare
+        res = resolve_keyed(segments.get((name, p), []), dst_end[(name, p)])
+        plans[p] = _PartitionPlan(_empty_row(p, "not on the source", ranges.foreign_tail(
+            res.foreign_records, dst_end[(name, p)], stopped)), [])
     return plans
 
 
-def _empty_row(partition: int, note: str) -> PartitionVerify:
-    return PartitionVerify(partition, 0, 0, 0, 0, 0, 0, 0, 0, 0, note=note)
+def _empty_row(partition: int, note: str, foreign: tuple[int, int] = (0, 0)) -> PartitionVerify:
+    return PartitionVerify(partition, 0, 0, 0, 0, 0, 0, 0, 0, 0, note=note, foreign_from=foreign[0],
+                           foreign_until=foreign[1])
 
 
 def _tasks(ctx: LinkContext, info: MirrorInfo, plans: dict[int, _PartitionPlan], pieces: int) -> list[VerifyTask]:
@@ -180,5 +195,7 @@ def _assemble(plans: dict[int, _PartitionPlan], rows: list[TaskResult], mirror: 
             mismatch=min(mismatches, key=lambda m: m.source_offset) if mismatches else None,
             note=base.note,
             error="; ".join(sorted({r.error for r in mine if r.error})),
+            foreign_from=base.foreign_from,
+            foreign_until=base.foreign_until,
         ))
     return tuple(out)

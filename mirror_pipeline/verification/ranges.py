@@ -1,5 +1,6 @@
 """Which offsets a verify compares: the offset map as an index both ways, the common
-range of a mirror and its source, checksum blocks, sampling and task splitting.
+range of a mirror and its source, the mirror's tail the link did not write, checksum
+blocks, sampling and task splitting.
 
 Pure: offsets in, offsets out.
 """
@@ -94,6 +95,21 @@ def common_range(index: RunIndex, source_start: int, source_end: int, mirror_sta
     if until_offset is not None:
         hi = min(hi, until_offset)
     return lo, max(lo, hi)
+
+
+def foreign_tail(foreign_records: int, mirror_log_end: int, stopped: bool) -> tuple[int, int]:
+    """Mirror offsets [from, until) the link did not write: the last `foreign_records` below the log end.
+
+    `foreign_records` is `offset_map.resolve`'s count, past every segment the link
+    wrote or announced (in doubt included): the very rule by which a cycle flags
+    FOREIGN_WRITE (R-MT-9). Segments are contiguous on the mirror, so anything the
+    link did not write lies past them, or, inside them, shifts what it wrote
+    (which the checksums of the common range catch). Empty for a stopped mirror:
+    its topic past the map is its new producers'.
+    """
+    if stopped or foreign_records <= 0:
+        return mirror_log_end, mirror_log_end
+    return mirror_log_end - foreign_records, mirror_log_end
 
 
 def blocks(lo: int, hi: int, size: int = BLOCK_OFFSETS) -> list[tuple[int, int]]:

@@ -78,14 +78,32 @@ class PartitionVerify:
     mismatch: Mismatch | None = None
     note: str = ""  # why nothing was compared (e.g. nothing mirrored yet)
     error: str = ""  # reading failed: nothing can be said about this partition
+    # Mirror offsets [foreign_from, foreign_until) past everything the link wrote or announced:
+    # records it did not write (R-MT-9), found whatever range was compared (see `ranges.foreign_tail`).
+    foreign_from: int = 0
+    foreign_until: int = 0
+
+    @property
+    def foreign_records(self) -> int:
+        return max(0, self.foreign_until - self.foreign_from)
 
     @property
     def identical(self) -> bool:
-        return self.mismatch is None and not self.error
+        return self.mismatch is None and not self.error and not self.foreign_records
+
+    def foreign_problem(self) -> str:
+        """What the mirror holds that the link did not write, with its offsets ('' when nothing)."""
+        n = self.foreign_records
+        if not n:
+            return ""
+        where = f"mirror offset {self.foreign_from}" if n == 1 else \
+            f"mirror offsets {self.foreign_from}..{self.foreign_until - 1}"
+        return f"{n} record{'' if n == 1 else 's'} the link did not write at {where}, past the end of its offset map"
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["mismatch"] = self.mismatch.to_dict() if self.mismatch else None
+        d["foreign_records"] = self.foreign_records
         d["identical"] = self.identical
         return d
 
@@ -98,10 +116,30 @@ class MirrorVerify:
     partitions: tuple[PartitionVerify, ...] = ()
     # Why the mirror could not be compared at all (e.g. its source topic is gone); "" when it was.
     skipped: str = ""
+    # The registry's flags (FOREIGN_WRITE, STOPPING, REVERSING, DELETING: `model.states`) and its
+    # reason, which says why it was flagged. A flagged mirror is never called identical: a flag
+    # records what no compare of the common range can undo (e.g. a foreign write, R-MT-9).
+    flags: tuple[str, ...] = ()
+    state_reason: str = ""
 
     @property
     def identical(self) -> bool:
-        return not self.skipped and all(p.identical for p in self.partitions)
+        return not self.skipped and not self.flags and all(p.identical for p in self.partitions)
+
+    @property
+    def passes(self) -> bool:
+        """Whether it lets the verify pass: identical, or skipped as a whole (see `VerifyResult.identical`)
+        without a flag."""
+        return self.identical or (bool(self.skipped) and not self.flags)
+
+    @property
+    def differs(self) -> bool:
+        """Comparing found something: a difference, records the link did not write, or a failed read."""
+        return any(not p.identical for p in self.partitions)
+
+    @property
+    def foreign_records(self) -> int:
+        return sum(p.foreign_records for p in self.partitions)
 
     @property
     def first_mismatch(self) -> tuple[int, Mismatch] | None:
@@ -120,14 +158,31 @@ class MirrorVerify:
         return sum(p.bytes_read for p in self.partitions)
 
     def problem(self) -> str:
-        """One line naming the mirror, the partition and the first bad offset ('' when identical)."""
+        """One line naming the mirror, the partition and the first bad offset, and its flags ('' when identical).
+
+        The first difference in the common range comes first, then records the link did not
+        write, then a failed read; a flag is named after any of them, or alone with its reason.
+        """
+        found = self._finding()
+        if not self.flags:
+            return found
+        flagged = f"flagged {', '.join(self.flags)}"
+        if found:
+            return f"{found} ({flagged})"
+        return f"mirror '{self.mirror_topic}' is {flagged}: {self.state_reason or 'no reason recorded'}"
+
+    def _finding(self) -> str:
         first = self.first_mismatch
         if first is not None:
             partition, m = first
             where = "" if m.mirror_offset is None else f" (mirror offset {m.mirror_offset})"
             return (f"mirror '{self.mirror_topic}' partition {partition}: first difference at source offset "
                     f"{m.source_offset}{where}: {m.reason}")
-        for p in self.partitions:
+        ordered = sorted(self.partitions, key=lambda p: p.partition)
+        for p in ordered:
+            if p.foreign_records:
+                return f"mirror '{self.mirror_topic}' partition {p.partition}: {p.foreign_problem()}"
+        for p in ordered:
             if p.error:
                 return f"mirror '{self.mirror_topic}' partition {p.partition}: not verified: {p.error}"
         return f"not verified: {self.skipped}" if self.skipped else ""
@@ -139,6 +194,9 @@ class MirrorVerify:
             "state": self.state,
             "identical": self.identical,
             "skipped": self.skipped,
+            "flags": list(self.flags),
+            "state_reason": self.state_reason,
+            "foreign_records": self.foreign_records,
             "source_records": self.source_records,
             "bytes_read": self.bytes_read,
             "problem": self.problem(),
@@ -160,9 +218,21 @@ class VerifyResult:
 
     @property
     def identical(self) -> bool:
-        """No difference found and nothing failed. Mirrors skipped as a whole (only when a
-        whole link is verified: their source topic is gone) do not count: see `skipped`."""
-        return all(m.identical or m.skipped for m in self.mirrors.values())
+        """No difference found, nothing failed and no mirror flagged. Mirrors skipped as a whole (only
+        when a whole link is verified: their source topic is gone) do not count unless flagged: see `skipped`."""
+        return all(m.passes for m in self.mirrors.values())
+
+    @property
+    def verdict(self) -> str:
+        """"identical"; "different" when comparing found something (see `MirrorVerify.differs`);
+        else "flagged": nothing differs in what was compared, but a mirror is flagged."""
+        if self.identical:
+            return "identical"
+        return "different" if any(m.differs for m in self.mirrors.values()) else "flagged"
+
+    @property
+    def flagged(self) -> dict[str, list[str]]:
+        return {name: list(m.flags) for name, m in sorted(self.mirrors.items()) if m.flags}
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -177,7 +247,7 @@ class VerifyResult:
         return sum(m.bytes_read for m in self.mirrors.values())
 
     def problems(self) -> list[str]:
-        return [m.problem() for _, m in sorted(self.mirrors.items()) if not m.identical and not m.skipped]
+        return [m.problem() for _, m in sorted(self.mirrors.items()) if not m.passes]
 
     def to_dict(self) -> dict:
         return {
@@ -190,9 +260,11 @@ class VerifyResult:
             "max_bytes_per_second": self.max_bytes_per_second,
             "tasks": self.tasks,
             "identical": self.identical,
+            "verdict": self.verdict,
             "source_records": self.source_records,
             "bytes_read": self.bytes_read,
             "problems": self.problems(),
             "skipped": self.skipped,
+            "flagged": self.flagged,
             "mirrors": {name: m.to_dict() for name, m in sorted(self.mirrors.items())},
         }

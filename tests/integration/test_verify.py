@@ -354,6 +354,99 @@ def test_a_bad_link_or_topic_exits_1_with_one_clear_line(write_config, config, s
     assert "does not exist" in whole.skipped[topic] and len(whole.mirrors) > 1
 
 
+# --- records the link did not write (R-MT-9) --------------------------------------------------
+
+def test_a_record_produced_straight_to_the_mirror_is_a_difference_then_a_flag(
+        write_config, config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=2)
+    produce(source_bootstrap, topic, rich_records(30, 2))
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    assert_identical(verified(config, spark, topic)[1], 30)
+    path = str(write_config())
+    # A producer on the destination without an authorizer in its way: one record at partition 1's tail.
+    produce(destination_bootstrap, topic, [{"key": b"intruder", "value": b"not-from-the-link", "partition": 1}])
+
+    result, mirror = verified(config, spark, topic)
+    _, bounded = verified(config, spark, topic, until_offset=5, sample=0.5)
+    text = invoke("mirror", "verify", topic, "--link", LINK, "--config", path)
+
+    # The common range is still identical record for record; the tail is what differs.
+    assert not result.identical and not mirror.identical
+    assert [p.mismatch for p in mirror.partitions] == [None, None]
+    assert mirror.source_records == 30
+    first, second = mirror.partitions
+    assert first.identical and first.foreign_records == 0
+    assert (second.foreign_from, second.foreign_until, second.foreign_records) == (15, 16, 1)
+    assert mirror.problem() == (f"mirror '{topic}' partition 1: 1 record the link did not write at mirror offset "
+                                f"15, past the end of its offset map")
+    assert not bounded.identical and bounded.partitions[1].foreign_records == 1  # whatever range is compared
+    assert text.exit_code == 1
+    assert "identical" not in text.stdout.splitlines()[0] and "DIFFERENT" in text.stdout
+    assert "mirror offset 15" in text.stdout and "not-from-the-link" not in text.stdout + text.stderr
+    assert text.stderr.strip() == f"error: {mirror.problem()}"
+
+    # The next cycle flags the mirror; verify shows the flag, and says why.
+    with pytest.raises(engine.CycleFailed, match="did not write"):
+        engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    _, flagged = verified(config, spark, topic)
+    text = invoke("mirror", "verify", topic, "--link", LINK, "--config", path)
+    as_json = invoke("mirror", "verify", topic, "--link", LINK, "--config", path, "--json")
+
+    assert flagged.flags == ("FOREIGN_WRITE",) and "did not write" in flagged.state_reason
+    assert not flagged.identical and flagged.partitions[1].foreign_records == 1
+    assert text.exit_code == 1
+    assert f"{topic}: flagged FOREIGN_WRITE: " in text.stdout
+    assert text.stderr.strip().endswith("(flagged FOREIGN_WRITE)")
+    assert as_json.exit_code == 1
+    body = json.loads(as_json.stdout)
+    assert body["identical"] is False and body["verdict"] == "different"
+    assert body["flagged"] == {topic: ["FOREIGN_WRITE"]}
+    shown = body["mirrors"][topic]
+    assert shown["flags"] == ["FOREIGN_WRITE"] and shown["foreign_records"] == 1
+    assert (shown["partitions"][1]["foreign_from"], shown["partitions"][1]["foreign_until"]) == (15, 16)
+    assert "mirror offset 15" in json.loads(as_json.stderr)["error"]
+
+
+def test_a_record_produced_to_a_mirror_before_its_first_cycle_is_found(config, spark, source_bootstrap,
+                                                                       destination_bootstrap, create_topic,
+                                                                       unique_name):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    produce(source_bootstrap, topic, rich_records(10))
+    engine.create_mirror(config, LINK, topic)
+    produce(destination_bootstrap, topic, [{"value": b"early", "partition": 0}] * 2)
+
+    _, mirror = verified(config, spark, topic)
+
+    p = mirror.partitions[0]
+    assert not mirror.identical and p.note == "nothing mirrored yet"
+    assert (p.foreign_from, p.foreign_until) == (0, 2)
+    assert mirror.problem() == (f"mirror '{topic}' partition 0: 2 records the link did not write at mirror offsets "
+                                f"0..1, past the end of its offset map")
+
+
+def test_a_flagged_stopped_mirror_is_not_called_identical(write_config, config, spark, source_bootstrap,
+                                                          destination_bootstrap, create_topic, unique_name):
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    produce(source_bootstrap, topic, rich_records(20))
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    produce(destination_bootstrap, topic, [{"value": b"foreign", "partition": 0}])
+    with pytest.raises(engine.CycleFailed, match="did not write"):
+        engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    engine.failover(config, LINK, [topic])  # a stopped topic's records past its map are its own, not foreign ...
+
+    _, mirror = verified(config, spark, topic)
+    text = invoke("mirror", "verify", topic, "--link", LINK, "--config", str(write_config()))
+
+    # ... so the common range compares identical and no tail is reported, but the flag the cycle set stays.
+    assert mirror.state == "STOPPED" and mirror.flags == ("FOREIGN_WRITE",)
+    assert mirror.partitions[0].identical and mirror.partitions[0].foreign_records == 0
+    assert not mirror.identical
+    assert mirror.problem().startswith(f"mirror '{topic}' is flagged FOREIGN_WRITE: ")
+    assert text.exit_code == 1 and text.stdout.startswith(f"link '{LINK}': FLAGGED: ")
+
+
 # --- the Dagster check ------------------------------------------------------------------------
 
 def run_verify_job(config_path, job: str, check_config: dict | None = None):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from mirror_pipeline.cli.verify import render_verify
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.verification import ranges
 from mirror_pipeline.verification.checksum import LOG_APPEND_TIME, SideChecksum
@@ -230,6 +231,95 @@ def test_results_name_the_first_bad_offset_and_hold_no_payload():
                                  "value differs"]
     text = repr(result.to_dict())
     assert "secret-payload" not in text and "value-1" not in text
+
+
+# --- records the link did not write, and flags (R-MT-9) ---------------------------------------
+
+def test_the_foreign_tail_is_what_lies_past_everything_the_link_wrote():
+    assert ranges.foreign_tail(0, 100, stopped=False) == (100, 100)
+    assert ranges.foreign_tail(1, 101, stopped=False) == (100, 101)
+    assert ranges.foreign_tail(3, 3, stopped=False) == (0, 3)  # before the first cycle: all of it
+    # A stopped mirror's topic past its map is its new producers': nothing foreign there.
+    assert ranges.foreign_tail(7, 107, stopped=True) == (107, 107)
+
+
+def partition(n: int, **changes) -> PartitionVerify:
+    return PartitionVerify(n, 0, 15, 0, 15, 1, 1, 15, 15, 300, **changes)
+
+
+def result_of(*mirrors: MirrorVerify) -> VerifyResult:
+    return VerifyResult("l", 0.0, 1.0, 1.0, None, None, None, 1, {m.mirror_topic: m for m in mirrors})
+
+
+def test_records_past_the_map_are_a_difference_named_with_their_offsets():
+    one = partition(1, foreign_from=15, foreign_until=16)
+    two = partition(0, foreign_from=15, foreign_until=17)
+    assert not one.identical and one.foreign_records == 1
+    assert one.foreign_problem() == "1 record the link did not write at mirror offset 15, past the end of its offset map"
+    assert two.foreign_problem() == ("2 records the link did not write at mirror offsets 15..16, past the end of its "
+                                     "offset map")
+    assert partition(0).foreign_problem() == "" and partition(0).identical
+    mirror = MirrorVerify("t", "t", "ACTIVE", (partition(0), one))
+    result = result_of(mirror)
+    assert not result.identical and result.verdict == "different"
+    assert result.problems() == ["mirror 't' partition 1: 1 record the link did not write at mirror offset 15, "
+                                 "past the end of its offset map"]
+    d = result.to_dict()
+    assert d["mirrors"]["t"]["foreign_records"] == 1
+    assert (d["mirrors"]["t"]["partitions"][1]["foreign_from"], d["mirrors"]["t"]["partitions"][1]["foreign_until"]) \
+        == (15, 16)
+
+
+def test_a_difference_in_the_common_range_is_named_before_the_foreign_tail():
+    src = source_records(range(3))
+    mir = [at(r.off, r) for r in src]
+    mir[2].v = b"changed"
+    mismatch = first_difference(src, mir, RunIndex(((0, 0, 3),), 3, 3)).mismatch
+    mirror = MirrorVerify("t", "t", "ACTIVE", (partition(0, foreign_from=3, foreign_until=4),
+                                               partition(1, mismatch=mismatch)))
+    assert mirror.problem().startswith("mirror 't' partition 1: first difference at source offset 2")
+
+
+def test_a_flagged_mirror_is_never_identical_and_its_flag_is_named():
+    flagged = MirrorVerify("t", "t", "ACTIVE", (partition(0),), flags=("FOREIGN_WRITE",),
+                           state_reason="mirror 't' partition 0 holds 1 records the link did not write")
+    result = result_of(flagged, MirrorVerify("u", "u", "ACTIVE", (partition(0),)))
+    assert all(p.identical for p in flagged.partitions) and not flagged.identical
+    assert not result.identical and result.verdict == "flagged"
+    assert result.flagged == {"t": ["FOREIGN_WRITE"]}
+    assert result.problems() == ["mirror 't' is flagged FOREIGN_WRITE: mirror 't' partition 0 holds 1 records the "
+                                 "link did not write"]
+    d = result.to_dict()
+    assert d["verdict"] == "flagged" and d["mirrors"]["t"]["flags"] == ["FOREIGN_WRITE"]
+    assert d["mirrors"]["u"]["flags"] == [] and d["mirrors"]["u"]["identical"] is True
+    # With a difference as well, the flag follows the difference; the verdict is the difference's.
+    both = MirrorVerify("t", "t", "ACTIVE", (partition(0, foreign_from=15, foreign_until=16),), flags=("FOREIGN_WRITE",))
+    assert result_of(both).verdict == "different"
+    assert both.problem() == ("mirror 't' partition 0: 1 record the link did not write at mirror offset 15, past the "
+                              "end of its offset map (flagged FOREIGN_WRITE)")
+
+
+def test_a_mirror_skipped_as_a_whole_passes_only_without_a_flag():
+    gone = MirrorVerify("t", "t", "ACTIVE", skipped="its source topic 't' does not exist")
+    assert result_of(gone).identical and result_of(gone).problems() == []
+    gone_flagged = MirrorVerify("t", "t", "ACTIVE", skipped="its source topic 't' does not exist",
+                                flags=("DELETING",))
+    assert not result_of(gone_flagged).identical
+    assert result_of(gone_flagged).problems() == ["not verified: its source topic 't' does not exist (flagged DELETING)"]
+
+
+def test_the_verify_text_shows_flags_offsets_and_the_verdict():
+    foreign = result_of(MirrorVerify("t", "t", "ACTIVE", (partition(0), partition(1, foreign_from=15, foreign_until=16)),
+                                     flags=("FOREIGN_WRITE",), state_reason="holds 1 records the link did not write"))
+    text = render_verify(foreign.to_dict())
+    assert text.splitlines()[0].startswith("link 'l': DIFFERENT: compared 30 records")
+    assert "1 record the link did not write at mirror offset 15" in text
+    assert "t: flagged FOREIGN_WRITE: holds 1 records the link did not write" in text
+    only_flag = result_of(MirrorVerify("t", "t", "STOPPED", (partition(0),), flags=("FOREIGN_WRITE",)))
+    assert render_verify(only_flag.to_dict()).startswith("link 'l': FLAGGED: ")
+    assert "t: flagged FOREIGN_WRITE: no reason recorded" in render_verify(only_flag.to_dict())
+    clean = result_of(MirrorVerify("t", "t", "ACTIVE", (partition(0),)))
+    assert render_verify(clean.to_dict()).startswith("link 'l': identical: ") and clean.verdict == "identical"
 
 
 # --- throttle and options ---------------------------------------------------------------------
