@@ -15,11 +15,13 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
     ACTIVE,
+    ALLOWED,
     FAILED,
     FOREIGN_WRITE,
     LINK_FAILED,
@@ -71,7 +73,8 @@ def source_failure_changes(
 ) -> Changes:
     """A source topic gone or unreadable for longer than the retry timeout fails its mirror (R-LC-5).
 
-    Foreign records in a mirror flag it: it is copied to no more (R-MT-9).
+    A mirror whose state cannot become FAILED (a promote's PENDING_STOPPED) is
+    only noted. Foreign records in a mirror flag it: it is copied to no more (R-MT-9).
     """
     changes = []
     for name in sorted(set(names) & set(current)):
@@ -83,7 +86,9 @@ def source_failure_changes(
                 changes.append((name, replace(with_flag(m, FOREIGN_WRITE), reason=diverged[name])))
         elif name in failures:
             since = m.failing_since or now
-            if now - since >= timeout_s:
+            # The lifecycle has no PENDING_STOPPED -> FAILED (`ALLOWED`): a promote's mirror was failing the
+            # whole cycle here; it stays noted instead, and its failover ends it.
+            if now - since >= timeout_s and FAILED in ALLOWED[m.state]:
                 changes.append((name, transition(m, FAILED, failures[name], failing_since=since)))
             elif not m.failing_since:
                 changes.append((name, replace(m, failing_since=since, reason=failures[name])))
@@ -167,7 +172,8 @@ def _source_id(ctx: LinkContext) -> tuple[str | None, str]:
 
 
 def _topic_failures(ctx: LinkContext, mirrors: list[MirrorInfo]) -> dict[str, str]:
-    """Why each mirror's source topic cannot be read, for those that cannot."""
+    """Why each mirror's source topic cannot be read, for those that cannot: gone, not
+    visible, or visible but not readable (one READ probe for all the others, see `read_probe`)."""
     failures = {}
     for m in mirrors:
         try:
@@ -177,4 +183,8 @@ def _topic_failures(ctx: LinkContext, mirrors: list[MirrorInfo]) -> dict[str, st
             raise
         except MirrorError as exc:
             failures[m.mirror_topic] = str(exc)
+    denied = read_probe.probe(ctx, sorted({m.source_topic for m in mirrors if m.mirror_topic not in failures})).denied
+    for m in mirrors:
+        if m.source_topic in denied:
+            failures[m.mirror_topic] = read_probe.cannot_read(ctx, m.source_topic, denied[m.source_topic])
     return failures

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from mirror_pipeline.config.replication_policy import default_state_topic, state_topic
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import StateStore
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
@@ -206,18 +207,25 @@ def _list_topics(admin, alias: str) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, int]) -> dict[str, str]:
-    """`_unreadable` of many topics: one request for all when the link can read every one
-    (the usual case), else each alone, to say which cannot be read and why."""
+    """`_unreadable` of many topics: one offsets request for all when the link can describe
+    every one (the usual case), else each alone, to say which cannot be and why; then one
+    READ probe (one consumer) for all the others."""
     try:
         kc.list_offsets(ctx.source_admin, [(t, p) for t in topics for p in range(partitions[t])], "latest",
                         ctx.source.alias)
-        return {}
+        found = {}
     except MirrorError:  # an unreadable topic fails the whole request (as TOPIC_AUTHORIZATION_FAILED, say)
-        return {t: _unreadable(ctx, t) for t in topics}
+        found = {t: why for t in topics if (why := _not_described(ctx, t))}
+    return {**found, **_not_fetched(ctx, [t for t in topics if t not in found])}
 
 
 def _unreadable(ctx: LinkContext, topic: str) -> str:
     """Why the link cannot read `topic` on the source ("" when it can), as `create_mirror` would find."""
+    return _not_described(ctx, topic) or _not_fetched(ctx, [topic]).get(topic, "")
+
+
+def _not_described(ctx: LinkContext, topic: str) -> str:
+    """Why the link cannot list `topic`'s offsets ("" when it can): DESCRIBE is all that needs."""
     try:
         partitions = kc.topic_partitions(ctx.source_admin, topic, ctx.source.alias)
         if partitions is None:
@@ -226,6 +234,13 @@ def _unreadable(ctx: LinkContext, topic: str) -> str:
     except MirrorError as exc:
         return str(exc)
     return ""
+
+
+def _not_fetched(ctx: LinkContext, topics: list[str]) -> dict[str, str]:
+    """Why the link may not READ each of `topics` (one Fetch each, from one consumer): DESCRIBE is not enough."""
+    found = read_probe.probe(ctx, topics)
+    return {**found.denied, **{t: f"no Fetch answer within {read_probe.READ_PROBE_S:.0f}s (the next scan asks again)"
+                               for t in found.unanswered}}
 
 
 def _source_state_topics(ctx: LinkContext) -> list[str]:

@@ -3,13 +3,14 @@
 `mirrors.create_mirror` makes one mirror with about a dozen requests and two
 state changes; auto-create on a source of 1,000 topics paid that 1,000 times.
 Here each of those questions is asked once for every topic (partition
-counts, configs, end offsets, the cluster id), the mirrors are registered in
-one state change and their topics created in one request. The order of
-`create_mirror` is kept for each mirror: every check passes before anything is
-written, the registration comes before the topic, a topic whose creation
-fails is unregistered. A topic the batch cannot decide alone (already
-registered, the link's heartbeats, a lookup that failed for some topic of
-the batch) goes through `create_mirror`, which says exactly why.
+counts, configs, end offsets, whether the link may READ them, the cluster
+id), the mirrors are registered in one state change and their topics
+created in one request. The order of `create_mirror` is kept for each
+mirror: every check passes before anything is written, the registration
+comes before the topic, a topic whose creation fails is unregistered. A
+topic the batch cannot decide alone (already registered, the link's
+heartbeats, a lookup that failed for some topic of the batch) goes through
+`create_mirror`, which says exactly why.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs, split_for_mirror
-from mirror_pipeline.link import write_guard
+from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
@@ -67,6 +68,10 @@ def create_mirrors(ctx: LinkContext, wanted: Sequence[tuple[str, str]]) -> dict[
     except MirrorError:  # some topic cannot be read: each one alone says which, and why
         alone += batch
         batch = []
+    # The lookups above need only DESCRIBE: one Fetch per topic, from one consumer, shows READ.
+    refused = read_probe.refusals(ctx, [s for s, _ in batch])
+    out.update(refused)
+    batch = [(s, m) for s, m in batch if s not in refused]
     if batch:
         out.update(_create_checked(ctx, batch, source_counts, configs))
     for source, mirror in alone:

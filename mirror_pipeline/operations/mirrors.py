@@ -11,7 +11,7 @@ from confluent_kafka.admin import NewTopic
 from mirror_pipeline.config.replication_policy import is_internal_topic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
-from mirror_pipeline.link import write_guard
+from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused, TopicNotFound
 from mirror_pipeline.model.lag import records_behind
@@ -60,6 +60,10 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         raise MirrorRefused(
             f"source topic '{source_topic}' on cluster '{ctx.source.alias}' cannot be read with the link's credentials: {exc}"
         ) from None
+    # The checks above need only DESCRIBE: a Fetch shows the link may also READ it.
+    refused = read_probe.refusals(ctx, [source_topic])
+    if refused:
+        raise refused[source_topic]
     if existing is None and kc.topic_partitions(ctx.dest_admin, mirror_topic, ctx.dest.alias) is not None:
         raise MirrorRefused(
             f"a topic named '{mirror_topic}' already exists on cluster '{ctx.dest.alias}'; "

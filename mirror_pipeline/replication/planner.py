@@ -2,7 +2,8 @@
 
 For every mirrored partition the planner reads the source's log start and last
 stable offset, the mirror's log end and the partition's offset-map segments,
-then:
+and asks once per source topic whether the link may still READ it (`read_probe`;
+a mirror it may not is a source failure, heading for FAILED), then:
 - grows the mirror when the source gained partitions (R-MT-10);
 - resolves segments left *in doubt* by a crashed or fenced writer: fence the
   partition, wait out the old writer's delivery timeout, then cut the segments
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs
+from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.partitions import (
     MirrorTopicNotListedYet,
@@ -33,6 +35,7 @@ from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChang
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.copier import FOLLOW_END, WorkUnit
 from mirror_pipeline.replication.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt
 
@@ -90,7 +93,11 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:
             plan.errors[info.mirror_topic] = str(exc)
-    src_start, src_end, dst_end = _log_bounds(ctx, live)
+    # Offsets need only DESCRIBE; whether the link may still READ is asked meanwhile (R-LC-5).
+    with ThreadPoolExecutor(1, thread_name_prefix="plan-read-probe") as pool:
+        probed = pool.submit(read_probe.probe, ctx, sorted({info.source_topic for info, _ in live}))
+        src_start, src_end, dst_end = _log_bounds(ctx, live)
+        live = _readable(ctx, live, probed.result(), plan)
 
     snapshot = ctx.store.read_segments([m.mirror_topic for m, _ in live])
     resolutions = {}
@@ -181,6 +188,26 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
             unit = replace(unit, source_until=FOLLOW_END, follow_until=follow_until)
         plan.units.append(unit)
     return plan
+
+
+def _readable(ctx: LinkContext, live: list[tuple[MirrorInfo, int]], probed: read_probe.ReadProbe,
+              plan: Plan) -> list[tuple[MirrorInfo, int]]:
+    """The mirrors whose source topic the link may still READ; the others head for FAILED (R-LC-5).
+
+    A revoked READ right otherwise showed only in a copy task, and in none
+    when the mirror had no lag. A topic whose probe got no answer is left to
+    its copy task (no evidence either way).
+    """
+    for info, _ in live:
+        why = probed.denied.get(info.source_topic)
+        if why:
+            plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = read_probe.cannot_read(
+                ctx, info.source_topic, why)
+    if probed.unanswered:
+        said, more = first_few(probed.unanswered, ", ", 5)
+        log.warning("%s: no Fetch answer from source topics %s%s within %.0fs; copying is left to tell",
+                    ctx.link.name, said, f" and {more} more" if more else "", read_probe.READ_PROBE_S)
+    return [(info, n) for info, n in live if info.mirror_topic not in plan.errors]
 
 
 def _log_bounds(ctx: LinkContext, live: list[tuple[MirrorInfo, int]]) -> tuple[dict, dict, dict]:
