@@ -8,13 +8,17 @@ Promote and failover are irreversible, so each runs in two steps. The first
 (`check_promote`, `check_failover`: they hold the run config) refuses, before
 anything changes, a request that names no topic (there is no "all" by
 omission: the CLI's `--all` passes every name), a link the config file does
-not declare, a topic that is not a mirror of the link, or a run without the
-link's tag `mirror-pipeline/link: <link>` (the tag queues the run behind the
-link's copies; the CLI sets it, a launch from the UI must add it). Each
-refusal is one sentence, the step's failure description. Only then does the
-second step (`promote_mirrors`, `failover_mirrors`) call the engine. In runs
-launched from the UI each step is a process of its own, so a refused promote
-never starts Spark either.
+not declare, a run without the link's tag `mirror-pipeline/link: <link>` (the
+tag queues the run behind the link's copies; the CLI sets it, a launch from
+the UI must add it), or any topic that is not a mirror of the link or that
+the verb cannot take now (its state or flags: all or nothing, as the engine's
+`all_or_nothing` checks, naming each). Each refusal is one sentence, the
+step's failure description. Only then does the second step
+(`promote_mirrors`, `failover_mirrors`) call the engine. In runs launched
+from the UI each step is a process of its own, so a refused promote never
+starts Spark either. A verb that fails part-way fails its step saying which
+mirrors changed and which did not; the result is attached to the failure
+(metadata `PARTIAL_RESULT`) for the CLI to show.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
@@ -25,6 +29,7 @@ from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionCo
 from dagster_pyspark import PySparkResource
 from pydantic import Field
 
+from mirror_pipeline import engine
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline_dagster.naming import LINK_TAG
@@ -36,6 +41,8 @@ REVERSE_JOB = "reverse"
 # The check step of each stop job: it holds the run config.
 CHECK_OPS = {PROMOTE_JOB: "check_promote", FAILOVER_JOB: "check_failover"}
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # what the CLI's --timeout allows
+# The failure metadata holding what a verb that did not finish did (`LifecycleResult.to_dict()`).
+PARTIAL_RESULT = "lifecycle_result"
 
 _TOPICS_HELP = "The mirror topics of the link to stop, named one by one: at least one (there is no 'all' by omission)."
 
@@ -57,7 +64,8 @@ def checked_request(context: OpExecutionContext, verb: str, config: FailoverConf
     """The request once it is safe to carry out; else the step fails with ONE sentence and nothing changed.
 
     Checked in this order, cheapest first: topics named, link declared, the
-    run's tag, timeout, then (one Kafka read) every topic a mirror of the link.
+    run's tag, timeout, then (one Kafka read) every topic a mirror of the link
+    that the verb can take now (`engine.check_lifecycle`).
     """
     topics = list(dict.fromkeys(config.topics))
     if not topics:
@@ -75,11 +83,8 @@ def checked_request(context: OpExecutionContext, verb: str, config: FailoverConf
     timeout_s = getattr(config, "timeout_s", None)
     if timeout_s is not None and not (math.isfinite(timeout_s) and 1 <= timeout_s <= MAX_TIMEOUT_S):
         _refuse(f"{verb} refused: timeout_s must be between 1 and {MAX_TIMEOUT_S:.0f} seconds, not {timeout_s}")
-    known = {m.mirror_topic for m in _config_call(lambda: mirror_engine.list_mirrors(config.link))}
-    unknown = [t for t in topics if t not in known]
-    if unknown:
-        _refuse(f"{verb} refused: no mirror {', '.join(repr(t) for t in unknown)} on link {config.link!r} "
-                f"(its mirrors: {', '.join(sorted(known)) or 'none'}); nothing was changed")
+    known = _config_call(lambda: mirror_engine.list_mirrors(config.link))
+    _config_call(lambda: engine.check_lifecycle(loaded, config.link, verb, known, topics))
     context.log.info(f"{verb} of {len(topics)} mirror(s) of link {config.link}: {', '.join(topics)}")
     request = {"link": config.link, "topics": topics}
     return {**request, "timeout_s": timeout_s} if timeout_s is not None else request
@@ -101,38 +106,45 @@ def _carry_out(context: OpExecutionContext, verb: Callable[[], LifecycleResult])
     """Run the engine verb; its refusal is the op's failure, in the engine's own sentence."""
     try:
         result = verb()
+    except engine.Incomplete as exc:
+        # What changed stays changed (R-LC-8): logged and attached to the failure, for the CLI to show.
+        _record(context, exc.result, as_output=False)
+        raise Failure(description=str(exc), metadata={PARTIAL_RESULT: MetadataValue.json(exc.result.to_dict())}) from exc
     except MirrorError as exc:
         raise Failure(description=str(exc)) from exc
     return _record(context, result)
 
 
-def _record(context: OpExecutionContext, result: LifecycleResult) -> dict:
+def _record(context: OpExecutionContext, result: LifecycleResult, as_output: bool = True) -> dict:
     data = result.to_dict()
-    context.add_output_metadata(
-        {
-            "link": data["link"],
-            "mirrors": MetadataValue.json(data["mirrors"]),
-            "stopped": sum(1 for m in data["mirrors"].values() if m["after"] == "STOPPED"),
-            "followed_back": sum(1 for m in data["mirrors"].values() if m.get("new_mirror")),
-        }
-    )
+    if as_output:
+        context.add_output_metadata(
+            {
+                "link": data["link"],
+                "mirrors": MetadataValue.json(data["mirrors"]),
+                "stopped": sum(1 for m in data["mirrors"].values() if m["after"] == "STOPPED"),
+                "followed_back": sum(1 for m in data["mirrors"].values() if m.get("new_mirror")),
+            }
+        )
     for name, m in sorted(data["mirrors"].items()):
         if m.get("new_mirror"):
             context.log.info(f"{name}: followed by '{m['new_mirror']}' on link '{m['reverse_link']}' "
                              f"({m['after']}): {m['said']}")
         else:
             context.log.info(f"{name}: {m['before']} -> {m['after']}: {m['said']}")
+    for name, m in data.get("not_done", {}).items():
+        context.log.warning(f"{name}: {m['state']}: not carried out: {m['why']}")
     return data
 
 
 @op(description="Refuses, before anything changes, a promote that names no topic, an unknown link or mirror, "
-                 "or lacks the link's run tag.")
+                 "a mirror it cannot take now, or lacks the link's run tag.")
 def check_promote(context: OpExecutionContext, config: PromoteConfig, mirror_engine: MirrorEngine) -> dict:
     return checked_request(context, PROMOTE_JOB, config, mirror_engine)
 
 
 @op(description="Refuses, before anything changes, a failover that names no topic, an unknown link or mirror, "
-                 "or lacks the link's run tag.")
+                 "a mirror it cannot take now, or lacks the link's run tag.")
 def check_failover(context: OpExecutionContext, config: FailoverConfig, mirror_engine: MirrorEngine) -> dict:
     return checked_request(context, FAILOVER_JOB, config, mirror_engine)
 

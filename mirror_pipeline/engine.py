@@ -15,12 +15,14 @@ from mirror_pipeline.link import required_acls as least_privilege
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
+from mirror_pipeline.operations import all_or_nothing
 from mirror_pipeline.operations import auto_create as auto_create_scan
 from mirror_pipeline.operations import follow as following
 from mirror_pipeline.operations import heartbeats
 from mirror_pipeline.operations import lifecycle, mirrors
 from mirror_pipeline.operations import reverse as reversing
 from mirror_pipeline.operations import stopping
+from mirror_pipeline.operations.all_or_nothing import Incomplete
 from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.replication import cycle
@@ -42,6 +44,8 @@ __all__ = [
     "describe_mirror",
     "mirror_lags",
     "mirror_overview",
+    "check_lifecycle",
+    "Incomplete",
     "pause",
     "resume",
     "promote",
@@ -146,6 +150,18 @@ def mirror_overview(config: PipelineConfig, link: str) -> tuple[list[MirrorInfo]
 
 
 # --- lifecycle (R-LC) -------------------------------------------------------------
+
+
+def check_lifecycle(config: PipelineConfig, link: str, verb: str, known: Sequence[MirrorInfo],
+                    mirrors: Sequence[str] | None) -> list[MirrorInfo]:
+    """The named mirrors (None: all) once `verb` can take every one; else `MirrorRefused` naming each
+    that cannot and why. Reads nothing: `known` is the link's mirrors as `list_mirrors` answered.
+
+    The verbs check the same themselves; the CLI and the Dagster jobs ask
+    first, so that a refused promote or failover launches nothing.
+    """
+    registry = {m.mirror_topic: m for m in known}
+    return all_or_nothing.check_request(verb, config.link(link), registry, None if mirrors is None else list(mirrors))
 
 
 def pause(config: PipelineConfig, link: str, mirrors: Sequence[str] | None = None) -> LifecycleResult:

@@ -3,9 +3,17 @@
 Promote, failover and reverse launch the Dagster jobs of the same name, so a run
 started here is recorded in the same Dagster instance the UI shows
 (`$DAGSTER_HOME`, else `./.dagster-home`).
+
+Given several mirrors a verb is all or nothing: a request one of them cannot
+go with is refused naming each, and nothing changes (promote, failover and
+reverse are refused before a Dagster run is launched). A verb that fails
+part-way prints what it did all the same, then the error saying which
+mirrors changed and which did not; exit code 1.
 """
 
 from __future__ import annotations
+
+from typing import NoReturn
 
 import click
 
@@ -20,10 +28,10 @@ from mirror_pipeline.cli.common import (
     json_option,
     link_option,
     load,
-    refuse_unknown_mirrors,
     table,
 )
 from mirror_pipeline.cli.values import LINK, TOPIC, Seconds
+from mirror_pipeline.operations.all_or_nothing import DONE
 
 topics_argument = click.argument("topics", nargs=-1, type=TOPIC)
 all_option = click.option("--all", "all_mirrors", is_flag=True, help="Every mirror of the link.")
@@ -38,8 +46,29 @@ def _chosen(topics: tuple[str, ...], all_mirrors: bool) -> list[str] | None:
 
 
 def _render(d: dict) -> str:
-    rows = [[name, m["before"], m["after"], m["said"]] for name, m in sorted(d["mirrors"].items())]
-    return table(["MIRROR", "BEFORE", "AFTER", "WHAT HAPPENED"], rows) if rows else "no mirrors"
+    rows = [[name, m["before"], m["after"], m["said"] + (f"; then: {m['failed_after']}" if m.get("failed_after") else "")]
+            for name, m in d["mirrors"].items()]
+    done = DONE.get(d.get("verb", ""), "done")
+    rows += [[name, m["state"], m["state"], f"not {done}: {m['why']}"] for name, m in d.get("not_done", {}).items()]
+    return table(["MIRROR", "BEFORE", "AFTER", "WHAT HAPPENED"], sorted(rows)) if rows else "no mirrors"
+
+
+def _carry_out(verb, as_json: bool, render=_render) -> None:
+    """Print what `verb()` did; when it did not finish, what it did all the same (never undone), then the error."""
+    try:
+        result = verb()
+    except engine.Incomplete as exc:
+        emit(exc.result.to_dict(), as_json, render)
+        fail(str(exc), as_json)
+    emit(result.to_dict(), as_json, render)
+
+
+def _run_failed(verb: str, run_id: str, output, as_json: bool, render=_render) -> NoReturn:
+    """A failed Dagster run: what a verb that did not finish did, then the run's message."""
+    done = getattr(output, "result", None)
+    if done:
+        emit({**done, "dagster_run_id": run_id}, as_json, render)
+    fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
 
 
 def register(group: click.Group) -> None:
@@ -59,8 +88,8 @@ def register(group: click.Group) -> None:
 def _simple(verb: str):
     def command(topics, link, all_mirrors, config_path, as_json):
         chosen = _chosen(topics, all_mirrors)
-        result = getattr(engine, verb)(load(config_path, link), link, chosen)
-        emit(result.to_dict(), as_json, _render)
+        config = load(config_path, link)
+        _carry_out(lambda: getattr(engine, verb)(config, link, chosen), as_json)
 
     return command
 
@@ -117,7 +146,8 @@ def delete(topics, link, config_path, as_json):
 
     Example: mirror-pipeline mirror delete orders --link west-to-east
     """
-    emit(engine.delete_mirrors(load(config_path, link), link, list(dict.fromkeys(topics))).to_dict(), as_json, _render)
+    config = load(config_path, link)
+    _carry_out(lambda: engine.delete_mirrors(config, link, list(dict.fromkeys(topics))), as_json)
 
 
 def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeout_s=300.0):
@@ -126,17 +156,16 @@ def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeou
     if dry_run:
         emit(engine.preview_stop(config, link, chosen), as_json, _render_preview)
         return
-    # Refused here, before a Dagster run is launched and recorded.
-    known = {m.mirror_topic for m in engine.list_mirrors(config, link)}
-    refuse_unknown_mirrors(chosen or [], known, link, "TOPICS", as_json)
+    # Refused here, every mirror that cannot go named, before a Dagster run is launched and recorded.
     # The job takes names only (no "all" by omission): --all is every mirror the link has now.
-    topics = chosen or sorted(known)
+    topics = [m.mirror_topic for m in engine.check_lifecycle(config, link, verb, engine.list_mirrors(config, link),
+                                                             chosen)]
     if not topics:
         fail(f"--all: link '{link}' has no mirrors to {verb}", as_json)
     run_id, success, output = _dagster_runs().launch_stop_job(verb, config.path, link, topics, timeout_s,
                                                               debug_requested())
     if not success:
-        fail(f"{verb} failed (Dagster run {run_id}): {output}", as_json)
+        _run_failed(verb, run_id, output, as_json)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")
 
 
@@ -175,18 +204,18 @@ def reverse(topics, link, reverse_link, paused, realign_groups, dry_run, config_
     if dry_run:
         emit(engine.reverse(config, link, chosen, reverse_link, dry_run=True).to_dict(), as_json, render_reverse)
         return
-    refuse_unknown_mirrors(chosen, {m.mirror_topic for m in engine.list_mirrors(config, link)}, link, "TOPICS", as_json)
+    engine.check_lifecycle(config, link, "reverse", engine.list_mirrors(config, link), chosen)
     run_id, success, output = _dagster_runs().launch_reverse_job(config.path, link, chosen, reverse_link, not paused,
                                                                  realign_groups, debug_requested())
     if not success:
-        fail(f"reverse failed (Dagster run {run_id}): {output}", as_json)
+        _run_failed("reverse", run_id, output, as_json, render_reverse)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: render_reverse(d) + f"\n\nDagster run {run_id}")
 
 
 def render_reverse(d: dict) -> str:
-    if not d["mirrors"]:
+    if not d["mirrors"] and not d.get("not_done"):
         return "no mirrors"
-    lines = []
+    lines = [f"{name}: not reversed: {m['why']}" for name, m in sorted(d.get("not_done", {}).items())]
     for name, m in sorted(d["mirrors"].items()):
         lines.append(f"{name} (link '{d['link']}', {m['before']}): followed by '{m.get('new_mirror')}' on link "
                      f"'{m.get('reverse_link')}' ({m['after'] if m['after'] != m['before'] else 'not yet'}): {m['said']}")
@@ -202,6 +231,7 @@ def render_reverse(d: dict) -> str:
         for g in m.get("consumer_groups", []):
             lines.append(f"group '{g['group']}': {g['status']} {g['partitions']}")
         lines += [f"note: {n}" for n in m.get("offset_sync_notes", [])]
+        lines += [f"then: {m['failed_after']}"] if m.get("failed_after") else []
     return "\n".join(lines)
 
 

@@ -3,12 +3,14 @@
 Every transition is recorded on the mirror's registry record in the
 destination cluster, with its time and reason, so a new machine with a fresh
 Dagster instance sees the same states. Every verb is idempotent: asking for
-the state a mirror is already in reports it and changes nothing.
+the state a mirror is already in reports it and changes nothing. Given
+several mirrors, a verb is all or nothing: every one is checked before any
+changes, and one that fails part-way says what changed (`all_or_nothing`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
@@ -21,7 +23,6 @@ from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
     ACTIVE,
     DELETING,
-    FAILED,
     PAUSED,
     PENDING_STOPPED,
     REVERSING,
@@ -30,61 +31,51 @@ from mirror_pipeline.model.states import (
     transition,
     with_flag,
 )
+from mirror_pipeline.operations.all_or_nothing import DONE, LifecycleResult, checked, one_by_one
 from mirror_pipeline.sync.config_records import config_sync_key
 
-
-@dataclass
-class LifecycleResult:
-    """What a verb did, per mirror: the state before and after and a sentence."""
-
-    verb: str
-    link: str
-    mirrors: dict[str, dict] = field(default_factory=dict)
-
-    def add(self, before: MirrorInfo, after: MirrorInfo, said: str, **extra) -> None:
-        self.mirrors[before.mirror_topic] = {"before": before.state, "after": after.state, "said": said, **extra}
-
-    def to_dict(self) -> dict:
-        return {"verb": self.verb, "link": self.link, "mirrors": self.mirrors}
+__all__ = ["LifecycleResult", "pause", "resume", "delete", "rewrite_map", "refuse_reversing"]
 
 
 def pause(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
     return _move(ctx, topics, "pause", PAUSED, "paused by operator", "paused: copies nothing until resumed",
-                 movable=(ACTIVE, SOURCE_UNAVAILABLE), already=(PAUSED,), refusal="only an ACTIVE mirror can be paused")
+                 movable=(ACTIVE, SOURCE_UNAVAILABLE), already=(PAUSED,))
 
 
 def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
     return _move(ctx, topics, "resume", ACTIVE, "resumed by operator", "resumed: the next cycle copies what accumulated",
-                 movable=(PAUSED,), already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED),
-                 refusal="only a PAUSED mirror can be resumed")
+                 movable=(PAUSED,), already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED))
 
 
 def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason: str, said: str, *,
-          movable: tuple[str, ...], already: tuple[str, ...], refusal: str) -> LifecycleResult:
-    """Move mirrors in `movable` states to `to`; those in `already` are reported, others refused."""
+          movable: tuple[str, ...], already: tuple[str, ...]) -> LifecycleResult:
+    """Move mirrors in `movable` states to `to`, all or nothing (`all_or_nothing`); those in `already` are
+    reported. With every mirror of the link (`topics` None) the STOPPED ones are left out and reported."""
     ctx.check_destination()
     result = LifecycleResult(verb, ctx.link.name)
-    for info in ctx.select(topics):
+    left_out = (STOPPED,) if topics is None else ()
 
+    def act(info: MirrorInfo, _changed: list[str]) -> None:
         def decide(current: MirrorInfo | None) -> MirrorInfo | None:
             if current is None:
                 raise MirrorRefused(f"mirror '{info.mirror_topic}' was deleted meanwhile")
-            if current.state in already:
+            if current.state in already or current.state in left_out:
                 return current
-            if current.state not in movable:
-                raise MirrorRefused(f"mirror '{current.mirror_topic}' is {current.state}; {refusal}")
+            if current.state not in movable:  # checked, then moved by someone else
+                raise MirrorRefused(f"mirror '{current.mirror_topic}' became {current.state} meanwhile")
             return transition(current, to, reason)
 
         after = ctx.store.update_mirror(info.mirror_topic, decide)
-        if after.state != to or info.state == to:  # already there, or moved elsewhere meanwhile
-            result.add(after, after, "already paused" if after.state == PAUSED else f"not paused ({after.state})")
-            continue
+        if after.state != to or info.state == to:  # already there, or left out
+            result.add(after, after, f"already {DONE[verb]}" if after.state == to else f"not {DONE[verb]} ({after.state})")
+            return
+        result.add(info, after, said)
         if to == PAUSED:
             # A copy task already running announces no further chunk: the
             # pause takes effect within one chunk, not at the end of its range.
             _fence_partitions(ctx, info.mirror_topic)
-        result.add(info, after, said)
-    return result
+
+    return one_by_one(result, checked(ctx, verb, topics), act)
 
 
 def _mark_deleting(ctx: LinkContext, name: str) -> None:
@@ -128,27 +119,6 @@ def _fence_partitions(ctx: LinkContext, name: str) -> None:
         pass  # fencing is all a pause needs
 
 
-def _refuse_auto_created(ctx: LinkContext, mirrors: list[MirrorInfo]) -> None:
-    """Auto-create would make a deleted mirror again while its filters select the source (R-AC-4).
-
-    A FAILED mirror (its source topic gone or unreadable) and a STOPPED one (a
-    normal topic now, which auto-create never takes over) may go.
-    """
-    link = ctx.link
-    if not link.auto_create_enable:
-        return
-    kept = [m for m in mirrors if m.state not in (FAILED, STOPPED) and link.auto_create_filters.selects(m.source_topic)]
-    if not kept:
-        return
-    names = ", ".join(f"'{m.mirror_topic}' (source '{m.source_topic}')" for m in kept)
-    raise MirrorRefused(
-        f"link '{link.name}': cannot delete {names}: the link's auto.create.mirror.topics.filters still "
-        f"select the source topic, so auto-create would create the mirror again. Either delete the source "
-        f"topic first (and wait for the mirror to be FAILED), exclude it with an EXCLUDE filter, or turn "
-        f"auto.create.mirror.topics.enable off"
-    )
-
-
 def refuse_reversing(infos: list[MirrorInfo], then: str) -> None:
     """A mirror a reverse is still setting up may hold the only copy of records it has yet to save:
     nothing but the reverse touches it until the reverse finished."""
@@ -168,11 +138,10 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     """
     ctx.check_destination()
     result = LifecycleResult("delete", ctx.link.name)
-    selected = ctx.select(topics)
-    refuse_reversing(selected, "delete it")
-    _refuse_auto_created(ctx, selected)
-    for info in selected:
+
+    def act(info: MirrorInfo, changed: list[str]) -> None:
         _mark_deleting(ctx, info.mirror_topic)
+        changed.append("it is marked DELETING and copies nothing more: run delete again to finish")
         rewrite_map(ctx, info.mirror_topic, range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0))
         said = "forgotten; the topic stays (it is a normal topic since it stopped)"
         if info.state != STOPPED:
@@ -184,4 +153,5 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
         ctx.store.delete_mirror(info.mirror_topic)
         ctx.store._write_plain(ctx.store.state_topic, config_sync_key(ctx.link.name, info.mirror_topic), None)
         result.add(info, replace(info, state="DELETED"), said)
-    return result
+
+    return one_by_one(result, checked(ctx, "delete", topics), act)

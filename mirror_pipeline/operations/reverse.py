@@ -39,6 +39,7 @@ from mirror_pipeline.model.reverse_plan import (
 )
 from mirror_pipeline.model.states import ACTIVE, PAUSED, REVERSING, STOPPED
 from mirror_pipeline.operations import divergence
+from mirror_pipeline.operations.all_or_nothing import checked, one_by_one
 from mirror_pipeline.operations.lifecycle import LifecycleResult, rewrite_map
 from mirror_pipeline.sync.offset_sync import sync_mirrors
 
@@ -70,22 +71,32 @@ def reverse_link_for(config: PipelineConfig, link: str, named: str | None) -> st
 
 def reverse(ctx: LinkContext, back: LinkContext, topics: list[str], start: bool = True,
             dry_run: bool = False, realign_groups: bool = False) -> LifecycleResult:
-    """Make the old sources of the stopped mirrors `topics` of `ctx`'s link follow them on link `back`."""
+    """Make the old sources of the stopped mirrors `topics` of `ctx`'s link follow them on link `back`.
+
+    All or nothing (`all_or_nothing`): with several mirrors, every one's plan
+    is made (as a dry run makes it) and may refuse before any is carried out.
+    """
     ctx.check_destination()
     back.check_destination()
-    result = LifecycleResult("reverse" + (" (dry run)" if dry_run else ""), ctx.link.name)
-    selected = ctx.select(topics)
-    for info in selected:
-        if info.state != STOPPED:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state} on link '{ctx.link.name}': promote or "
-                                f"fail it over first (reverse makes its old source follow it)")
-    for info in selected:
-        _reverse_one(ctx, back, info, start, dry_run, realign_groups, result)
-    return result
+    selected = checked(ctx, "reverse", topics)
+    if dry_run or len(selected) > 1:
+        preview, refused = LifecycleResult("reverse (dry run)", ctx.link.name), []
+        for info in selected:
+            try:
+                _reverse_one(ctx, back, info, start, True, realign_groups, preview, [])
+            except MirrorRefused as exc:
+                refused.append(str(exc))
+        if refused:
+            raise MirrorRefused(f"reverse refused: {'; '.join(refused)}; nothing was changed")
+        if dry_run:
+            return preview
+    result = LifecycleResult("reverse", ctx.link.name)
+    return one_by_one(result, selected, lambda info, changed: _reverse_one(ctx, back, info, start, False,
+                                                                              realign_groups, result, changed))
 
 
 def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: bool, dry_run: bool,
-                 realign_groups: bool, result: LifecycleResult) -> None:
+                 realign_groups: bool, result: LifecycleResult, changed: list[str]) -> None:
     old_source = stopped.source_topic
     current = back.registry().get(old_source)
     if current is not None and current.state != STOPPED and not _is_ours(current, ctx, stopped):
@@ -102,6 +113,8 @@ def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start
         result.add(stopped, stopped, _plan_sentence(plan, back, dry_run=True), **_report(plan, back, old_source))
         return
     info = _record_plan(back, stopped, plan)
+    changed.append(f"its plan is recorded ('{old_source}' is PAUSED and REVERSING on link '{back.link.name}'): "
+                   f"run reverse again to finish it")
     plan = info.reverse_of
     if plan["action"] == REBUILD:
         plan = _rebuild(back, info, plan)
@@ -110,8 +123,8 @@ def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start
     # Read-only before it starts following, where the authorizer allows (R-ACL-3).
     write_guard.guard(back, info.mirror_topic)
     after = _finish(back, info.mirror_topic, plan)
-    groups = _translate_groups(back, after, realign_groups)
-    result.add(stopped, after, _plan_sentence(plan, back, dry_run=False), **_report(plan, back, old_source), **groups)
+    result.add(stopped, after, _plan_sentence(plan, back, dry_run=False), **_report(plan, back, old_source))
+    result.mirrors[stopped.mirror_topic].update(_translate_groups(back, after, realign_groups))
 
 
 def _is_ours(current: MirrorInfo, ctx: LinkContext, stopped: MirrorInfo) -> bool:

@@ -19,18 +19,15 @@ from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.offset_results import OffsetSyncResult
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import (
-    ACTIVE,
-    FOREIGN_WRITE,
     OFFSET_SYNCED_STATES,
-    PAUSED,
     PENDING_STOPPED,
-    SOURCE_UNAVAILABLE,
     STOPPED,
     STOPPING,
     transition,
     with_flag,
 )
-from mirror_pipeline.operations.lifecycle import LifecycleResult, refuse_reversing
+from mirror_pipeline.operations.all_or_nothing import Incomplete, checked, one_by_one, record_failure
+from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.operations.mirrors import describe_mirror, partition_progress
 from mirror_pipeline.replication.repair import InDoubt, settle_in_doubt
 from mirror_pipeline.sync.config_records import read_sync_records
@@ -38,7 +35,8 @@ from mirror_pipeline.sync.config_sync import sync_topic_configs
 from mirror_pipeline.sync.offset_sync import sync_mirrors
 
 
-def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None) -> MirrorInfo:
+def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None,
+         changed: list[str] | None = None) -> MirrorInfo:
     """Make a mirror a normal writable topic, for good (R-LC-3, R-LC-4, R-LC-8).
 
     Mark, fence, then read -- in that order, each step relying on the one before:
@@ -50,6 +48,7 @@ def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None
        (`repair`): the stop point is read after fencing, so it is exact, and
        nothing from the link lands in the topic after this returns.
     Then the held-back configs are applied and the state becomes STOPPED.
+    `changed` hears of the mark, which a failure after it leaves in place.
     """
     name = info.mirror_topic
 
@@ -63,6 +62,8 @@ def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None
     marked = ctx.store.update_mirror(name, mark)
     if marked.state == STOPPED:
         return marked
+    if changed is not None:
+        changed.append("it is marked STOPPING and copies nothing more: run failover again to finish")
     last_source, problems = _fence_and_settle(ctx, marked)
     held = _current_held_back(ctx, info) if held_back is None else held_back
     _apply_held_back(ctx, name, held)
@@ -151,21 +152,22 @@ def _apply_held_back(ctx: LinkContext, mirror_topic: str, held_back: dict) -> No
 
 
 def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
-    """Stop at once, whatever the lag and whether the source answers (R-LC-3)."""
+    """Stop at once, whatever the lag and whether the source answers (R-LC-3); all or nothing (`all_or_nothing`)."""
     ctx.check_destination()
     result = LifecycleResult("failover", ctx.link.name)
-    selected = ctx.select(topics)
-    refuse_reversing(selected, "promote or fail it over")
+    selected = checked(ctx, "failover", topics)
     landings = _landings_by_mirror(_final_offset_sync(ctx, [m for m in selected if m.state != STOPPED]))
-    for info in selected:
+
+    def act(info: MirrorInfo, changed: list[str]) -> None:
         if info.state == STOPPED:
             result.add(info, info, "already stopped")
-            continue
+            return
         reason = "failover" + (" (cancelled a pending promote)" if info.state == PENDING_STOPPED else "")
-        after = stop(ctx, info, reason)
+        after = stop(ctx, info, reason, changed=changed)
         result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets,
                    **landings.get(info.mirror_topic, {}))
-    return result
+
+    return one_by_one(result, selected, act)
 
 
 def _final_offset_sync(ctx: LinkContext, infos: list[MirrorInfo], dry_run: bool = False):
@@ -210,7 +212,9 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
 
     `copy_cycle(mirror_topics)` runs one replication cycle and returns its
     CycleResult; promote repeats it until data lag is zero. A failover while
-    it waits cancels the wait.
+    it waits cancels the wait. All or nothing (`all_or_nothing`): every mirror
+    is checked before any is asked to stop; a promote that fails part-way (or
+    times out) says which mirrors it promoted, and the others stay PENDING_STOPPED.
     """
     ctx.check_destination()
     try:
@@ -218,19 +222,13 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
     except ClusterUnreachable as exc:
         raise MirrorRefused(f"promote needs the source to be reachable ({exc}); failover stops a mirror without it") from None
     result = LifecycleResult("promote", ctx.link.name)
-    pending = []
-    for info in ctx.select(topics):
+    waiting: dict[str, MirrorInfo] = {}  # asked to stop, not stopped yet: as they were before
+
+    def request_stop(info: MirrorInfo, _changed: list[str]) -> None:
         if info.state == STOPPED:
             result.add(info, info, "already stopped")
-            continue
-        if info.state not in (ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE):
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot be promoted (failover can stop it)")
-        if STOPPING in info.flags:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is being stopped by a failover that did not finish; "
-                                f"run failover again to finish it")
-        refuse_reversing([info], "promote or fail it over")
-        if FOREIGN_WRITE in info.flags:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' holds records the link did not write; promote cannot verify it (failover can stop it)")
+            return
+
         def request(current: MirrorInfo | None) -> MirrorInfo | None:
             if current is None or current.state in (PENDING_STOPPED, STOPPED):
                 return current
@@ -239,48 +237,74 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
         after = ctx.store.update_mirror(info.mirror_topic, request)
         if after is None or after.state == STOPPED:
             result.add(info, after or info, "stopped meanwhile")
-            continue
-        pending.append((info, after))
-    deadline = time.monotonic() + timeout_s
-    waiting = {after.mirror_topic: (before, after) for before, after in pending}
-    last_failure = ""
-    while waiting:
-        try:
-            copy_cycle(sorted(waiting))
-        except MirrorError as exc:
-            # A failover fencing the mirrors, a concurrent cycle, a passing
-            # broker error: the state check below and the deadline decide.
-            last_failure = f" (last cycle: {exc})"
-        registry = ctx.registry()
-        for name in sorted(waiting):
-            before, _ = waiting[name]
-            current = registry[name]
-            if current.state != PENDING_STOPPED:  # a failover cancelled the wait
-                result.add(before, current, f"promote cancelled: mirror is {current.state}")
-                del waiting[name]
-                continue
-            lag = describe_mirror(ctx, name).lag
-            if lag == 0 and sync_topic_configs(ctx, [name]).mirrors[name].in_sync:
-                offsets = _final_offset_sync(ctx, [current])
-                if offsets is not None and (offsets.offset_sync_lag or not offsets.complete):
-                    # R-LC-3: consumer-offset lag must be zero too (e.g. a group still active on the destination).
-                    last_failure = f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
-                    continue
-                after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current))
-                said = "data, config and offset-sync lag 0" if offsets is not None else "data and config lag 0"
-                result.add(before, after, f"promoted: {said}, now a normal writable topic",
-                           last_source_offsets=after.last_source_offsets, **_landings_by_mirror(offsets).get(name, {}))
-                del waiting[name]
-        if waiting and time.monotonic() > deadline:
-            names = ", ".join(sorted(waiting))
-            raise MirrorError(
-                f"promote of {names} did not reach zero lag within {timeout_s:.0f}s (producers still writing to "
-                f"the source?); the mirrors stay PENDING_STOPPED: run promote again, or failover to stop now"
-                f"{last_failure}"
-            )
-        if waiting:
-            time.sleep(poll_s)
+        else:
+            waiting[info.mirror_topic] = info
+
+    try:
+        one_by_one(result, checked(ctx, "promote", topics), request_stop)
+    except Incomplete as exc:
+        for name in waiting:
+            result.not_done[name] = {"state": PENDING_STOPPED, "why": f"not stopped before the promote failed; {_STILL}"}
+        raise Incomplete(result) from exc.__cause__
+    _stop_at_zero_lag(ctx, result, waiting, copy_cycle, timeout_s, poll_s)
     return result
+
+
+_STILL = "it stays PENDING_STOPPED: run promote again, or failover to stop it now"
+
+
+def _stop_at_zero_lag(ctx: LinkContext, result: LifecycleResult, waiting: dict[str, MirrorInfo], copy_cycle,
+                      timeout_s: float, poll_s: float) -> None:
+    """Promote's wait: copy, and stop each mirror of `waiting` once its lags are all zero (R-LC-3).
+
+    Raises `Incomplete` when the deadline passes or something fails: the
+    mirrors stopped so far are in `result`, the others in its `not_done`.
+    """
+    deadline = time.monotonic() + timeout_s
+    last_failure = ""
+    name, changed = "", []
+    try:
+        while waiting:
+            try:
+                copy_cycle(sorted(waiting))
+            except MirrorError as exc:
+                # A failover fencing the mirrors, a concurrent cycle, a passing
+                # broker error: the state check below and the deadline decide.
+                last_failure = f" (last cycle: {exc})"
+            name = ""  # a failure before the next mirror's turn is none's in particular
+            registry = ctx.registry()
+            for name in sorted(waiting):
+                before, current, changed = waiting[name], registry[name], []
+                if current.state != PENDING_STOPPED:  # a failover cancelled the wait
+                    result.add(before, current, f"promote cancelled: mirror is {current.state}")
+                    del waiting[name]
+                    continue
+                lag = describe_mirror(ctx, name).lag
+                if lag == 0 and sync_topic_configs(ctx, [name]).mirrors[name].in_sync:
+                    offsets = _final_offset_sync(ctx, [current])
+                    if offsets is not None and (offsets.offset_sync_lag or not offsets.complete):
+                        # R-LC-3: consumer-offset lag must be zero too (e.g. a group still active on the destination).
+                        last_failure = f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
+                        continue
+                    after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current), changed=changed)
+                    said = "data, config and offset-sync lag 0" if offsets is not None else "data and config lag 0"
+                    result.add(before, after, f"promoted: {said}, now a normal writable topic",
+                               last_source_offsets=after.last_source_offsets, **_landings_by_mirror(offsets).get(name, {}))
+                    del waiting[name]
+            name = ""
+            if waiting and time.monotonic() > deadline:
+                raise MirrorError(f"did not reach zero lag within {timeout_s:.0f}s (producers still writing to the "
+                                  f"source?){last_failure}")
+            if waiting:
+                time.sleep(poll_s)
+    except Exception as exc:
+        for other in sorted(waiting):
+            if other == name:
+                record_failure(result, replace(waiting[other], state=PENDING_STOPPED), exc, changed or [_STILL])
+            else:
+                failure = exc if not name else MirrorError(f"not stopped before the promote failed at '{name}'")
+                record_failure(result, replace(waiting[other], state=PENDING_STOPPED), failure, [_STILL])
+        raise Incomplete(result) from exc
 
 
 def preview_stop(ctx: LinkContext, topics: list[str] | None) -> dict:

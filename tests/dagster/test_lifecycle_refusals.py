@@ -139,3 +139,26 @@ def test_the_clis_all_on_a_link_without_mirrors_launches_nothing(config_file, tm
     assert result.exit_code == 1
     assert result.stderr == f"error: --all: link '{LINK}' has no mirrors to failover\n"
     assert not (tmp_path / ".dagster-home").exists()  # no Dagster run was launched
+
+
+@pytest.mark.parametrize(("job", "refused"), [
+    ("promote", "mirror 'refunds' is LINK_FAILED (it cannot be promoted; failover can stop it)"),
+    ("failover", "mirror 'refunds' is being set up by a reverse that did not finish (run reverse again to finish it, "
+                 "then promote or fail it over)"),
+])
+def test_a_mirror_the_verb_cannot_take_is_refused_before_the_engine(config_file, instance, job, refused):
+    calls = []
+    state = "LINK_FAILED" if job == "promote" else "PAUSED"
+    mirrors = [MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
+               MirrorInfo(LINK, "refunds", "refunds", state, 0.0, "", 0.0, flags=("REVERSING",) * (job == "failover"))]
+    mirror_engine = stub_engine(config_file, list_mirrors=lambda link: mirrors,
+                                promote=lambda *args: calls.append("promote"), failover=lambda *args: calls.append("failover"))
+    result = build_definitions(config_file).get_job_def(job).execute_in_process(
+        run_config=stop_run_config(job, LINK, ["orders", "refunds"]), instance=instance, tags=TAGS,
+        resources={"mirror_engine": mirror_engine, "pyspark": dg.ResourceDefinition.none_resource()},
+        raise_on_error=False)
+
+    assert not result.success
+    assert failure_message(result.all_events) == f"{job} refused: {refused}; nothing was changed"
+    assert [e.step_key for e in result.all_events if e.is_step_failure] == [f"check_{job}"]
+    assert calls == []  # 'orders' was neither promoted nor failed over

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +19,8 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli import cli
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.model.errors import MirrorRefused
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.operations.all_or_nothing import Incomplete, LifecycleResult
 from tests.config_files import write_pair_config
 
 LINK = "west-to-east"
@@ -29,7 +32,7 @@ def config(tmp_path, monkeypatch):
     monkeypatch.delenv("MIRROR_PIPELINE_DEBUG", raising=False)
     ensure_dagster_home(tmp_path / "dagster-home")  # as a first CLI run makes it: telemetry off
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster-home"))
-    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [SimpleNamespace(mirror_topic="orders")])
+    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0)])
     return str(write_pair_config(tmp_path / "mirror.yaml", "127.0.0.1:1", "127.0.0.1:1", LINK))
 
 
@@ -43,7 +46,7 @@ def test_an_unknown_mirror_is_refused_before_a_dagster_run(config, tmp_path, ver
     result = CliRunner().invoke(cli, ["mirror", verb, "orders", "nosuch", "--link", LINK, "--config", config])
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: TOPICS: no mirror 'nosuch' on link 'west-to-east'; give mirror topics of the link (orders), or --all\n"
+        f"error: {verb} refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders); nothing was changed\n"
     )
     assert "Traceback" not in result.output and "Stack Trace" not in result.output
     assert no_dagster_run(tmp_path)
@@ -110,3 +113,49 @@ def test_run_refuses_an_unknown_mirror_before_auto_create_and_spark(tmp_path, mo
     known = "new-orders, orders" if auto_create else "orders"
     assert result.stderr == f"error: --mirror: no mirror 'nosuch' on link '{LINK}'; give mirror topics of the link ({known})\n"
     assert scans == ([True] if auto_create else [])  # a dry run only: nothing was created
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_dagster_run_that_failed_part_way_shows_what_changed(config, monkeypatch, as_json):
+    infos = [MirrorInfo(LINK, name, name, "ACTIVE", 0.0, "", 0.0) for name in ("orders", "refunds")]
+    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: infos)
+
+    def part_way(cfg, link, mirrors):
+        result = LifecycleResult("failover", link)
+        result.add(infos[0], replace(infos[0], state="STOPPED"), "stopped: now a normal writable topic")
+        result.not_done["refunds"] = {"state": "ACTIVE", "why": "cluster 'us-east' did not answer"}
+        raise Incomplete(result)
+
+    monkeypatch.setattr(engine, "failover", part_way)
+    result = CliRunner().invoke(cli, ["mirror", "failover", "orders", "refunds", "--link", LINK, "--config", config]
+                                + (["--json"] if as_json else []))
+
+    assert result.exit_code == 1, result.output
+    said = ("failover did not finish on link 'west-to-east': failed over: orders; not failed over: refunds "
+            "(cluster 'us-east' did not answer)")
+    if as_json:
+        error, done = json.loads(result.stderr)["error"], json.loads(result.stdout)
+        assert done["mirrors"]["orders"]["after"] == "STOPPED"
+        assert done["not_done"] == {"refunds": {"state": "ACTIVE", "why": "cluster 'us-east' did not answer"}}
+        assert done["dagster_run_id"] in error
+    else:
+        error = result.stderr.removeprefix("error: ").rstrip("\n")
+        assert result.stdout.splitlines() == [
+            "MIRROR   BEFORE  AFTER    WHAT HAPPENED",
+            "orders   ACTIVE  STOPPED  stopped: now a normal writable topic",
+            "refunds  ACTIVE  ACTIVE   not failed over: cluster 'us-east' did not answer",
+        ]
+    assert error.startswith("failover failed (Dagster run ") and error.endswith(f"): {said}")
+
+
+def test_a_mirror_that_cannot_go_is_refused_before_a_dagster_run(config, tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [
+        MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
+        MirrorInfo(LINK, "refunds", "refunds", "FAILED", 0.0, "", 0.0)])
+    result = CliRunner().invoke(cli, ["mirror", "promote", "orders", "refunds", "nosuch", "--link", LINK,
+                                      "--config", config])
+    assert result.exit_code == 1
+    assert result.stderr == ("error: promote refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders, "
+                             "refunds); mirror 'refunds' is FAILED (it cannot be promoted; failover can stop it); "
+                             "nothing was changed\n")
+    assert no_dagster_run(tmp_path)
