@@ -43,6 +43,7 @@ __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 def link_definitions(
     link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None,
     automation_running: bool = False, freshness_ms: int = 0, lag_sensor_interval_s: int = 30,
+    run_max_runtime_s: int = 0,
 ) -> Definitions:
     """Everything Dagster shows for one link. Builds objects only: no I/O.
 
@@ -51,9 +52,10 @@ def link_definitions(
     offset-sync schedule's); None: the setting's default. `automation_running` is its
     `dagster.automation.running`: the replicate schedule and the three sensors start running;
     `freshness_ms` its `mirror.freshness.target.ms` (0: no freshness policy);
-    `lag_sensor_interval_s` its `dagster.lag.sensor.interval.seconds`.
+    `lag_sensor_interval_s` its `dagster.lag.sensor.interval.seconds`; `run_max_runtime_s` its
+    `dagster.run.max.runtime.seconds` (0: no bound).
     """
-    names = LinkNames(link, automation_running, freshness_ms, lag_sensor_interval_s)
+    names = LinkNames(link, automation_running, freshness_ms, lag_sensor_interval_s, run_max_runtime_s)
     job = build_replicate_job(names)
     config_job = build_config_sync_job(names)
     offsets_job = build_offset_sync_job(names)

@@ -59,7 +59,8 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
             link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms,
                              automation_running=config.link(name).automation_running,
                              freshness_ms=config.link(name).freshness_ms,
-                             lag_sensor_interval_s=config.link(name).lag_sensor_interval_s)
+                             lag_sensor_interval_s=config.link(name).lag_sensor_interval_s,
+                             run_max_runtime_s=config.link(name).run_max_runtime_s)
             for name in sorted(config.links)
         ),
         *(verify_definitions(name) for name in sorted(config.links)),

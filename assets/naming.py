@@ -14,6 +14,9 @@ from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus
 # concurrency limit (deploy/dagster.yaml) allows one such run per value.
 LINK_TAG = "mirror-pipeline/link"
 
+# Dagster's own run tag: run monitoring (deploy/dagster.yaml) ends a run older than this many seconds.
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+
 # Runs of a link's config-sync job carry this tag (value: the link).
 CONFIG_SYNC_TAG = "mirror-pipeline/config-sync"
 
@@ -56,6 +59,8 @@ class LinkNames:
     freshness_ms: int = 0
     # The link's `dagster.lag.sensor.interval.seconds`.
     lag_sensor_interval_s: int = 30
+    # The link's `dagster.run.max.runtime.seconds` (0: no bound), on its replicate runs.
+    run_max_runtime_s: int = 0
 
     @property
     def schedule_status(self) -> DefaultScheduleStatus:
@@ -172,4 +177,6 @@ class LinkNames:
 
     @property
     def run_tags(self) -> dict[str, str]:
-        return {LINK_TAG: self.link}
+        """The replicate runs' tags: the link's queue, and the bound Dagster's run monitoring ends them at."""
+        bound = {MAX_RUNTIME_TAG: str(self.run_max_runtime_s)} if self.run_max_runtime_s else {}
+        return {LINK_TAG: self.link, **bound}

@@ -7,6 +7,7 @@ So a runbook's promote is recorded in the same Dagster instance the UI shows
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import DagsterInstance
@@ -15,8 +16,9 @@ from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.cli.values import shown
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline_dagster.definitions import build_definitions
-from mirror_pipeline_dagster.lifecycle_jobs import REVERSE_JOB, reverse_run_config, stop_run_config
+from mirror_pipeline_dagster.lifecycle_jobs import PARTIAL_RESULT, REVERSE_JOB, reverse_run_config, stop_run_config
 from mirror_pipeline_dagster.naming import LINK_TAG
+from mirror_pipeline_dagster.run_launcher import in_process_run_tags
 
 
 def dagster_instance() -> DagsterInstance:
@@ -48,8 +50,8 @@ def launch_reverse_job(config_path, link: str, topics: list[str], reverse_link: 
 def launch_job(verb: str, config_path, link: str, run_config: dict, debug: bool = False):
     """Run a lifecycle job in-process, recorded in the Dagster instance.
 
-    Returns (run id, success, the op's output or the failure's message). The
-    run's own event log keeps every detail; the terminal gets no stack trace
+    Returns (run id, success, the op's output or a `RunFailure`). The run's
+    own event log keeps every detail; the terminal gets no stack trace
     unless `debug` asks for Dagster's warnings and errors.
     """
     job = build_definitions(config_path).get_job_def(verb)
@@ -58,12 +60,34 @@ def launch_job(verb: str, config_path, link: str, run_config: dict, debug: bool 
         run_config=run_config,
         instance=dagster_instance(),
         # The link's tag: the run queues behind the link's copies, and promote and failover refuse to run without it.
-        tags={LINK_TAG: link, "mirror-pipeline/started-by": "cli"},
+        # This process's id: should the CLI be killed mid-run, run monitoring marks the run failed, freeing the queue.
+        tags={LINK_TAG: link, "mirror-pipeline/started-by": "cli", **in_process_run_tags()},
         raise_on_error=False,
     )
     if result.success:
         return result.run_id, True, result.output_for_node(f"{verb}_mirrors")
-    return result.run_id, False, failure_message(result.all_events)
+    return result.run_id, False, RunFailure(failure_message(result.all_events), _partial_result(result.all_events))
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """A failed run's message, and what a lifecycle verb that did not finish did all the same (or None)."""
+
+    message: str
+    result: dict | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _partial_result(events) -> dict | None:
+    """The result a verb that failed part-way attached to its step failure (`lifecycle_jobs.PARTIAL_RESULT`)."""
+    for event in events:
+        user = event.step_failure_data.user_failure_data if event.is_step_failure else None
+        value = (user.metadata or {}).get(PARTIAL_RESULT) if user is not None else None
+        if value is not None:
+            return value.value
+    return None
 
 
 def failure_message(events) -> str:

@@ -32,9 +32,12 @@ deprecation warning.
   reaches this process, which stops the webserver, the daemon and then the
   code server the way Ctrl-C stops each (SIGINT), and kills whatever of a
   child's process group is left after `STOP_WAIT_S` (runs still in progress
-  included: a cycle is crash-safe). If a child dies, the others are stopped
-  and the command fails naming it. On Linux the children also get SIGINT
+  included: a cycle is crash-safe). On Linux the children also get SIGINT
   should this process die without stopping them.
+- A child that dies before the UI serves fails the command, naming it (a
+  code location that cannot load, say). Once the UI serves, a child that dies
+  is started again after a backoff, with a line on stderr
+  (`ui_processes.Children`); the others go on.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +59,7 @@ import yaml
 
 from mirror_pipeline.cli.common import config_option, ensure_dagster_home, fail, handle_errors, load
 from mirror_pipeline.cli.listening import check_host_text, check_port_free, host_port
+from mirror_pipeline.cli.ui_processes import POLL_S, Children, Stop, how_it_ended
 from mirror_pipeline.cli.values import printable, shown
 from mirror_pipeline.config.loader import CONFIG_ENV_VAR
 from mirror_pipeline.model.errors import ConfigError
@@ -66,14 +69,6 @@ DEFAULT_PORT = 3000  # Dagster's own default; below Linux's ephemeral range (327
 # The one code location, as `workspace.yaml` declares it (a unit test keeps them equal).
 MODULE = "mirror_pipeline_dagster.definitions"
 LOCATION = "mirror-pipeline"
-POLL_S = 0.5
-STOP_WAIT_S = 30.0  # per child, after SIGINT, before its process group is killed
-LEFTOVER_WAIT_S = 10.0  # for what a child started (a run, the inner code server) once the child has exited
-
-
-class _Stop(Exception):
-    """SIGTERM or SIGHUP: stop as on Ctrl-C."""
-
 
 @click.command()
 @config_option
@@ -110,14 +105,14 @@ def ui(config_path: str | None, host: str, port: int) -> None:
         workspace = run_dir / "workspace.yaml"
         workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
             "socket": str(code_socket), "host": "localhost", "location_name": LOCATION}}]}))
-        children = _Children()
+        children = Children()
         stack.callback(children.stop)
         previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
         stack.callback(lambda: [signal.signal(sig, handler) for sig, handler in previous.items()])
         try:
             children.start("the Dagster code server", [
                 *_tool("dagster", "dagster"), "code-server", "start", "-m", MODULE, "--location-name", LOCATION,
-                "--socket", str(code_socket)], env)
+                "--socket", str(code_socket)], env, ready=lambda: _accepts(code_socket))
             _wait_for(children, lambda: _accepts(code_socket))  # it binds once the definitions are loaded
             children.start("dagster-daemon", [*_tool("dagster-daemon", "dagster._daemon"), "run",
                                                "-w", str(workspace)], env)
@@ -125,24 +120,20 @@ def ui(config_path: str | None, host: str, port: int) -> None:
                                                   "-w", str(workspace), "-h", host, "-p", str(port)], env)
             _wait_for(children, lambda: _answers(f"{url}/server_info"))
             click.echo(f"Dagster UI: {url}  (Ctrl-C stops the UI and the daemon)")
-            dead = children.wait_for_one_to_exit()
-        except (KeyboardInterrupt, _Stop):
+            children.supervise()
+        except (KeyboardInterrupt, Stop):
             click.echo("Stopping the Dagster UI and daemon...", err=True)
             children.stop()
             click.echo("Stopped.", err=True)
-            return
-        children.stop()
-        _died(dead)
 
 
 def _died(child: tuple[str, int]) -> NoReturn:
     name, code = child
-    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-    fail(f"{name} {how} (its output is above); the other Dagster processes were stopped")
+    fail(f"{name} {how_it_ended(code)} (its output is above); the other Dagster processes were stopped")
 
 
 def _raise_stop(signum, frame) -> None:
-    raise _Stop()
+    raise Stop()
 
 
 def _dagster_home() -> Path:
@@ -162,8 +153,11 @@ def _dagster_home() -> Path:
                        f"{printable(str(home / 'dagster.yaml'))}")
     from dagster import DagsterInstance  # Dagster takes seconds to import: only this command needs it here
 
-    with DagsterInstance.from_config(str(home)):  # creates the storage (SQLite schema) once, before the children
-        pass
+    with DagsterInstance.from_config(str(home)) as instance:  # creates the storage (SQLite) before the children
+        if not instance.run_monitoring_enabled:
+            click.echo(f"warning: {printable(str(home / 'dagster.yaml'))} has no run monitoring: a run whose "
+                       f"worker dies stays STARTED and holds its link's runs back; add the `run_launcher` and "
+                       f"`run_monitoring` sections of the project's deploy/dagster.yaml", err=True)
     return home
 
 
@@ -195,7 +189,7 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _wait_for(children: _Children, ready: Callable[[], bool]) -> None:
+def _wait_for(children: Children, ready: Callable[[], bool]) -> None:
     """Until `ready()`, however long loading takes, unless a child dies (then: fail)."""
     while not ready():
         dead = children.exited()
@@ -203,89 +197,3 @@ def _wait_for(children: _Children, ready: Callable[[], bool]) -> None:
             children.stop()
             _died(dead)
         time.sleep(POLL_S)
-
-
-class _Children:
-    """The Dagster processes, each the leader of a process group of its own; stopped in reverse order."""
-
-    def __init__(self) -> None:
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str, argv: list[str], env: dict) -> None:
-        self.procs[name] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=_child_signals)
-
-    def exited(self) -> tuple[str, int] | None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                return name, proc.returncode
-        return None
-
-    def wait_for_one_to_exit(self) -> tuple[str, int]:
-        while True:
-            dead = self.exited()
-            if dead:
-                return dead
-            time.sleep(POLL_S)
-
-    def stop(self) -> None:
-        """Each in reverse order: SIGINT (as Ctrl-C), wait, then kill what is left of its group. Idempotent."""
-        for proc in reversed(list(self.procs.values())):
-            if proc.poll() is None:
-                _signal(proc.pid, signal.SIGINT)
-            deadline = time.monotonic() + STOP_WAIT_S
-            while proc.poll() is None and time.monotonic() < deadline:
-                _quiet_sleep(POLL_S)
-            deadline = time.monotonic() + LEFTOVER_WAIT_S
-            while proc.poll() is not None and _group_alive(proc.pid) and time.monotonic() < deadline:
-                _quiet_sleep(POLL_S)
-            if _group_alive(proc.pid):
-                _kill_group(proc.pid)
-            proc.wait()
-        self.procs.clear()
-
-
-def _quiet_sleep(seconds: float) -> None:
-    """A second Ctrl-C while stopping does not cut the stop short."""
-    try:
-        time.sleep(seconds)
-    except (KeyboardInterrupt, _Stop):
-        pass
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _child_signals() -> None:
-    """In the child, before exec: SIGINT stops it even where this process ignores it (a `cmd &` of a
-    script), and on Linux it gets SIGINT if this process dies without stopping it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001 - best effort; never keep a child from starting
-        pass

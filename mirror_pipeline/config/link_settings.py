@@ -46,6 +46,7 @@ LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
 HeartbeatIntervalS = _number(values.HEARTBEAT_INTERVAL_S)
 LagSensorIntervalS = _number(values.LAG_SENSOR_INTERVAL_S)
 FreshnessMs = _number(values.FRESHNESS_MS)
+RunMaxRuntimeS = _number(values.RUN_MAX_RUNTIME_S)
 TaskMemoryBytes = _number(values.TASK_MEMORY_BYTES)
 Bool = Annotated[bool, BeforeValidator(values.boolean)]
 Prefix = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=True))]
@@ -110,6 +111,9 @@ class LinkSettings(BaseModel):
     # How often the lag sensor looks for lag and asks for a replicate run: with the runs
     # back to back, what bounds a sensor-driven link's recovery point besides the run itself.
     lag_sensor_interval_s: LagSensorIntervalS = Field(30, alias="dagster.lag.sensor.interval.seconds")
+    # The longest a replicate run may take: Dagster's run monitoring ends a run past it (a hung
+    # run would hold the link's queue for good) and the lag sensor asks for the next one.
+    run_max_runtime_s: RunMaxRuntimeS = Field(3600, alias="dagster.run.max.runtime.seconds")
 
     def to_dict(self) -> dict:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""

@@ -48,6 +48,8 @@ FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is de
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
 # The Dagster daemon evaluates a sensor at most every 5 s (its sensor loop's floor), so less means nothing.
 LAG_SENSOR_INTERVAL_S = (5, 3600, "an hour; the replicate schedule runs every minute")
+# 0: no bound. A run ended at its bound loses nothing (the copy is crash-safe); the next run goes on.
+RUN_MAX_RUNTIME_S = (0, 7 * 86_400, "a week; 0 means no bound")
 HEARTBEAT_INTERVAL_S = (1, 3600, "an hour: a probe rarer than that says little about a recovery point")
 # A copy task's memory budget (`replication.task_memory` splits it): the default, and the
 # least that leaves its buffers large enough to copy at a useful rate.

@@ -41,10 +41,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -56,7 +54,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.lifecycle_jobs import PROMOTE_JOB, stop_run_config
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
-from tests.cli_process import stoppable_with_ctrl_c
+from tests.cli_process import UiProcess
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,55 +246,6 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
 
 
 # --- the UI process --------------------------------------------------------------------------------
-
-class UiProcess:
-    """`mirror-pipeline ui` as a user runs it; its output is kept in `log`."""
-
-    def __init__(self, config: Path, home: Path, port: int, log: Path):
-        self.log = log
-        self.lines: list[str] = []
-        env = {**os.environ, "DAGSTER_HOME": str(home)}
-        env.pop("MIRROR_PIPELINE_CONFIG", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror_pipeline", "ui", "--config", str(config), "--port", str(port)],
-            cwd=config.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, errors="replace", preexec_fn=stoppable_with_ctrl_c,
-        )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        with open(self.log, "w") as out:
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                out.write(line)
-                out.flush()
-
-    def wait_until_serving(self, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                found = re.match(r"Dagster UI: (http://\S+)", line)
-                if found:
-                    return found.group(1)
-            if self.proc.poll() is not None:
-                self.reader.join(5)
-                pytest.fail(f"mirror-pipeline ui exited with {self.proc.returncode}:\n{''.join(self.lines)[-3000:]}")
-            time.sleep(0.5)
-        pytest.fail(f"mirror-pipeline ui did not serve within {timeout_s} s; see {self.log}")
-
-    def stop(self, timeout_s: float) -> tuple[int, str]:
-        """Ctrl-C, as a user stops it; killed if it does not stop in time. Safe to call twice."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()  # its children get SIGINT from the kernel (PR_SET_PDEATHSIG)
-                self.proc.wait(30)
-        self.reader.join(10)
-        return self.proc.returncode, "".join(self.lines)
-
 
 # --- Dagster and Kafka -----------------------------------------------------------------------------
 

@@ -433,7 +433,7 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.link.principal": "User:m", "mirror.freshness.target.ms": 120000,
         "mirror.task.memory.bytes": 64 * 1024 * 1024,
         "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 5,
-        "dagster.lag.sensor.interval.seconds": 5,
+        "dagster.lag.sensor.interval.seconds": 5, "dagster.run.max.runtime.seconds": 600,
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
     assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
@@ -447,6 +447,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
     assert link.freshness_ms == 120000 and link.task_memory_bytes == 64 * 1024 * 1024
     assert (link.heartbeats_enabled, link.heartbeats_interval_s, link.lag_sensor_interval_s) == (True, 5, 5)
+    assert link.run_max_runtime_s == 600
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {"groupFilters": [
@@ -607,7 +608,7 @@ def test_spark_settings():
     data["spark"] = {"mastr": "x"}
     assert f"{SRC}: spark: unknown key 'mastr' (did you mean 'master'?)" in problem(data)
     data["spark"] = {"conf": {"a": [1]}}
-    assert f"{SRC}: spark.conf: a: expected a single value, got a list" in problem(data)
+    assert f"{SRC}: spark.conf.a: expected a single value (string, number or boolean), got a list" in problem(data)
 
 
 def test_config_objects_are_frozen():

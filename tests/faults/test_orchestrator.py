@@ -1,0 +1,210 @@
+"""The orchestrator's own faults: what runs the copy dies, and the link's automation heals by itself.
+
+A link with its automation on (replicate schedule, lag sensor every 5 s) runs
+under `mirror-pipeline ui`, as a deployment runs it, with the project's
+instance settings (`deploy/dagster.yaml`: run monitoring, the monitored run
+launcher, one run per link). Each test gives the link a mirror with a backlog,
+keeps records arriving, and injects one fault:
+
+- the run worker of a replicate run is killed (-9) while it copies;
+- the code server and its run workers are killed (-9, its whole process
+  group, as the OOM killer or a container restart takes them) while a run
+  copies: `ui` starts it again; nobody is left to report the run's end, only
+  run monitoring can;
+- the daemon is killed (-9): `ui` starts it again, and its sensors and queue
+  go on.
+
+No step is taken by hand after the fault. The run that was copying must end
+FAILURE, saying why; a replicate run started after the fault must succeed;
+the lag must return to 0; and the mirror is compared record by record with
+its source (nothing lost, nothing twice). The time from the fault to the end
+of the first good run after it goes to the fault report at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from mirror_pipeline.cli.common import ensure_dagster_home
+from mirror_pipeline_dagster.naming import LinkNames
+from mirror_pipeline_dagster.run_launcher import process_alive, run_worker
+from tests.cli_process import UiProcess, run_cli
+from tests.config_files import write_pair_config
+from tests.faults.harness import LiveSource, assert_clean, log_ends, preload
+from tests.ports import free_port
+
+LINK = "orchestrator"
+PARTITIONS = 4
+BACKLOG = 30_000  # per partition: a run is still copying when the fault hits
+RATE = 400  # records a second, all along
+UI_START_S = 300
+RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
+RECOVERY_S = 600  # a generous bound for the waits: the time taken is what is reported
+TERMINAL = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+NAMES = LinkNames(LINK)
+
+
+class Deployment:
+    def __init__(self, config: Path, home: Path, ui: UiProcess, instance: DagsterInstance):
+        self.config, self.home, self.ui, self.instance = config, home, ui, instance
+
+    def child_pid(self, marker: str) -> int:
+        """The process id of the `ui` child whose command line holds `marker`."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if parent == self.ui.proc.pid and any(marker.encode() in arg for arg in argv):
+                return int(entry)
+        raise AssertionError(f"no child of mirror-pipeline ui runs {marker!r}")
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory, source_bootstrap, destination_bootstrap) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("orchestrator")
+    own_topics = {f"mirror.{kind}.topic": f"_orchestrator.{kind.replace('.', '-')}"
+                  for kind in ("state", "offset.map", "checkpoints")}
+    config = write_pair_config(root / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
+                               {**own_topics, "dagster.automation.running": True,
+                                "dagster.lag.sensor.interval.seconds": 5},
+                               defaults={"mirror.chunk.max.records": 2000})
+    home = ensure_dagster_home(root / "dagster-home")
+    ui = UiProcess(config, home, free_port(), root / "ui.log")
+    try:
+        ui.wait_until_serving(UI_START_S)
+        with DagsterInstance.from_config(str(home)) as instance:
+            yield Deployment(config, home, ui, instance)
+    finally:
+        code, output = ui.stop(120)
+        print(f"mirror-pipeline ui exited {code}; its log: {ui.log}")
+
+
+@pytest.fixture
+def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
+    """A mirror of a new topic with a backlog, records arriving all along (stopped by `settle`)."""
+    topic = create_topic(source_bootstrap, f"orch-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS)
+    source = preload(source_bootstrap, topic, PARTITIONS, BACKLOG)
+    created = run_cli(deployment.home, "mirror", "create", topic, "--link", LINK,
+                      "--config", str(deployment.config))
+    assert created.returncode == 0, created.stdout + created.stderr
+    live = LiveSource(source_bootstrap, topic, PARTITIONS, "gapfree", rate=RATE)
+    live.seq = list(source.seq)  # sequence numbers go on from the backlog
+    live.start()
+    yield topic, live
+    if live.is_alive():
+        live.stop()
+
+
+@pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
+def test_a_killed_run_worker(deployment, mirror, source_bootstrap, destination_bootstrap, fault_report):
+    topic, live = mirror
+    victim, worker = wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
+    os.kill(worker, signal.SIGKILL)
+    # The code server sees its child die and ends the run itself; run monitoring is the second guard.
+    recover(deployment, victim, time.time(), ("terminated by signal 9", f"run worker (process {worker}) is gone"),
+            live, topic, source_bootstrap, destination_bootstrap, fault_report, "a run worker killed mid-copy")
+
+
+@pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
+def test_a_killed_code_server(deployment, mirror, source_bootstrap, destination_bootstrap, fault_report):
+    topic, live = mirror
+    victim, worker = wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
+    os.killpg(deployment.child_pid("code-server"), signal.SIGKILL)  # its own group: the server and its workers
+    # Nothing is left to report the run's end: only run monitoring can see that its worker is gone.
+    recover(deployment, victim, time.time(), (f"run worker (process {worker}) is gone",),
+            live, topic, source_bootstrap, destination_bootstrap, fault_report,
+            "the code server and its run workers killed while a run copies")
+
+
+@pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
+def test_a_killed_daemon(deployment, mirror, source_bootstrap, destination_bootstrap, fault_report):
+    topic, live = mirror
+    wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
+    os.kill(deployment.child_pid("dagster-daemon"), signal.SIGKILL)
+    recover(deployment, None, time.time(), (), live, topic, source_bootstrap, destination_bootstrap,
+            fault_report, "the daemon killed while a run copies")
+
+
+def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons: tuple[str, ...],
+            live: LiveSource, topic: str, source_bootstrap: str, destination_bootstrap: str, fault_report,
+            scenario: str) -> None:
+    """The victim run ends FAILURE for one of `reasons`, a later run succeeds, the lag returns to 0, and
+    the mirror holds every source record once."""
+    instance = deployment.instance
+    if victim is not None:
+        failed = wait_for_status(instance, victim, TERMINAL, RECOVERY_S)
+        assert failed.status == DagsterRunStatus.FAILURE, f"run {victim} ended {failed.status}"
+        why = "\n".join(entry.message or "" for entry in instance.all_logs(victim))
+        assert any(reason in why for reason in reasons), why[-3000:]
+    healed = wait_for_good_run_after(instance, fault_at, RECOVERY_S)
+    recovered_s = healed.end_time - fault_at
+    live.stop()
+    wait_for_no_lag(source_bootstrap, destination_bootstrap, topic, RECOVERY_S)
+    verdict = assert_clean(deployment.config, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS,
+                           complete=True, expected_state="ACTIVE",
+                           report=lambda v: fault_report(
+                               f"orchestrator: {scenario}; a good run ended {recovered_s:.0f} s after it",
+                               {"orchestrator": 1}, v))
+    assert verdict.records_checked >= PARTITIONS * BACKLOG
+
+
+def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str) -> tuple[str, int]:
+    """(run id, worker pid) of a started replicate run, once `topic`'s mirror holds some of its backlog."""
+    deadline = time.monotonic() + RUN_START_S
+    while time.monotonic() < deadline:
+        copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
+        assert copied < PARTITIONS * BACKLOG, "the backlog was copied before the fault could hit mid-copy"
+        for run in instance.get_runs(RunsFilter(job_name=NAMES.replicate_job, statuses=[DagsterRunStatus.STARTED])):
+            worker = run_worker(instance, run)
+            if copied > 0 and not isinstance(worker, str) and process_alive(*worker):
+                return run.run_id, worker[0]
+        time.sleep(0.2)
+    pytest.fail(f"no replicate run of {LINK} copied {topic} within {RUN_START_S} s")
+
+
+def wait_for_status(instance: DagsterInstance, run_id: str, statuses: set, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(1)
+    pytest.fail(f"run {run_id} is still {instance.get_run_by_id(run_id).status} {timeout_s} s after the fault")
+
+
+def wait_for_good_run_after(instance: DagsterInstance, after: float, timeout_s: float):
+    """The record of the first replicate run started after `after` that succeeded."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records = instance.get_run_records(RunsFilter(job_name=NAMES.replicate_job,
+                                                      statuses=[DagsterRunStatus.SUCCESS]))
+        later = [r for r in records if r.start_time and r.start_time > after]
+        if later:
+            return min(later, key=lambda r: r.end_time)
+        time.sleep(1)
+    pytest.fail(f"no replicate run of {LINK} succeeded within {timeout_s} s of the fault")
+
+
+def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float) -> None:
+    """Until the mirror's log ends equal the source's: the automation caught up by itself."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log_ends(source, topic, PARTITIONS) == log_ends(destination, topic, PARTITIONS):
+            return
+        time.sleep(2)
+    pytest.fail(f"the mirror still lags {timeout_s} s after the fault: source {log_ends(source, topic, PARTITIONS)}, "
+                f"mirror {log_ends(destination, topic, PARTITIONS)}")
