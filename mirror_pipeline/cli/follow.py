@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import threading
+import time
 from typing import Sequence
 
 import click
@@ -100,6 +101,8 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with _dagster_pipes() as pipes:
+            if pipes is not None:
+                _stop_when_orphaned(stop)
             if not as_json:
                 click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in "
                            f"flight", err=True)
@@ -109,6 +112,27 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:
+    """Under a Dagster run: stop after the epoch in flight once the run worker that started this process is gone.
+
+    A worker killed with -9 cannot pass its termination on, and its run is then
+    marked failed: follow mode left running would copy beside the link's next
+    runs, fencing them and being fenced at every turn, with no run to stop it from.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.is_set():
+            if os.getppid() != parent:  # reparented: the parent died
+                click.echo("the Dagster run worker that started follow mode is gone: stopping after the epoch "
+                           "in flight", err=True)
+                stop.set()
+                return
+            time.sleep(every_s)
+
+    threading.Thread(target=watch, name="follow-orphan-watch", daemon=True).start()
 
 
 def _dagster_pipes():
