@@ -42,7 +42,7 @@ _MAX_REASON = 300
 def record_cycle(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
                  as_json: bool = False) -> None:
     """One `mirror_data` materialization per mirror the cycle changed (copied to or grew), and per
-    mirror named in `mirrors`.
+    mirror named in `mirrors`; with them, the outcomes of the copy asset's checks.
 
     An idle mirror would otherwise gain a materialization every cycle that says
     nothing, and each costs the instance a write (about 25 ms on SQLite): a
@@ -51,7 +51,7 @@ def record_cycle(config: PipelineConfig, link: str, result, mirrors: Sequence[st
     covered = changed_mirrors(result, mirrors)
     if not covered:
         return  # nothing was copied or asked for: nothing to record, and no Dagster import
-    _record(config, as_json, lambda r: r.record_cycle(link, result, covered, origin))
+    _record(config, as_json, lambda r: r.record_cycle(config, link, result, covered, origin))
 
 
 def changed_mirrors(result, named: Sequence[str] = ()) -> list[str]:
@@ -77,7 +77,7 @@ def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: 
     """The demo's copy and offset sync, with at most one warning for both."""
     def both(r) -> None:
         if cycle is not None:
-            r.record_cycle(link, cycle, changed_mirrors(cycle, mirrors), "demo")
+            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo")
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
 

@@ -19,11 +19,13 @@ import mirror_pipeline.cli.dagster_runs as dagster_runs  # also reached through 
 from mirror_pipeline import engine
 from mirror_pipeline.cli.dagster_runs import dagster_instance
 from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_results import OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
 from mirror_pipeline.sync.config_plan import ConfigSyncResult
 from mirror_pipeline_dagster.config_sync import mirror_config_metadata, sync_metadata
+from mirror_pipeline_dagster.mirror_checks import foreign_writes_check_result, lag_check_result
 from mirror_pipeline_dagster.mirror_metadata import materialization_metadata
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.offset_sync import (
@@ -34,12 +36,28 @@ from mirror_pipeline_dagster.offset_sync import (
 )
 
 
-def record_cycle(link: str, result: CycleResult, covered: Sequence[str], origin: str) -> None:
-    """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization."""
+def record_cycle(config: PipelineConfig, link: str, result: CycleResult, covered: Sequence[str],
+                 origin: str) -> None:
+    """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization;
+    then the copy asset's checks (lag under the threshold, no foreign writes), as a Dagster run records them."""
     names = LinkNames(link)
+    try:
+        mirrors, lags = engine.mirror_overview(config, link)  # one read of the registry for both checks
+        checks = [lag_check_result(config.link(link).lag_alert_records, lags), foreign_writes_check_result(mirrors)]
+    except MirrorError:
+        checks = []  # Kafka stopped answering since the cycle: the copy is still recorded, the checks next time
     with _instance() as instance:
         register(instance, names, covered)
         _materialize(instance, names.mirror_data_key, covered, materialization_metadata(result), origin)
+        for check in checks:
+            _evaluate(instance, names.mirror_data_key, check)
+
+
+def _evaluate(instance, key, check) -> None:
+    """A check's outcome (an `AssetCheckResult`) recorded outside a run, as the UI shows a run's."""
+    instance.report_runless_asset_event(AssetCheckEvaluation(
+        asset_key=key, check_name=check.check_name, passed=check.passed, severity=check.severity,
+        description=check.description, metadata=check.metadata))
 
 
 def _materialize(instance, key, partitions: Sequence[str], metadata_of, origin: str) -> None:
@@ -64,16 +82,7 @@ def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResu
         register(instance, names, covered)
         groups_of = mirror_groups_metadata(groups)
         _materialize(instance, names.consumer_offsets_key, covered, lambda m: {**totals, **groups_of(m)}, origin)
-        instance.report_runless_asset_event(
-            AssetCheckEvaluation(
-                asset_key=names.consumer_offsets_key,
-                check_name=check.check_name,
-                passed=check.passed,
-                severity=check.severity,
-                description=check.description,
-                metadata=check.metadata,
-            )
-        )
+        _evaluate(instance, names.consumer_offsets_key, check)
 
 
 def record_config_sync(link: str, result: ConfigSyncResult, origin: str) -> None:

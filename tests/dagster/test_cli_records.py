@@ -3,7 +3,8 @@
 Against the local Kafka pair, through the real command line in a subprocess
 with a throwaway `DAGSTER_HOME`: after `mirror create` the mirror is a
 partition of the link's assets; after `run --link` each mirror has a
-`mirror_data` materialization with its lineage; after `offsets sync` each has a
+`mirror_data` materialization with its lineage, and the copy asset's checks
+(`lag_under_threshold`, `no_foreign_writes`) an outcome; after `offsets sync` each has a
 `consumer_offsets` one and the `offsets_in_sync` check has an outcome; and an
 instance that cannot be written costs one warning line, never the command.
 """
@@ -71,6 +72,12 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
                 assert (lineage[partition]["dest_from"], lineage[partition]["dest_until"]) == (0, count)
             assert "[0, %d)" % counts[0] in metadata["lineage"].value
             assert f"mirror-pipeline run --link {LINK}" in record.asset_materialization.description
+        # The copy asset's checks have the outcome a Dagster run would record (no longer "Not Evaluated").
+        for name, passed in (("lag_under_threshold", True), ("no_foreign_writes", True)):
+            check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(MIRROR_DATA, name))
+            assert check is not None, f"{name} was not recorded"
+            evaluation = check.event.dagster_event.event_specific_data
+            assert evaluation.passed is passed and evaluation.metadata, name
 
     # `run --mirror`: only the mirror named.
     produce(source_bootstrap, refunds, {0: 2})
