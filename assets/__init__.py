@@ -27,6 +27,7 @@ from mirror_pipeline_dagster.follow_job import build_follow_job
 from mirror_pipeline_dagster.health_sensor import build_health_sensor
 from mirror_pipeline_dagster.housekeeping_jobs import build_auto_create_job, build_health_job
 from mirror_pipeline_dagster.lag_sensor import build_lag_sensor
+from mirror_pipeline_dagster.link_stop_jobs import build_link_stop_jobs
 from mirror_pipeline_dagster.mirror_checks import build_mirror_checks
 from mirror_pipeline_dagster.mirror_data import build_mirror_data_asset, build_replicate_job
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames, dagster_name
@@ -62,10 +63,11 @@ def link_definitions(
     health_job = build_health_job(names)
     auto_create_job = build_auto_create_job(names)
     follow_job = build_follow_job(names)
+    stop_jobs = build_link_stop_jobs(names)
     return Definitions(
         assets=[build_mirror_data_asset(names), build_mirror_config_asset(names), build_consumer_offsets_asset(names)],
         asset_checks=[build_config_in_sync_check(names), *build_mirror_checks(names)],
-        jobs=[job, config_job, offsets_job, health_job, auto_create_job, follow_job],
+        jobs=[job, config_job, offsets_job, health_job, auto_create_job, follow_job, *stop_jobs],
         schedules=[
             build_replicate_schedule(names, job),
             build_config_sync_schedule(names, config_job, config_sync_ms),

@@ -2,7 +2,9 @@
 
 One job each for all links: the link and mirrors come in the run config, so a
 runbook, the CLI and the Dagster UI launch the very same job and leave the
-same record in the run history.
+same record in the run history. For the Launchpad, each link also has a
+promote and a failover job of its own (`link_stop_jobs`) that name the link
+once, in their name and tag: their form asks only for the mirrors.
 
 Promote and failover are irreversible, so each runs in two steps. The first
 (`check_promote`, `check_failover`: they hold the run config) refuses, before
@@ -153,12 +155,23 @@ def check_failover(context: OpExecutionContext, config: FailoverConfig, mirror_e
 def promote_mirrors(
     context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine, pyspark: PySparkResource
 ) -> dict:
-    return _carry_out(context, lambda: mirror_engine.promote(request["link"], pyspark.spark_session, request["topics"],
-                                                             request["timeout_s"]))
+    return carry_out_promote(context, request, mirror_engine, pyspark)
 
 
 @op(description="Stop the mirrors at once, whatever the lag and whether the source answers.")
 def failover_mirrors(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine) -> dict:
+    return carry_out_failover(context, request, mirror_engine)
+
+
+def carry_out_promote(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine,
+                      pyspark: PySparkResource) -> dict:
+    """The promote of a checked request (`checked_request`), as the second step of a promote job does it."""
+    return _carry_out(context, lambda: mirror_engine.promote(request["link"], pyspark.spark_session, request["topics"],
+                                                             request["timeout_s"]))
+
+
+def carry_out_failover(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine) -> dict:
+    """The failover of a checked request, as the second step of a failover job does it."""
     return _carry_out(context, lambda: mirror_engine.failover(request["link"], request["topics"]))
 
 

@@ -97,6 +97,21 @@ class LinkNames:
         return f"{self.group}_replicate"
 
     @property
+    def promote_job(self) -> str:
+        """The link's own promote job (the Launchpad's one-form promote)."""
+        return f"{self.group}_promote"
+
+    @property
+    def failover_job(self) -> str:
+        return f"{self.group}_failover"
+
+    @property
+    def lifecycle_tags(self) -> dict[str, str]:
+        """The link's promote and failover runs: queued behind its copies, with no max runtime (a promote waits
+        for zero lag as long as its timeout says)."""
+        return {LINK_TAG: self.link}
+
+    @property
     def follow_job(self) -> str:
         return f"{self.group}_follow"
 

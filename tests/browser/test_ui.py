@@ -20,10 +20,11 @@ checks in the browser that:
    stops it gracefully: the epoch in flight is finished and logged, the run
    ends Canceled, and the mirror holds every record;
 4. promote launched from the Launchpad (the run config typed into its
-   editor, Launch Run) without the link's tag fails, saying so in one
-   sentence, and the mirror stays ACTIVE; with the tag (Edit tags) it runs to
-   Success: the mirror holds every record, including those produced just
-   before, and is STOPPED;
+   editor, Launch Run): the shared `promote` job without the link's tag
+   fails, saying so in one sentence, and the mirror stays ACTIVE; the link's
+   own promote job, whose config is only the mirrors (the link is in its name
+   and tag), runs to Success: the mirror holds every record, including those
+   produced just before, and is STOPPED;
 5. a link with `dagster.automation.running: true` shows its replicate
    schedule and its three sensors on, while the first link's are off;
 6. no page showed a Python error (in its text, or in any GraphQL answer).
@@ -53,7 +54,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.lifecycle_jobs import PROMOTE_JOB, stop_run_config
-from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
+from mirror_pipeline_dagster.link_stop_jobs import link_stop_run_config
+from mirror_pipeline_dagster.naming import LinkNames
 from tests.cli_process import UiProcess
 from tests.ports import free_port
 
@@ -199,14 +201,17 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 assert describe(home, config, topic)["state"] == "ACTIVE"
                 assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
 
-                # 4. Promote from the Launchpad. Without the link's tag it is refused in one sentence and
-                #    changes nothing; with it, the run finishes copying, then stops the mirror for good.
+                # 4. Promote from the Launchpad. The shared job without the link's tag is refused in one
+                #    sentence and changes nothing; the link's own job, whose form asks only for the mirrors,
+                #    finishes copying, then stops the mirror for good.
                 produce(source_bootstrap, topic, FINAL, "final")
-                refused = launch_promote(page, visit, topic, tag=None)
+                refused = launch_promote(page, visit, PROMOTE_JOB,
+                                         stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S))
                 assert refused == "Failure", f"promote without the link's tag ended {refused}; see {ui.log}"
                 expect(page.get_by_text("promote refused: the run must carry the tag").first).to_be_visible()
                 assert describe(home, config, topic)["state"] == "ACTIVE"
-                status = launch_promote(page, visit, topic, tag=(LINK_TAG, LINK))
+                status = launch_promote(page, visit, names.promote_job,
+                                        link_stop_run_config(names, PROMOTE_JOB, [topic], timeout_s=RUN_S))
                 assert status == "Success", f"promote launched from the Launchpad ended {status}; see {ui.log}"
                 text = page.inner_text("body")
                 errors.extend(f"promote run page: {marker}" for marker in ERROR_MARKERS if marker in text)
@@ -297,24 +302,13 @@ def check_graphql(response, counter: dict, errors: list[str]) -> None:
         errors.append(f"GraphQL answer with a PythonError: {body[:400]}")
 
 
-def launch_promote(page, visit, topic: str, tag: tuple[str, str] | None) -> str:
-    """Promote `topic` from the Launchpad (run config typed into its editor, `tag` added under Edit tags); the
-    run's final status."""
+def launch_promote(page, visit, job: str, run_config: dict) -> str:
+    """Launch `job` from the Launchpad with `run_config` typed into its editor; the run's final status."""
     from playwright.sync_api import expect
 
     editor = page.locator(".CodeMirror").first
-    visit(f"/locations/mirror-pipeline/jobs/{PROMOTE_JOB}/playground", lambda: editor)
-    run_config = yaml.safe_dump(stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S))
-    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", run_config)  # CodeMirror 5's API
-    if tag:
-        page.get_by_role("button", name="Edit tags").click()
-        dialog = page.get_by_role("dialog")
-        if not dialog.get_by_placeholder("Tag Key").count():
-            dialog.get_by_role("button", name="Add custom tag").click()
-        dialog.get_by_placeholder("Tag Key").last.fill(tag[0])
-        dialog.get_by_placeholder("Tag Value").last.fill(tag[1])
-        dialog.get_by_role("button", name="Apply").click()
-        expect(dialog).to_be_hidden()
+    visit(f"/locations/mirror-pipeline/jobs/{job}/playground", lambda: editor)
+    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", yaml.safe_dump(run_config))  # CodeMirror 5
     launch = page.get_by_role("button", name="Launch Run")  # its icon is part of its name
     expect(launch).to_be_enabled()  # the UI has validated the config
     launch.click()

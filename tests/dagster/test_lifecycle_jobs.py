@@ -78,3 +78,34 @@ def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_boots
 
     shutil.rmtree(home)
     assert state_of(load_config(path), topic) == "STOPPED"
+
+
+def test_the_links_own_jobs_ask_only_for_the_mirrors(tmp_path, source_bootstrap, destination_bootstrap, create_topic,
+                                                      unique_name, monkeypatch):
+    """The Launchpad's one form: the link's promote and failover jobs carry its name and tag themselves."""
+    from mirror_pipeline_dagster.link_stop_jobs import link_stop_run_config
+    from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
+
+    path, config, promoted = setup_mirror(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name)
+    failed_over = create_topic(source_bootstrap, unique_name("b"), partitions=1)
+    engine.create_mirror(config, LINK, failed_over)
+    monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(path))
+    from mirror_pipeline_dagster.definitions import build_definitions
+
+    defs, names = build_definitions(path), LinkNames(LINK)
+    instance = dg.DagsterInstance.ephemeral()
+    promote_job, failover_job = defs.get_job_def(names.promote_job), defs.get_job_def(names.failover_job)
+    assert promote_job.tags[LINK_TAG] == LINK == failover_job.tags[LINK_TAG]
+
+    refused = promote_job.execute_in_process(run_config=link_stop_run_config(names, "promote", []),
+                                             instance=instance, raise_on_error=False)
+    assert not refused.success and state_of(config, promoted) == "ACTIVE"
+
+    promote = promote_job.execute_in_process(run_config=link_stop_run_config(names, "promote", [promoted], 120),
+                                             instance=instance)
+    failover = failover_job.execute_in_process(run_config=link_stop_run_config(names, "failover", [failed_over]),
+                                               instance=instance)
+    assert promote.success and failover.success
+    assert instance.get_run_by_id(promote.run_id).tags[LINK_TAG] == LINK
+    assert state_of(config, promoted) == "STOPPED" and state_of(config, failed_over) == "STOPPED"
+    assert engine.describe_mirror(config, LINK, promoted).lag == 0
