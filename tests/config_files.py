@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
+
+from mirror_pipeline.config.loader import parse_config
+from mirror_pipeline.model.errors import ConfigError
 
 
 def write_pair_config(path: Path, source_bootstrap: str, destination_bootstrap: str, link: str,
@@ -43,3 +47,10 @@ def write_two_way_config(path: Path, west_bootstrap: str, east_bootstrap: str, f
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def config_problem(data: dict, env: dict | None = None, source: str = "mirror.yaml") -> str:
+    """The error a config document gets at load (`source` its file name); the test fails if it loads."""
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source, env or {})
+    return str(err.value)

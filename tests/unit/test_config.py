@@ -21,6 +21,7 @@ from mirror_pipeline.config.loader import (
 from mirror_pipeline.config.redaction import REDACTED
 from mirror_pipeline.config.spark_requirements import default_local_master
 from mirror_pipeline.model.errors import ConfigError
+from tests.config_files import config_problem
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-Pa55word"
@@ -62,9 +63,7 @@ def base(**link_settings) -> dict:
 
 
 def problem(data, env=None) -> str:
-    with pytest.raises(ConfigError) as err:
-        parse_config(data, SRC, env or {})
-    return str(err.value)
+    return config_problem(data, env, SRC)
 
 
 def write(tmp_path, text, name="mirror.yaml") -> Path:

@@ -21,6 +21,7 @@ from mirror_pipeline.config.link_settings import LinkSettings
 from mirror_pipeline.config.loader import load_config, parse_config
 from mirror_pipeline.config.safe_yaml import MAX_DEPTH, MAX_FILE_BYTES
 from mirror_pipeline.model.errors import ConfigError
+from tests.config_files import config_problem
 
 SRC = "mirror.yaml"
 SECRET = "s3cr3t-Pa55word"
@@ -49,9 +50,7 @@ def with_cluster(**props) -> dict:
 
 
 def problem(data, env=None) -> str:
-    with pytest.raises(ConfigError) as err:
-        parse_config(data, SRC, env or {})
-    return str(err.value)
+    return config_problem(data, env, SRC)
 
 
 def load_problem(tmp_path, text, env=None) -> str:

@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 from mirror_pipeline.cli import cli
 from mirror_pipeline.config.loader import load_config, parse_config
 from mirror_pipeline.model.errors import ConfigError
+from tests.config_files import config_problem
 
 SRC = "mirror.yaml"
 SECRET = "s3cr3t-Pa55word"
@@ -49,9 +50,7 @@ def with_west(data: dict | None = None, **props) -> dict:
 
 
 def problem(data, env=None) -> str:
-    with pytest.raises(ConfigError) as err:
-        parse_config(data, SRC, env or {})
-    return str(err.value)
+    return config_problem(data, env, SRC)
 
 
 def load_problem(tmp_path, text, env=None) -> str:
