@@ -143,6 +143,7 @@ def cli(config_path: Path, *args: str) -> None:
 def state_size(cfg) -> dict[str, int]:
     """How much history the state topics hold: their end offsets, and this link's live segments."""
     ctx = LinkContext.open(cfg, LINK)
+    ctx.registry()  # tells which offset-map topic the link's maps are in
     store = ctx.store
     ends = kc.list_offsets(ctx.dest_admin, [(store.offset_map_topic, 0), (store.state_topic, 0)], "latest",
                            ctx.dest.alias, read_committed=False)

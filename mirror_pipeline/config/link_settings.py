@@ -162,9 +162,14 @@ class LinkConfig(LinkSettings):
             load_policy_class(self.policy_class)
         except ConfigError as exc:
             raise _rule("replication.policy.class", str(exc)) from None
-        clash = values.internal_name_clash(self._internal_names())
+        names = self._internal_names()
+        clash = values.internal_name_clash(names)
         if clash:
             raise _rule(*clash)
+        for setting, (configured, name) in names.items():
+            if configured is None and len(name) > values.TOPIC_NAME_MAX:
+                raise _rule(setting, f"must be set: the default name '{name[:40]}...' the link's name gives it "
+                            f"is longer than Kafka's {values.TOPIC_NAME_MAX} characters")
         if self.prefix and names_mirrors_itself(self.policy_class):
             raise _rule("cluster.link.prefix", f"cannot be combined with replication.policy.class "
                         f"'{self.policy_class}', which names mirrors itself")
@@ -176,7 +181,7 @@ class LinkConfig(LinkSettings):
 
     def _internal_names(self) -> dict[str, tuple[str | None, str]]:
         """Each internal topic setting: (its configured name or None, the name the link uses)."""
-        defaults = ReplicationPolicy("", "", self.policy_separator)
+        defaults = ReplicationPolicy("", "", self.policy_separator, link=self.name)
         fields = type(self).model_fields
         return {fields[attr].alias: (getattr(self, attr), getattr(self, attr) or defaults.internal_topic(kind))
                 for kind, attr in INTERNAL_TOPIC_SETTINGS.items()}

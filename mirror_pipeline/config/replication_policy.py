@@ -30,6 +30,13 @@ INTERNAL_TOPIC_SETTINGS = {
     "checkpoints": "checkpoints_topic",
     "heartbeats": "heartbeats_topic",
 }
+# Internal topics each link has for itself by default (`_mirror-pipeline.<link>.offset-map`):
+# a writer killed mid-transaction holds back every reader of its topic until the
+# broker aborts it, and no link may wait on another's. The state topic stays one
+# per destination: it is the registry every link checks mirror ownership in, and
+# is written only by short state changes. Links whose state predates per-link
+# names keep the shared ones (`LinkContext.registry`).
+PER_LINK_KINDS = ("offset-map", "checkpoints")
 
 LINK_NAMING = "link naming"
 DEFAULT_POLICY = "DefaultReplicationPolicy"
@@ -72,8 +79,9 @@ class ReplicationPolicy:
 
     def __init__(self, source_alias: str, destination_alias: str, separator: str = ".",
                  prefix: str = "", internal_names: dict[str, str] | None = None,
-                 reserved: Iterable[str] = ()):
+                 reserved: Iterable[str] = (), link: str = ""):
         self.source_alias = source_alias
+        self.link = link
         self.destination_alias = destination_alias
         self.separator = separator
         self.prefix = prefix
@@ -121,7 +129,15 @@ class ReplicationPolicy:
     def internal_topic(self, kind: str) -> str:
         if kind not in INTERNAL_KINDS:
             raise ValueError(f"unknown internal topic kind {kind!r}")
-        return self._internal_names.get(kind) or f"{INTERNAL_PREFIX}{self.separator}{kind}"
+        if kind in self._internal_names:
+            return self._internal_names[kind]
+        if kind in PER_LINK_KINDS and self.link:
+            return f"{INTERNAL_PREFIX}{self.separator}{self.link}{self.separator}{kind}"
+        return self.shared_internal_topic(kind)
+
+    def shared_internal_topic(self, kind: str) -> str:
+        """The name every link of a destination used for `kind` before links had their own."""
+        return f"{INTERNAL_PREFIX}{self.separator}{kind}"
 
     def heartbeats_mirror_topic(self) -> str:
         """The mirror of the source's heartbeats topic: `<source alias><sep><heartbeats topic>`
@@ -206,7 +222,7 @@ def policy_for(link, reserved: Iterable[str] = ()) -> ReplicationPolicy:
     """The link's policy object; `reserved` adds internal topic names other links chose."""
     cls = policy_class(link.policy_class)
     return cls(link.source, link.destination, link.policy_separator, link.prefix or "",
-               configured_internal_names(link), reserved)
+               configured_internal_names(link), reserved, link=link.name)
 
 
 def naming_for(link) -> ReplicationPolicy:

@@ -33,7 +33,8 @@ from mirror_pipeline.config.filters import NameFilters, kind_of
 from mirror_pipeline.model.errors import ConfigError
 
 TOPIC_CHARS = "[A-Za-z0-9._-]"
-_TOPIC_NAME = re.compile(rf"{TOPIC_CHARS}{{1,249}}")
+TOPIC_NAME_MAX = 249
+_TOPIC_NAME = re.compile(rf"{TOPIC_CHARS}{{1,{TOPIC_NAME_MAX}}}")
 SEPARATOR_MAX = 8
 _SEPARATOR = re.compile(rf"{TOPIC_CHARS}{{1,{SEPARATOR_MAX}}}")
 _CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")

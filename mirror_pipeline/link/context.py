@@ -9,7 +9,15 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.loader import ClusterConfig, LinkConfig, PipelineConfig
-from mirror_pipeline.config.replication_policy import ReplicationPolicy, naming_record, policy_for, reserved_names
+from mirror_pipeline.config.replication_policy import (
+    INTERNAL_TOPIC_SETTINGS,
+    PER_LINK_KINDS,
+    ReplicationPolicy,
+    configured_internal_names,
+    naming_record,
+    policy_for,
+    reserved_names,
+)
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import StateStore
 from mirror_pipeline.model.errors import ConfigError, MirrorRefused
@@ -28,15 +36,31 @@ class LinkContext:
     dest: ClusterConfig
     naming: ReplicationPolicy
     store: StateStore = field(repr=False)
+    # The link's per-link internal topics (kind -> name): configured ones at once,
+    # the others once the registry tells which names the link's state is under.
+    _internal: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, config: PipelineConfig, link_name: str) -> "LinkContext":
         link = config.link(link_name)
         source, dest = config.cluster(link.source), config.cluster(link.destination)
         naming = policy_for(link, reserved=reserved_names(config))
+        configured = configured_internal_names(link)
         store = StateStore(link.name, dest.alias, dict(dest.properties),
-                           naming.internal_topic("state"), naming.internal_topic("offset-map"))
-        return cls(config, link, source, dest, naming, store)
+                           naming.internal_topic("state"), configured.get("offset-map"))
+        ctx = cls(config, link, source, dest, naming, store,
+                  {kind: name for kind, name in configured.items() if kind in PER_LINK_KINDS})
+        store.find_offset_map = lambda: ctx._settle("offset-map")
+        return ctx
+
+    @property
+    def checkpoints_topic(self) -> str:
+        self._settle("checkpoints")
+        return self._internal["checkpoints"]
+
+    def _settle(self, kind: str) -> None:
+        if kind not in self._internal:
+            self.registry()  # tells which names the link's state is under
 
     def source_conf(self, role: str, **overrides) -> dict:
         return kc.client_config(self.source.properties, self.link.name, role, **overrides)
@@ -87,6 +111,7 @@ class LinkContext:
         mine = everything.get(self.link.name, {})
         self._recorded_naming = state.links.get(self.link.name)
         self._check_naming(self._recorded_naming, mine)
+        self._settle_internal_topics(self._recorded_naming or {}, mine)
         return mine
 
     def select(self, topics: list[str] | None) -> list[MirrorInfo]:
@@ -101,9 +126,12 @@ class LinkContext:
         return [registry[t] for t in topics]
 
     def record_naming(self) -> None:
-        """Remember the naming this link's mirrors are created under, and which config
-        declared it (its file and its links); call after `registry()`."""
-        record = {**naming_record(self.link), **self._declared_by()}
+        """Remember the naming this link's mirrors are created under, which config declared
+        it (its file and its links) and the internal topics its state is in."""
+        for kind in PER_LINK_KINDS:
+            self._settle(kind)
+        record = {**naming_record(self.link), **self._declared_by(),
+                  **{_setting(self.link, kind): name for kind, name in self._internal.items()}}
         if getattr(self, "_recorded_naming", None) != record:
             self.store.put_link_record(record)
             self._recorded_naming = record
@@ -139,6 +167,39 @@ class LinkContext:
                 f"(mirrors {', '.join(live)}). Put the old value back, or delete, promote or fail over "
                 f"those mirrors first"
             )
+
+    def _settle_internal_topics(self, recorded: dict, mirrors: dict[str, MirrorInfo]) -> None:
+        """Which offset-map and checkpoints topics hold this link's state.
+
+        A configured name is used, and may not move a link with live mirrors off the
+        name its record keeps (its offset maps would be left behind). Unconfigured:
+        the recorded name; for a link with mirrors but no recorded name (state
+        written before links had topics of their own) the shared name it used then;
+        otherwise the link's own default.
+        """
+        live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
+        for kind in PER_LINK_KINDS:
+            key = _setting(self.link, kind)
+            configured, kept = configured_internal_names(self.link).get(kind), recorded.get(key)
+            if configured and kept and configured != kept and live:
+                raise ConfigError(
+                    f"{self.config.path or 'the config'}: links.{self.link.name}.{key}: cannot change from "
+                    f"'{kept}' to '{configured}': the link's state is in '{kept}' on cluster '{self.dest.alias}' "
+                    f"(mirrors {', '.join(live)}). Put the old value back, or delete, promote or fail over "
+                    f"those mirrors first"
+                )
+            if configured:
+                self._internal[kind] = configured
+            elif mirrors:
+                self._internal[kind] = kept or self.naming.shared_internal_topic(kind)
+            else:
+                self._internal[kind] = self.naming.internal_topic(kind)
+        self.store.offset_map_topic = self._internal["offset-map"]
+
+
+def _setting(link: LinkConfig, kind: str) -> str:
+    """The property that names the link's internal topic of `kind` (`mirror.offset.map.topic`)."""
+    return type(link).model_fields[INTERNAL_TOPIC_SETTINGS[kind]].alias
 
 
 def _shown(value) -> str:

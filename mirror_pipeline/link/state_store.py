@@ -130,16 +130,34 @@ def segment_starts_since(conf: dict, admin: AdminClient, offset_map_topic: str, 
 
 
 class StateStore:
-    def __init__(self, link: str, dest_alias: str, dest_properties: dict, state_topic: str, offset_map_topic: str):
+    """`offset_map_topic` None: which topic holds the link's offset maps is read from its
+    state when first needed, by `find_offset_map` (see `LinkContext.registry`)."""
+
+    def __init__(self, link: str, dest_alias: str, dest_properties: dict, state_topic: str,
+                 offset_map_topic: str | None, find_offset_map: Callable[[], None] | None = None):
         self.link = link
         self.dest_alias = dest_alias
         self.state_topic = state_topic
-        self.offset_map_topic = offset_map_topic
+        self._offset_map_topic = offset_map_topic
+        self.find_offset_map = find_offset_map
         self._props = dest_properties
         self._admin: AdminClient | None = None
         self._cluster = cluster_key(dest_properties)
 
     # --- plumbing -----------------------------------------------------------------
+    @property
+    def offset_map_topic(self) -> str:
+        if self._offset_map_topic is None and self.find_offset_map is not None:
+            self.find_offset_map()
+        if self._offset_map_topic is None:
+            # Guessing a name here could read an empty map for a link whose map is elsewhere.
+            raise RuntimeError(f"link '{self.link}': no offset-map topic is known")
+        return self._offset_map_topic
+
+    @offset_map_topic.setter
+    def offset_map_topic(self, topic: str) -> None:
+        self._offset_map_topic = topic
+
     @property
     def dest_properties(self) -> dict:
         return dict(self._props)

@@ -1,6 +1,7 @@
 """The checkpoints topic on the destination: every translated group position (R-OFS-5).
 
-A compacted single-partition topic named by the replication policy, keyed
+A compacted single-partition topic of the link's own (unless its state predates
+per-link topics, see `LinkContext.registry`), keyed
 `<link>/<source group>/<mirror topic>/<partition>`, so the latest translation
 of each group partition survives compaction. `offsets export` reads it: the
 translation stays available even for groups the sync could not commit
@@ -19,7 +20,7 @@ from mirror_pipeline.model.offset_results import OffsetCheckpoint
 
 def ensure_topic(ctx: LinkContext) -> str:
     """The checkpoints topic's name, creating it when missing (like the state topics)."""
-    topic = ctx.naming.internal_topic("checkpoints")
+    topic = ctx.checkpoints_topic
     ensure_internal_topics(ctx.dest_admin, ctx.dest.alias, [topic], "or set mirror.checkpoints.topic")
     return topic
 
@@ -38,7 +39,7 @@ def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
 def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
     """The newest checkpoint of every group partition of this link (none when the topic is missing)."""
     # Read incrementally, like the registry: a process reads only what is new since its last read.
-    state = ctx.store.read_latest(ctx.naming.internal_topic("checkpoints"))
+    state = ctx.store.read_latest(ctx.checkpoints_topic)
     if state is None:
         return []
     prefix = f"{ctx.link.name}/"

@@ -96,7 +96,8 @@ def test_default_policy_with_another_separator():
     p = policy(**{"replication.policy.class": "DefaultReplicationPolicy", "replication.policy.separator": "_"})
     assert p.mirror_topic("orders.v1") == "us-west_orders.v1"
     assert p.would_loop("us-east_orders") and not p.would_loop("us-east.orders")
-    assert p.internal_topic("checkpoints") == "_mirror-pipeline_checkpoints"
+    assert p.internal_topic("checkpoints") == "_mirror-pipeline_l_checkpoints"
+    assert p.shared_internal_topic("checkpoints") == "_mirror-pipeline_checkpoints"
 
 
 def test_default_policy_owns_mirror_names():
@@ -164,9 +165,12 @@ def test_user_policy_class_by_dotted_path():
 
 def test_internal_topic_names_come_from_the_policy_and_settings():
     p = policy()
+    # Offset maps and checkpoints are the link's own; the registry is the destination's.
     assert [p.internal_topic(k) for k in ("state", "offset-map", "checkpoints", "heartbeats")] == [
-        "_mirror-pipeline.state", "_mirror-pipeline.offset-map",
-        "_mirror-pipeline.checkpoints", "_mirror-pipeline.heartbeats"]
+        "_mirror-pipeline.state", "_mirror-pipeline.l.offset-map",
+        "_mirror-pipeline.l.checkpoints", "_mirror-pipeline.heartbeats"]
+    assert [p.shared_internal_topic(k) for k in ("offset-map", "checkpoints")] == [
+        "_mirror-pipeline.offset-map", "_mirror-pipeline.checkpoints"]
     renamed = policy(**{"mirror.state.topic": "ops.state", "mirror.offset.map.topic": "ops.omap",
                         "mirror.checkpoints.topic": "ops.cp", "mirror.heartbeats.topic": "ops.hb"})
     assert [renamed.internal_topic(k) for k in ("state", "offset-map", "checkpoints", "heartbeats")] == [
@@ -174,6 +178,16 @@ def test_internal_topic_names_come_from_the_policy_and_settings():
     assert renamed.is_internal("ops.cp")
     with pytest.raises(ValueError):
         renamed.internal_topic("nonsense")
+
+
+def test_a_link_name_too_long_for_its_own_internal_topics_must_name_them():
+    long_name = "l" * 230
+    with pytest.raises(ConfigError, match=r"mirror\.offset\.map\.topic: must be set: the default name"):
+        parse_config({"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", {})})},
+                     "mirror.yaml", {})
+    named = {"mirror.offset.map.topic": "ops.omap", "mirror.checkpoints.topic": "ops.cp"}
+    parse_config({"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", named)})},
+                 "mirror.yaml", {})
 
 
 @pytest.mark.parametrize("name", [
