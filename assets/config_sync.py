@@ -191,25 +191,32 @@ def build_config_in_sync_check(names: LinkNames) -> AssetChecksDefinition:
                 severity=AssetCheckSeverity.WARN,
                 description=f"drift of link {names.link} could not be read: {exc}",
             )
-        drifted = {m: d for m, d in sorted(drifts.items()) if not d["in_sync"]}
-        lag = max((d["config_sync_lag_ms"] for d in drifts.values()), default=0)
-        return AssetCheckResult(
-            passed=not drifted,
-            severity=AssetCheckSeverity.WARN,
-            description=(
-                f"{len(drifted)} of {len(drifts)} mirror(s) differ from their source: {', '.join(drifted)}"
-                if drifted
-                else f"{len(drifts)} mirror(s) in sync with their source"
-            ),
-            metadata={
-                "mirrors_checked": MetadataValue.int(len(drifts)),
-                "mirrors_with_drift": MetadataValue.json(sorted(drifted)),
-                "drift": MetadataValue.json({m: d.get("drift", {}) or {"error": d.get("error")} for m, d in drifted.items()}),
-                "max_config_sync_lag_ms": MetadataValue.int(lag),
-            },
-        )
+        return config_in_sync_result(drifts)
 
     return _config_in_sync
+
+
+def config_in_sync_result(drifts: dict[str, dict]) -> AssetCheckResult:
+    """The `config_in_sync` outcome from each mirror's drift (`engine.link_config_drift`); the CLI's
+    config sync records the same outcome."""
+    drifted = {m: d for m, d in sorted(drifts.items()) if not d["in_sync"]}
+    lag = max((d["config_sync_lag_ms"] for d in drifts.values()), default=0)
+    return AssetCheckResult(
+        check_name=CONFIG_IN_SYNC_CHECK,
+        passed=not drifted,
+        severity=AssetCheckSeverity.WARN,
+        description=(
+            f"{len(drifted)} of {len(drifts)} mirror(s) differ from their source: {', '.join(drifted)}"
+            if drifted
+            else f"{len(drifts)} mirror(s) in sync with their source"
+        ),
+        metadata={
+            "mirrors_checked": MetadataValue.int(len(drifts)),
+            "mirrors_with_drift": MetadataValue.json(sorted(drifted)),
+            "drift": MetadataValue.json({m: d.get("drift", {}) or {"error": d.get("error")} for m, d in drifted.items()}),
+            "max_config_sync_lag_ms": MetadataValue.int(lag),
+        },
+    )
 
 
 def _run_partition_keys(context: AssetCheckExecutionContext) -> Optional[list[str]]:

@@ -67,9 +67,9 @@ def record_offset_sync(config: PipelineConfig, link: str, result, mirrors: Seque
 
 
 def record_config_sync(config: PipelineConfig, link: str, result, *, origin: str, as_json: bool = False) -> None:
-    """One `mirror_config` materialization per mirror whose configs were synced."""
+    """One `mirror_config` materialization per mirror whose configs were synced, and the `config_in_sync` check."""
     if result.mirrors:
-        _record(config, as_json, lambda r: r.record_config_sync(link, result, origin))
+        _record(config, as_json, lambda r: r.record_config_sync(config, link, result, origin))
 
 
 def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: Sequence[str], *,

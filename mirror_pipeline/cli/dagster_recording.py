@@ -24,7 +24,7 @@ from mirror_pipeline.model.offset_results import OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
 from mirror_pipeline.sync.config_plan import ConfigSyncResult
-from mirror_pipeline_dagster.config_sync import mirror_config_metadata, sync_metadata
+from mirror_pipeline_dagster.config_sync import config_in_sync_result, mirror_config_metadata, sync_metadata
 from mirror_pipeline_dagster.mirror_checks import foreign_writes_check_result, lag_check_result
 from mirror_pipeline_dagster.mirror_metadata import materialization_metadata
 from mirror_pipeline_dagster.naming import LinkNames
@@ -85,15 +85,22 @@ def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResu
         _evaluate(instance, names.consumer_offsets_key, check)
 
 
-def record_config_sync(link: str, result: ConfigSyncResult, origin: str) -> None:
-    """Per mirror synced (failed ones left out, as a Dagster run leaves them), a `mirror_config` materialization."""
+def record_config_sync(config: PipelineConfig, link: str, result: ConfigSyncResult, origin: str) -> None:
+    """Per mirror synced (failed ones left out, as a Dagster run leaves them), a `mirror_config` materialization;
+    then the `config_in_sync` check's outcome over the mirrors the sync covered, as a Dagster run records it."""
     names = LinkNames(link)
     synced = sorted(m for m, r in result.mirrors.items() if r.error is None)
     totals = sync_metadata(result)
+    try:
+        check = config_in_sync_result(engine.link_config_drift(config, link, sorted(result.mirrors)))
+    except MirrorError:
+        check = None  # a cluster stopped answering since the sync: the sync is still recorded
     with _instance() as instance:
         register(instance, names, synced)
         _materialize(instance, names.mirror_config_key, synced,
                      lambda m: {**totals, **mirror_config_metadata(result.mirrors[m])}, origin)
+        if check is not None:
+            _evaluate(instance, names.mirror_config_key, check)
 
 
 def register_mirrors(link: str, mirrors: Sequence[str]) -> None:

@@ -5,7 +5,8 @@ with a throwaway `DAGSTER_HOME`: after `mirror create` the mirror is a
 partition of the link's assets; after `run --link` each mirror has a
 `mirror_data` materialization with its lineage, and the copy asset's checks
 (`lag_under_threshold`, `no_foreign_writes`) an outcome; after `offsets sync` each has a
-`consumer_offsets` one and the `offsets_in_sync` check has an outcome; and an
+`consumer_offsets` one and the `offsets_in_sync` check has an outcome; after `link
+sync-configs` each has a `mirror_config` one and `config_in_sync` an outcome; and an
 instance that cannot be written costs one warning line, never the command.
 """
 
@@ -103,6 +104,18 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
         assert row["source_group"] == group and sorted(p["destination_offset"] for p in row["partitions"]) == [3, 4]
         check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(CONSUMER_OFFSETS, "offsets_in_sync"))
         assert check is not None and check.event.dagster_event.event_specific_data.passed
+
+    # `link sync-configs`: one `mirror_config` materialization per mirror, and the `config_in_sync` outcome.
+    synced = run_cli(home, "link", "sync-configs", LINK, "--config", str(path))
+    assert synced.returncode == 0 and "not recorded" not in synced.stderr, synced.stderr[-2000:]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_materializations(NAMES.mirror_config_key, limit=10).records
+        assert sorted(r.asset_materialization.partition for r in records) == sorted([orders, refunds])
+        check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(NAMES.mirror_config_key,
+                                                                                   "config_in_sync"))
+        assert check is not None, "config_in_sync was not recorded"
+        evaluation = check.event.dagster_event.event_specific_data
+        assert evaluation.passed and evaluation.metadata["mirrors_checked"].value == 2
 
 
 def test_an_instance_that_cannot_be_written_is_one_warning(tmp_path, source_bootstrap, destination_bootstrap,
