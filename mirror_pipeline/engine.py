@@ -15,7 +15,7 @@ from mirror_pipeline.link import required_acls as least_privilege
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
-from mirror_pipeline.operations import all_or_nothing
+from mirror_pipeline.operations import all_or_nothing, divergence
 from mirror_pipeline.operations import auto_create as auto_create_scan
 from mirror_pipeline.operations import follow as following
 from mirror_pipeline.operations import heartbeats
@@ -330,5 +330,9 @@ def required_acls(config: PipelineConfig, link: str, topics: Sequence[str], grou
     """
     ctx = LinkContext.open(config, link)
     dest_groups = [ctx.link.prefix + g if ctx.link.group_prefix_enable and ctx.link.prefix else g for g in groups]
+    # The reverse of a declared link: `reverse` may rebuild topics there, saving what it drops first.
+    reversible = any((other.source, other.destination) == (ctx.link.destination, ctx.link.source)
+                     for other in config.links.values())
     return least_privilege.link_acls(link, ctx.naming, list(topics), list(groups), dest_groups,
-                                     acl_sync=ctx.link.acl_sync_enable, heartbeats=ctx.link.heartbeats_enabled)
+                                     acl_sync=ctx.link.acl_sync_enable, heartbeats=ctx.link.heartbeats_enabled,
+                                     saved_suffix=divergence.SUFFIX if reversible else None)

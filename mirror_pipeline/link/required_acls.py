@@ -10,6 +10,12 @@ Each grant says why the pipeline needs it. The source side only reads:
 DESCRIBE and READ on the mirrored topics, DESCRIBE_CONFIGS for config sync,
 DESCRIBE on the groups whose offsets are synced. The one exception is opt-in:
 a link with `emit.heartbeats.enabled` writes its heartbeats topic there.
+
+A link that is the reverse of another declared link (it copies the other
+way) is where `mirror reverse` turns old source topics into mirrors; a
+rebuild first saves the records it would drop to `<topic>.diverged` on its
+destination, a topic a literal mirror grant does not cover, so those are
+listed too (a prefixed or `*` grant already covers them).
 """
 
 from __future__ import annotations
@@ -74,11 +80,19 @@ def _own_group_ids(link: str) -> Grant:
 
 
 def destination_grants(link: str, mirror_topics: list[str], internal_topics: list[str], groups: list[str],
-                       heartbeats_mirror: str | None = None) -> list[Grant]:
-    """What the destination principal needs: own the mirrors and the link's internal topics."""
+                       heartbeats_mirror: str | None = None, saved_suffix: str | None = None) -> list[Grant]:
+    """What the destination principal needs: own the mirrors and the link's internal topics.
+
+    `saved_suffix`: the link is a reverse link, and a reverse's rebuild saves
+    divergent records to `<mirror><saved_suffix>` (literal mirror names only).
+    """
     grants = [Grant("topic", name, pattern, MIRROR_OPERATIONS,
                     "create mirrors, copy into them, sync configs, add partitions, align log starts, delete mirrors")
               for name, pattern in map(pattern_of, mirror_topics)]
+    if saved_suffix:
+        grants += [Grant("topic", name + saved_suffix, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE"),
+                         "reverse (failback): save the records a rebuild of the old source would drop")
+                   for name, pattern in map(pattern_of, mirror_topics) if pattern == "literal" and name != "*"]
     if heartbeats_mirror:
         grants.append(Grant("topic", heartbeats_mirror, "literal", MIRROR_OPERATIONS,
                             "the mirror of the link's heartbeats (emit.heartbeats.enabled)"))
@@ -123,15 +137,19 @@ def mirror_patterns(naming: ReplicationPolicy, topics: list[str]) -> list[str]:
 
 
 def link_acls(link: str, naming: ReplicationPolicy, topics: list[str], groups: list[str],
-              dest_groups: list[str], acl_sync: bool = False, heartbeats: bool = False) -> dict:
-    """Both principals' grants for a link mirroring `topics` and syncing `groups` (as `dest_groups` there)."""
+              dest_groups: list[str], acl_sync: bool = False, heartbeats: bool = False,
+              saved_suffix: str | None = None) -> dict:
+    """Both principals' grants for a link mirroring `topics` and syncing `groups` (as `dest_groups` there).
+
+    `saved_suffix`: the link is the reverse of another link (see `destination_grants`).
+    """
     internal = [naming.internal_topic(kind) for kind in INTERNAL_KINDS_USED]
     source_heartbeats = naming.internal_topic("heartbeats") if heartbeats else None
     mirror_heartbeats = naming.heartbeats_mirror_topic() if heartbeats else None
     return {
         "source": [g.to_dict() for g in source_grants(link, topics, groups, acl_sync, source_heartbeats)],
         "destination": [g.to_dict() for g in destination_grants(link, mirror_patterns(naming, topics), internal,
-                                                                dest_groups, mirror_heartbeats)],
+                                                                dest_groups, mirror_heartbeats, saved_suffix)],
     }
 
 

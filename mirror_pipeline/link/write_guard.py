@@ -22,7 +22,8 @@ lists it *before* the binding is created, so a crash in between never leaves a
 binding nobody will lift; only listed bindings are ever deleted, so a binding
 an operator made is never touched. Promote and failover lift the guard (delete
 the listed bindings) after marking the mirror STOPPING and before recording it
-STOPPED; a guard pass never lists a binding for a stopping mirror, and one
+STOPPED, and delete after marking it DELETING and before forgetting it; a
+guard pass never lists a binding for a stopping or deleting mirror, and one
 that raced the lift deletes what it created once it sees the mark (R-LC-8).
 """
 
@@ -44,7 +45,7 @@ from mirror_pipeline.kafka import acls
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.results import MirrorInfo
-from mirror_pipeline.model.states import CONFIG_SYNCED_STATES, STOPPED, STOPPING
+from mirror_pipeline.model.states import CONFIG_SYNCED_STATES, DELETING, STOPPED, STOPPING
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,8 @@ def _recorded(info: MirrorInfo | None, new: list[dict], unenforced: str) -> Mirr
 
 
 def _stopping(info: MirrorInfo) -> bool:
-    return info.state == STOPPED or STOPPING in info.flags
+    """Becoming a normal topic, or going away: no binding is added for it any more."""
+    return info.state == STOPPED or STOPPING in info.flags or DELETING in info.flags
 
 
 def describe_guard(info: MirrorInfo) -> str:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_writers import fenced_batches
@@ -143,6 +144,9 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
         _mark_deleting(ctx, info.mirror_topic)
         changed.append("it is marked DELETING and copies nothing more: run delete again to finish")
         rewrite_map(ctx, info.mirror_topic, range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0))
+        # The guard's bindings are listed on the record forgotten below: lifted first, or a topic of
+        # that name made later would stay locked for its writers, by bindings nobody lists (R-ACL-3).
+        write_guard.lift(ctx, info.mirror_topic)
         said = "forgotten; the topic stays (it is a normal topic since it stopped)"
         if info.state != STOPPED:
             fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]

@@ -35,10 +35,11 @@ def test_the_source_principal_only_reads():
 
 
 def test_the_destination_principal_owns_mirrors_internal_topics_and_its_writer_ids():
-    acls = link_acls("l", LinkNaming("a", "b", ".", prefix="w."), ["orders"], ["g"], ["w.g"])
+    acls = link_acls("l", LinkNaming("a", "b", ".", prefix="w.", link="l"), ["orders"], ["g"], ["w.g"])
     by_name = {(g["resource"], g["name"]): g for g in acls["destination"]}
     assert "WRITE" in by_name[("topic", "w.orders")]["operations"]
-    assert ("topic", "_mirror-pipeline.state") in by_name and ("topic", "_mirror-pipeline.offset-map") in by_name
+    assert {("topic", "_mirror-pipeline.state"), ("topic", "_mirror-pipeline.l.offset-map"),
+            ("topic", "_mirror-pipeline.l.checkpoints")} <= set(by_name)
     assert by_name[("transactional_id", "mirror-pipeline/l/")]["pattern"] == "prefixed"
     assert by_name[("group", "w.g")]["operations"] == ["DESCRIBE", "READ"]
     assert set(by_name[("cluster", "kafka-cluster")]["operations"]) == {"DESCRIBE", "ALTER"}
@@ -62,3 +63,13 @@ def test_acl_sync_adds_only_describe_on_the_source_cluster():
     added = [g for g in synced["source"] if g not in plain["source"]]
     assert [(g["resource"], g["operations"]) for g in added] == [("cluster", ["DESCRIBE"])]
     assert synced["destination"] == plain["destination"]
+
+
+def test_a_reverse_link_may_save_what_a_rebuild_drops_next_to_its_literal_mirrors():
+    plain = link_acls("l", LinkNaming("a", "b", "."), ["orders", "pay.*", "*"], [], [])
+    back = link_acls("l", LinkNaming("a", "b", "."), ["orders", "pay.*", "*"], [], [], saved_suffix=".diverged")
+    added = [g for g in back["destination"] if g not in plain["destination"]]
+    # `pay.` and `*` already cover `pay.x.diverged` and every name: only the literal mirror needs its own.
+    assert [(g["resource"], g["name"], g["pattern"], g["operations"]) for g in added] == [
+        ("topic", "orders.diverged", "literal", ["CREATE", "DESCRIBE", "READ", "WRITE"])]
+    assert back["source"] == plain["source"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-from mirror_pipeline.link.write_guard import grants_write, plan_guard
+from mirror_pipeline.link.write_guard import _recorded, grants_write, plan_guard
+from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.states import ACTIVE, DELETING
 
 LINK = "User:mirror"
 
@@ -53,3 +55,9 @@ def test_a_grant_to_every_principal_cannot_be_countered_and_says_so():
     assert "User:*" in plan.unenforced and "deny the link too" in plan.unenforced
     assert "User:*" not in {b.principal for b in plan.wanted}
     assert "User:app" in {b.principal for b in plan.wanted}
+
+
+def test_no_binding_is_listed_for_a_mirror_being_deleted():
+    # `_recorded` is the pure half of `guard`'s record: a racing guard pass lists nothing, so creates nothing.
+    deleting = MirrorInfo("l", "orders", "orders", ACTIVE, 0.0, "", 0.0, flags=(DELETING,))
+    assert _recorded(deleting, [{"name": "orders"}], "") is deleting
