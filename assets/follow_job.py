@@ -17,7 +17,16 @@ run's tasks and wins.
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
 import sys
 
-from dagster import Config, Failure, JobDefinition, OpExecutionContext, PipesSubprocessClient, job, op
+from dagster import (
+    Config,
+    Failure,
+    JobDefinition,
+    OpExecutionContext,
+    PipesSubprocessClient,
+    in_process_executor,
+    job,
+    op,
+)
 from dagster._core.errors import DagsterPipesExecutionError
 from pydantic import Field
 
@@ -54,7 +63,10 @@ def build_follow_job(names: LinkNames) -> JobDefinition:
             raise Failure(description=f"follow mode of link '{names.link}' ended with an error: {exc} (its log above "
                                       f"says why)") from exc
 
-    @job(name=names.follow_job, tags=names.follow_tags, description=(
+    # In process: follow mode is then a child of the run worker itself, and stops by itself when
+    # that worker is killed (`cli.follow`); under a step subprocess it would copy on, parented by a
+    # step process that outlived the failed run.
+    @job(name=names.follow_job, tags=names.follow_tags, executor_def=in_process_executor, description=(
         f"Always-on replication of link '{names.link}': one long-lived Spark application copies records as they "
         f"arrive. Launch it from the Launchpad; Terminate stops it after the epoch in flight."))
     def follow_job():

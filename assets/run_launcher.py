@@ -69,7 +69,8 @@ class MonitoredRunLauncher(DefaultRunLauncher):
         elif process_alive(pid, started_by=reported_at):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")
         else:
-            gone = f"the run worker (process {pid}) is gone: it was killed or crashed before it could end the run"
+            gone = (f"the run worker (process {pid}) is gone: it was killed, crashed, or lost the instance's "
+                    f"storage before it could end the run")
         return CheckRunHealthResult(
             WorkerStatus.FAILED,
             f"{gone}. Nothing it copied is lost: the link's next run goes on from where the mirrors end")

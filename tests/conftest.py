@@ -31,6 +31,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.local.clusters import LocalKafka
+from mirror_pipeline.local.postgres import PostgresServer, PostgresUnavailable, local_postgres
 
 # Fixtures of the secured pair's link (`principals`, `secured_link`), for any test module that asks.
 pytest_plugins = ["tests.secured_link"]
@@ -164,6 +165,21 @@ def spark():
     session = spark_session(SparkSettings(master="local[2]"))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server per test session (`mirror_pipeline.local.postgres`, fsync off).
+
+    Without the binaries (or, as root, without a `postgres` user) the tests that
+    ask for it fail, saying what is missing: `make setup` installs them, so their
+    absence means the machine was not set up, not that the tests do not apply.
+    """
+    try:
+        with local_postgres() as server:
+            yield server
+    except PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

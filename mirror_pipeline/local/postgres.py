@@ -8,6 +8,9 @@ connection, one login role with a password (not a superuser) as a deployment
 would have. PostgreSQL refuses to run as root, so as root the server runs as
 the `postgres` user the package creates (through `runuser`), which owns the
 directory. It is stopped and its directory removed on leaving.
+`restart()` restarts it in fast mode (every connection dropped, as a
+database failover or a host restart drops them) on the same port, optionally
+staying down a while first.
 
 `durable=False` (tests) turns fsync and synchronous commits off; a benchmark
 keeps PostgreSQL's defaults, as a deployment runs it.
@@ -23,7 +26,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -43,12 +47,44 @@ TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
+class _Control:
+    """What `pg_ctl` needs to act on the running server."""
+    bin_dir: Path
+    prefix: list[str]
+    data: Path
+    log: Path
+
+
+@dataclass(frozen=True)
 class PostgresServer:
     host: str
     port: int
-    admin_password: str
+    admin_password: str = field(repr=False)
     user: str
-    password: str
+    password: str = field(repr=False)
+    _control: _Control | None = field(default=None, repr=False, compare=False)
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop in fast mode (every session ended, open transactions rolled back), stay down `down_s`
+        seconds, and start again on the same port (it is in the data directory's settings); returns once
+        the server accepts connections."""
+        if self._control is None:
+            raise PostgresUnavailable("this server was not started by local_postgres(): it cannot be restarted")
+        c = self._control
+        pg_ctl = [str(c.bin_dir / "pg_ctl"), "-D", str(c.data), "-w", "-t", str(TIMEOUT_S)]
+        if down_s > 0:
+            steps = [[*pg_ctl, "-m", "fast", "stop"], None, [*pg_ctl, "-l", str(c.log), "start"]]
+        else:
+            # `-l`: the server's output goes to its log, not to this pipe (which would never close).
+            steps = [[*pg_ctl, "-l", str(c.log), "-m", "fast", "restart"]]
+        for step in steps:
+            if step is None:
+                time.sleep(down_s)
+                continue
+            done = _run(c.prefix, *step)
+            if done.returncode != 0:
+                raise PostgresUnavailable(f"the local PostgreSQL server did not restart ({step[-1]}):\n"
+                                          f"{done.stdout}{done.stderr}{tail_file(c.log)}")
 
     def connect(self, db: str = "postgres", user: str | None = None, password: str | None = None):
         import psycopg2  # installed with dagster-postgres
@@ -168,7 +204,8 @@ def local_postgres(durable: bool = False) -> Iterator[PostgresServer]:
         pwfile.unlink()
         port = _start(bin_dir, prefix, root, data, log, durable)
         started = True
-        server = PostgresServer("127.0.0.1", port, admin_password, USER, password)
+        server = PostgresServer("127.0.0.1", port, admin_password, USER, password,
+                                _Control(bin_dir, prefix, data, log))
         conn = server.connect()
         try:
             with conn.cursor() as cur:

@@ -1,10 +1,5 @@
-"""A throwaway PostgreSQL server for the tests of the deployment's Dagster instance.
-
-`postgres_server` (one per test session) is `mirror_pipeline.local.postgres`'s
-server (fsync off). Without the binaries (or, as root, without a `postgres`
-user) the tests that ask for it fail, saying what is missing: `make setup`
-installs them, so their absence means the machine was not set up, not that
-the tests do not apply.
+"""Databases on the throwaway PostgreSQL server (`postgres_server`, tests/conftest.py) for the
+tests of the deployment's Dagster instance.
 
 `postgres_database` gives each test a database of its own, owned by a login
 role with a password (not a superuser), as a deployment would have.
@@ -14,20 +9,10 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Iterator
 
 import pytest
 
-from mirror_pipeline.local.postgres import PostgresServer, PostgresUnavailable, local_postgres
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    try:
-        with local_postgres() as server:
-            yield server
-    except PostgresUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+from mirror_pipeline.local.postgres import PostgresServer
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ of the first good run after it goes to the fault report at the end of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -32,6 +33,7 @@ from typing import Iterator
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster_graphql import DagsterGraphQLClient
 
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline_dagster.naming import LinkNames
@@ -48,49 +50,53 @@ RATE = 400  # records a second, all along
 UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
 RECOVERY_S = 600  # a generous bound for the waits: the time taken is what is reported
+FOLLOW_EPOCH_S = 5
 TERMINAL = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
-NAMES = LinkNames(LINK)
 
 
 class Deployment:
-    def __init__(self, config: Path, home: Path, ui: UiProcess, instance: DagsterInstance):
-        self.config, self.home, self.ui, self.instance = config, home, ui, instance
+    def __init__(self, config: Path, home: Path, ui: UiProcess, instance: DagsterInstance, link: str = LINK):
+        self.config, self.home, self.ui, self.instance, self.link = config, home, ui, instance, link
+        self.url = ""
 
     def child_pid(self, marker: str) -> int:
         """The process id of the `ui` child whose command line holds `marker`."""
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    parent = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except OSError:
-                continue
-            if parent == self.ui.proc.pid and any(marker.encode() in arg for arg in argv):
-                return int(entry)
-        raise AssertionError(f"no child of mirror-pipeline ui runs {marker!r}")
+        found = children_running(self.ui.proc.pid, marker)
+        assert found, f"no child of mirror-pipeline ui runs {marker!r}"
+        return found[0]
+
+
+def automated_link_config(root: Path, source_bootstrap: str, destination_bootstrap: str, link: str) -> Path:
+    """The link with its automation on and a 5 s lag sensor, on internal topics of its own."""
+    own_topics = {f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}"
+                  for kind in ("state", "offset.map", "checkpoints")}
+    return write_pair_config(root / "mirror.yaml", source_bootstrap, destination_bootstrap, link,
+                             {**own_topics, "dagster.automation.running": True,
+                              "dagster.lag.sensor.interval.seconds": 5},
+                             defaults={"mirror.chunk.max.records": 2000})
+
+
+@contextlib.contextmanager
+def serving(root: Path, config: Path, home: Path, link: str) -> Iterator[Deployment]:
+    """`mirror-pipeline ui` on `home`, until the block ends."""
+    ui = UiProcess(config, home, free_port(), root / "ui.log")
+    try:
+        url = ui.wait_until_serving(UI_START_S)
+        with DagsterInstance.from_config(str(home)) as instance:
+            deployed = Deployment(config, home, ui, instance, link)
+            deployed.url = url
+            yield deployed
+    finally:
+        code, output = ui.stop(120)
+        print(f"mirror-pipeline ui exited {code}; its log: {ui.log}")
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory, source_bootstrap, destination_bootstrap) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("orchestrator")
-    own_topics = {f"mirror.{kind}.topic": f"_orchestrator.{kind.replace('.', '-')}"
-                  for kind in ("state", "offset.map", "checkpoints")}
-    config = write_pair_config(root / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
-                               {**own_topics, "dagster.automation.running": True,
-                                "dagster.lag.sensor.interval.seconds": 5},
-                               defaults={"mirror.chunk.max.records": 2000})
-    home = ensure_dagster_home(root / "dagster-home")
-    ui = UiProcess(config, home, free_port(), root / "ui.log")
-    try:
-        ui.wait_until_serving(UI_START_S)
-        with DagsterInstance.from_config(str(home)) as instance:
-            yield Deployment(config, home, ui, instance)
-    finally:
-        code, output = ui.stop(120)
-        print(f"mirror-pipeline ui exited {code}; its log: {ui.log}")
+    config = automated_link_config(root, source_bootstrap, destination_bootstrap, LINK)
+    with serving(root, config, ensure_dagster_home(root / "dagster-home"), LINK) as deployed:
+        yield deployed
 
 
 @pytest.fixture
@@ -98,7 +104,7 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
     """A mirror of a new topic with a backlog, records arriving all along (stopped by `settle`)."""
     topic = create_topic(source_bootstrap, f"orch-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS)
     source = preload(source_bootstrap, topic, PARTITIONS, BACKLOG)
-    created = run_cli(deployment.home, "mirror", "create", topic, "--link", LINK,
+    created = run_cli(deployment.home, "mirror", "create", topic, "--link", deployment.link,
                       "--config", str(deployment.config))
     assert created.returncode == 0, created.stdout + created.stderr
     live = LiveSource(source_bootstrap, topic, PARTITIONS, "gapfree", rate=RATE)
@@ -139,6 +145,68 @@ def test_a_killed_daemon(deployment, mirror, source_bootstrap, destination_boots
             fault_report, "the daemon killed while a run copies")
 
 
+@pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
+def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destination_bootstrap, fault_report):
+    """The worker of the link's always-on run is killed: its follow-mode process (a Pipes child) stops by itself
+    after the epoch in flight, the run is marked failed, and the link's scheduled automation takes over."""
+    topic, live = mirror
+    names = LinkNames(deployment.link)
+    host, port = deployment.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    follow_run = DagsterGraphQLClient(host, port_number=int(port)).submit_job_execution(
+        names.follow_job, repository_location_name="mirror-pipeline", repository_name="__repository__",
+        run_config={"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}})
+    worker, follower = wait_for_following(deployment.instance, follow_run, destination_bootstrap, topic)
+    fault_at = time.time()
+    os.kill(worker, signal.SIGKILL)
+    deadline = time.monotonic() + FOLLOW_EPOCH_S + RUN_START_S
+    while running(follower) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not running(follower), f"follow mode (process {follower}) still runs with its run worker gone"
+    recover(deployment, follow_run, fault_at, ("terminated by signal 9", f"run worker (process {worker}) is gone"),
+            live, topic, source_bootstrap, destination_bootstrap, fault_report,
+            "the worker of an always-on (follow) run killed mid-copy")
+
+
+def wait_for_following(instance: DagsterInstance, run_id: str, destination: str, topic: str) -> tuple[int, int]:
+    """(run worker pid, follow-mode pid) once the follow run copies `topic`."""
+    deadline = time.monotonic() + RUN_START_S
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        assert run.status not in TERMINAL, f"follow run {run_id} ended {run.status} before the fault"
+        worker = run_worker(instance, run)
+        followers = [] if isinstance(worker, str) else children_running(worker[0], "--follow")
+        copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
+        if followers and copied > 0:
+            return worker[0], followers[0]
+        time.sleep(0.5)
+    pytest.fail(f"follow run {run_id} did not copy {topic} within {RUN_START_S} s")
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie left unreaped has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def children_running(parent: int, marker: str) -> list[int]:
+    """Processes whose parent is `parent` and whose command line holds `marker`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if ppid == parent and any(marker.encode() in arg for arg in argv):
+            found.append(int(entry))
+    return found
+
+
 def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons: tuple[str, ...],
             live: LiveSource, topic: str, source_bootstrap: str, destination_bootstrap: str, fault_report,
             scenario: str) -> None:
@@ -150,11 +218,11 @@ def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons
         assert failed.status == DagsterRunStatus.FAILURE, f"run {victim} ended {failed.status}"
         why = "\n".join(entry.message or "" for entry in instance.all_logs(victim))
         assert any(reason in why for reason in reasons), why[-3000:]
-    healed = wait_for_good_run_after(instance, fault_at, RECOVERY_S)
+    healed = wait_for_good_run_after(instance, fault_at, RECOVERY_S, deployment.link)
     recovered_s = healed.end_time - fault_at
     live.stop()
     wait_for_no_lag(source_bootstrap, destination_bootstrap, topic, RECOVERY_S)
-    verdict = assert_clean(deployment.config, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS,
+    verdict = assert_clean(deployment.config, deployment.link, source_bootstrap, destination_bootstrap, topic, PARTITIONS,
                            complete=True, expected_state="ACTIVE",
                            report=lambda v: fault_report(
                                f"orchestrator: {scenario}; a good run ended {recovered_s:.0f} s after it",
@@ -162,18 +230,20 @@ def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons
     assert verdict.records_checked >= PARTITIONS * BACKLOG
 
 
-def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str) -> tuple[str, int]:
-    """(run id, worker pid) of a started replicate run, once `topic`'s mirror holds some of its backlog."""
+def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str,
+                         link: str = LINK) -> tuple[str, int]:
+    """(run id, worker pid) of a started replicate run of `link`, once `topic`'s mirror holds some of its backlog."""
     deadline = time.monotonic() + RUN_START_S
     while time.monotonic() < deadline:
         copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
         assert copied < PARTITIONS * BACKLOG, "the backlog was copied before the fault could hit mid-copy"
-        for run in instance.get_runs(RunsFilter(job_name=NAMES.replicate_job, statuses=[DagsterRunStatus.STARTED])):
+        for run in instance.get_runs(RunsFilter(job_name=LinkNames(link).replicate_job,
+                                                statuses=[DagsterRunStatus.STARTED])):
             worker = run_worker(instance, run)
             if copied > 0 and not isinstance(worker, str) and process_alive(*worker):
                 return run.run_id, worker[0]
         time.sleep(0.2)
-    pytest.fail(f"no replicate run of {LINK} copied {topic} within {RUN_START_S} s")
+    pytest.fail(f"no replicate run of {link} copied {topic} within {RUN_START_S} s")
 
 
 def wait_for_status(instance: DagsterInstance, run_id: str, statuses: set, timeout_s: float):
@@ -186,17 +256,17 @@ def wait_for_status(instance: DagsterInstance, run_id: str, statuses: set, timeo
     pytest.fail(f"run {run_id} is still {instance.get_run_by_id(run_id).status} {timeout_s} s after the fault")
 
 
-def wait_for_good_run_after(instance: DagsterInstance, after: float, timeout_s: float):
-    """The record of the first replicate run started after `after` that succeeded."""
+def wait_for_good_run_after(instance: DagsterInstance, after: float, timeout_s: float, link: str = LINK):
+    """The record of the first replicate run of `link` started after `after` that succeeded."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        records = instance.get_run_records(RunsFilter(job_name=NAMES.replicate_job,
+        records = instance.get_run_records(RunsFilter(job_name=LinkNames(link).replicate_job,
                                                       statuses=[DagsterRunStatus.SUCCESS]))
         later = [r for r in records if r.start_time and r.start_time > after]
         if later:
             return min(later, key=lambda r: r.end_time)
         time.sleep(1)
-    pytest.fail(f"no replicate run of {LINK} succeeded within {timeout_s} s of the fault")
+    pytest.fail(f"no replicate run of {link} succeeded within {timeout_s} s of the fault")
 
 
 def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float) -> None:
