@@ -202,8 +202,8 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
 
                 # 4. Promote from the Launchpad. The shared job without the link's tag is refused in one
-                #    sentence and changes nothing; the link's own job, whose form asks only for the mirrors,
-                #    finishes copying, then stops the mirror for good.
+                #    sentence and changes nothing; the link's own job, whose mirror is picked from the list
+                #    of its partitions, finishes copying, then stops the mirror for good.
                 produce(source_bootstrap, topic, FINAL, "final")
                 refused = launch_promote(page, visit, PROMOTE_JOB,
                                          stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S))
@@ -211,7 +211,8 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 expect(page.get_by_text("promote refused: the run must carry the tag").first).to_be_visible()
                 assert describe(home, config, topic)["state"] == "ACTIVE"
                 status = launch_promote(page, visit, names.promote_job,
-                                        link_stop_run_config(names, PROMOTE_JOB, [topic], timeout_s=RUN_S))
+                                        link_stop_run_config(names, PROMOTE_JOB, [], timeout_s=RUN_S),
+                                        partition=topic)
                 assert status == "Success", f"promote launched from the Launchpad ended {status}; see {ui.log}"
                 text = page.inner_text("body")
                 errors.extend(f"promote run page: {marker}" for marker in ERROR_MARKERS if marker in text)
@@ -302,12 +303,19 @@ def check_graphql(response, counter: dict, errors: list[str]) -> None:
         errors.append(f"GraphQL answer with a PythonError: {body[:400]}")
 
 
-def launch_promote(page, visit, job: str, run_config: dict) -> str:
-    """Launch `job` from the Launchpad with `run_config` typed into its editor; the run's final status."""
+def launch_promote(page, visit, job: str, run_config: dict, partition: str | None = None) -> str:
+    """Launch `job` from the Launchpad with `run_config` typed into its editor (and `partition` picked
+    from the Launchpad's list of the job's partitions); the run's final status."""
     from playwright.sync_api import expect
 
     editor = page.locator(".CodeMirror").first
     visit(f"/locations/mirror-pipeline/jobs/{job}/playground", lambda: editor)
+    if partition is not None:
+        picker = page.get_by_placeholder("Partition")
+        picker.click()
+        picker.fill(partition)
+        page.get_by_role("menuitem", name=partition).first.click()
+        expect(picker).to_have_value(partition)
     editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", yaml.safe_dump(run_config))  # CodeMirror 5
     launch = page.get_by_role("button", name="Launch Run")  # its icon is part of its name
     expect(launch).to_be_enabled()  # the UI has validated the config

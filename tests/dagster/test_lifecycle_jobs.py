@@ -82,7 +82,8 @@ def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_boots
 
 def test_the_links_own_jobs_ask_only_for_the_mirrors(tmp_path, source_bootstrap, destination_bootstrap, create_topic,
                                                       unique_name, monkeypatch):
-    """The Launchpad's one form: the link's promote and failover jobs carry its name and tag themselves."""
+    """The Launchpad's one form: the link's promote and failover jobs carry its name and tag themselves,
+    and take the mirror picked as the run's partition."""
     from mirror_pipeline_dagster.link_stop_jobs import link_stop_run_config
     from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 
@@ -103,8 +104,10 @@ def test_the_links_own_jobs_ask_only_for_the_mirrors(tmp_path, source_bootstrap,
 
     promote = promote_job.execute_in_process(run_config=link_stop_run_config(names, "promote", [promoted], 120),
                                              instance=instance)
-    failover = failover_job.execute_in_process(run_config=link_stop_run_config(names, "failover", [failed_over]),
-                                               instance=instance)
+    # The failover picks its mirror from the link's partitions, as the Launchpad offers them.
+    instance.add_dynamic_partitions(names.mirrors_partitions, [promoted, failed_over])
+    failover = failover_job.execute_in_process(run_config=link_stop_run_config(names, "failover", []),
+                                               partition_key=failed_over, instance=instance)
     assert promote.success and failover.success
     assert instance.get_run_by_id(promote.run_id).tags[LINK_TAG] == LINK
     assert state_of(config, promoted) == "STOPPED" and state_of(config, failed_over) == "STOPPED"
