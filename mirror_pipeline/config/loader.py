@@ -119,9 +119,14 @@ class SparkSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    master: Annotated[str, Field(min_length=1)] = Field(default_factory=default_local_master)
-    remote: Annotated[str | None, AfterValidator(check_connect_url)] = None
-    conf: Annotated[dict[str, str], BeforeValidator(_stringify_conf)] = Field(default_factory=dict)
+    master: Annotated[str, Field(min_length=1)] = Field(
+        default_factory=default_local_master,
+        description="Spark master URL (`local[4]`, `spark://host:7077`); default `local[N]`, two task slots per core")
+    remote: Annotated[str | None, AfterValidator(check_connect_url)] = Field(
+        None, description="a Spark Connect server (`sc://host:15002`) to run the copies on instead of a master")
+    conf: Annotated[dict[str, str], BeforeValidator(_stringify_conf)] = Field(
+        default_factory=dict, description="Spark settings for the session (`spark.executor.memory: 2g`); secret "
+                                          "values reach the session at run time only")
 
     @model_validator(mode="after")
     def _master_or_remote(self) -> SparkSettings:

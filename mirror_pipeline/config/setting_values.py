@@ -24,6 +24,7 @@ the loader's scrubbing of secrets (a YAML alias can move one here) is complete.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from pydantic_core import PydanticCustomError
@@ -78,6 +79,15 @@ def boolean(value: Any) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
     raise invalid("true or false", value)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A whole-number setting's range, kept beside its check for the configuration reference."""
+
+    low: int
+    high: int
+    why: str
 
 
 def whole_number(low: int, high: int, why: str) -> Callable[[Any], int]:
