@@ -31,24 +31,22 @@ from tests.kafka_records import assert_identical, read_topic
 # aborts it only after this.
 KILLED_TRANSACTION_TIMEOUT_MS = 120_000
 
-# Begins a transaction as one of the link's slot writers, writes a segment key
-# into the link's offset-map topic, says so, and waits to be killed.
+# Begins a transaction on the link's offset-map topic as a writer of the link (its
+# transactional id is under the link's prefix), writes a segment key, says so,
+# and waits to be killed.
 _WRITER = """
 import sys, time
-from mirror_pipeline.link.state_writers import SlotWriter
 from mirror_pipeline.kafka import clients as kc
 bootstrap, link, topic, timeout_ms = sys.argv[1:5]
-writer = SlotWriter({"bootstrap.servers": bootstrap}, link, 0, topic)
-writer._producer = kc.producer(kc.client_config({"bootstrap.servers": bootstrap}, link, "state-writer", **{
-    "transactional.id": f"{link}-killed-writer", "transaction.timeout.ms": int(timeout_ms)}))
-writer._producer.init_transactions(30)
-writer._producer.begin_transaction()
-writer._producer.produce(topic, key=f"{link}/killed/0/0".encode(), value=b"{}")
-writer._producer.flush(30)
+producer = kc.producer(kc.client_config({"bootstrap.servers": bootstrap}, link, "state-writer", **{
+    "transactional.id": f"mirror-pipeline/{link}/killed-writer", "transaction.timeout.ms": int(timeout_ms)}))
+producer.init_transactions(30)
+producer.begin_transaction()
+producer.produce(topic, key=f"{link}/killed/0/0".encode(), value=b"{}")
+producer.flush(30)
 print("open", flush=True)
 time.sleep(600)
 """
-
 
 def _two_links(path: Path, source: str, destination: str, one: str, two: str) -> Path:
     """Two links on the same pair with the default internal topic names."""
