@@ -47,6 +47,7 @@ from mirror_pipeline.cli import cli
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka import acls
 from mirror_pipeline.link.required_acls import bindings, grants_from_dicts
+from tests.integration.test_failback import catch_up
 from tests.kafka_records import assert_identical, read_partition, read_topic
 from tests.secured_link import LINK, PARTITIONS, grant, produce, settings
 
@@ -107,14 +108,6 @@ def bindings_on(admin, alias: str, topic: str) -> set:
     flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
                            AclPermissionType.ANY)
     return {acls.binding_key(b) for b in acls.describe_bindings(admin, alias, flt)}
-
-
-def catch_up(config, link: str, spark, topic: str, rounds: int = 10) -> None:
-    for _ in range(rounds):
-        engine.run_cycle(config, link, spark, mirrors=[topic])
-        if engine.describe_mirror(config, link, topic).lag == 0:
-            return
-    raise AssertionError(f"{topic} did not catch up on link {link}")
 
 
 def test_alignment_growth_config_sync_late_guard_and_delete_with_the_listed_rights(
