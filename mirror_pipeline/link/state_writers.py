@@ -77,7 +77,13 @@ class TransactionalWriter:
         return MirrorError(f"{self.where}: {doing} failed: {kc.error_name(exc)}")
 
     def close(self) -> None:
-        self._producer.flush(5)
+        """Let go of the producer. Every write committed (or failed) before this, so nothing waits to be
+        delivered; a producer fenced mid-commit reports its fatal error again here, and raising it would
+        hide the `ConcurrentWriter` its write raised, on which the caller decides again (R-LC-8)."""
+        try:
+            self._producer.flush(5)
+        except KafkaException:
+            pass
 
 
 class SlotWriter(TransactionalWriter):
