@@ -13,6 +13,12 @@ running after the session (the next session then reuses them in under a second).
 `secure_kafka` is a second, secured pair (sasl_ssl, SCRAM-SHA-512 users, ACLs
 enforced) in `<repo>/.local-kafka/test-secure` on ports 12592/22592, with the
 same sharing rules; it too starts only when a test asks for it.
+
+Under pytest-xdist (`make test` runs several workers) worker N > 0 has clusters
+of its own: `test-gwN` and `test-secure-gwN`, every port 20*N higher. Tests were
+written for clusters nobody else writes to at the same moment (links of one
+name, cluster-wide transactional ids, brokers killed on purpose), and this keeps
+them so.
 """
 
 from __future__ import annotations
@@ -37,24 +43,38 @@ from mirror_pipeline.local.postgres import PostgresServer, PostgresUnavailable, 
 pytest_plugins = ["tests.secured_link"]
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_KAFKA_ROOT = REPO / ".local-kafka" / "test"
-SESSIONS_DIR = REPO / ".local-kafka" / "test-sessions"
-TEST_KAFKA_BASE_PORT = 11592
+#: This pytest-xdist worker's number; 0 outside xdist. Worker 0 uses the clusters a plain run uses.
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+_WORKER_SUFFIX = f"-gw{WORKER}" if WORKER else ""
+_WORKER_PORT_STEP = 20  # a cluster takes two ports; 50 workers still end below the secured pair's 12592
+TEST_KAFKA_ROOT = REPO / ".local-kafka" / f"test{_WORKER_SUFFIX}"
+SESSIONS_DIR = REPO / ".local-kafka" / f"test{_WORKER_SUFFIX}-sessions"
+TEST_KAFKA_BASE_PORT = 11592 + _WORKER_PORT_STEP * WORKER
 TEST_KAFKA_COUNT = 3
 KEEP_ENV = "MIRROR_PIPELINE_KEEP_TEST_KAFKA"
-TEST_SECURE_ROOT = REPO / ".local-kafka" / "test-secure"
-SECURE_SESSIONS_DIR = REPO / ".local-kafka" / "test-secure-sessions"
-TEST_SECURE_BASE_PORT = 12592
+TEST_SECURE_ROOT = REPO / ".local-kafka" / f"test-secure{_WORKER_SUFFIX}"
+SECURE_SESSIONS_DIR = REPO / ".local-kafka" / f"test-secure{_WORKER_SUFFIX}-sessions"
+TEST_SECURE_BASE_PORT = 12592 + _WORKER_PORT_STEP * WORKER
 TEST_SECURE_COUNT = 2
 TEST_SECURE_MODE = "sasl_ssl"
 
 _KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "third_bootstrap", "secure_kafka"}
 
 
+#: The pytest-xdist group (`make test` runs `--dist loadgroup`) of every test on the secured pair: one
+#: worker starts that pair, not each worker that gets such a test.
+SECURE_GROUP = "secured-pair"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _KAFKA_FIXTURES & fixtures:
             item.add_marker(pytest.mark.integration)
+        # A test file's tests stay on one worker (module fixtures start once), the secured pair's all on one.
+        group = SECURE_GROUP if "secure_kafka" in fixtures else Path(str(item.fspath)).stem
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -125,13 +145,16 @@ def _session_lock(sessions_dir: Path = SESSIONS_DIR) -> Iterator[None]:
 
 
 def _live_leases(sessions_dir: Path = SESSIONS_DIR) -> list[int]:
-    """Pids of other pytest runs using the test clusters; stale lease files are removed."""
+    """Pids of other pytest runs using the test clusters; stale lease files are removed.
+
+    A lease is live while its process is a Python one: `pytest-xdist`'s workers
+    (`make test` runs several) do not name pytest on their command line."""
     live = []
     for lease in sessions_dir.iterdir():
         if not lease.name.isdigit() or int(lease.name) == os.getpid():
             continue
         try:
-            alive = b"pytest" in Path(f"/proc/{lease.name}/cmdline").read_bytes()
+            alive = b"python" in Path(f"/proc/{lease.name}/cmdline").read_bytes()
         except OSError:
             alive = False
         if alive:

@@ -96,7 +96,8 @@ def test_up_is_idempotent(local_kafka: LocalKafka) -> None:
 def test_status_reports_running_clusters_that_answer(local_kafka: LocalKafka) -> None:
     infos = local_kafka.status()
     assert [i.name for i in infos] == ["us-west", "us-east", "eu-west"]
-    assert [i.bootstrap for i in infos] == ["127.0.0.1:11592", "127.0.0.1:21592", "127.0.0.1:31592"]
+    base = local_kafka.base_port
+    assert [i.bootstrap for i in infos] == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 10000}", f"127.0.0.1:{base + 20000}"]
     cluster_ids = set()
     for info in infos:
         assert info.running and info.pid
