@@ -126,9 +126,10 @@ def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:
     def watch() -> None:
         while not stop.is_set():
             if os.getppid() != parent:  # reparented: the parent died
-                click.echo("the Dagster run worker that started follow mode is gone: stopping after the epoch "
-                           "in flight", err=True)
-                stop.set()
+                stop.set()  # first: the line below may find its stderr pipe's reader dead with the worker
+                with contextlib.suppress(OSError):
+                    click.echo("the Dagster run worker that started follow mode is gone: stopping after the epoch "
+                               "in flight", err=True)
                 return
             time.sleep(every_s)
 
