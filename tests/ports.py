@@ -1,4 +1,4 @@
-"""Ports for the servers a test starts: asked of the OS, never fixed (see the README on port ranges)."""
+"""Ports for the servers a test starts: asked of the OS, never fixed (see docs/deploying.md on port ranges)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from mirror_pipeline_dagster.run_launcher import in_process_run_tags
 
 
 def dagster_instance() -> DagsterInstance:
-    """The instance `mirror-pipeline ui` uses when started as the README shows."""
+    """The instance `mirror-pipeline ui` uses when started as docs/console.md shows."""
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))

@@ -9,7 +9,7 @@ Where the figures come from:
   this process every `interval_s` (lag between copies is what an operator
   watches, and no copy records it).
 
-Metric names and labels are documented in the README ("Metrics"); a window's
+Metric names and labels are documented in docs/console.md ("Metrics"); a window's
 `count` says how many samples (records, for latency) stand behind it.
 """
 

@@ -23,8 +23,8 @@ _HEADER = """# Configuration reference
 
 Generated from the code (`python -m mirror_pipeline.config.reference`); a test
 fails when this page and the settings disagree. How the file is found, how
-secrets get in and how a bad file is reported: see the README's
-[Configuration](../README.md#configuration).
+secrets get in and how a bad file is reported: see
+[Configuring links](configuring-links.md#the-file).
 
 ```yaml
 clusters:          # alias -> librdkafka client properties; bootstrap.servers is required

@@ -1,7 +1,7 @@
 """The least privilege a link needs: the exact ACLs of its source and destination principals (R-ACL-3, R-REL-3).
 
 One list, used three ways: `mirror-pipeline link acls` prints it for an
-operator to grant, the README's table shows it, and the secured-cluster tests
+operator to grant, docs/security.md's table shows it, and the secured-cluster tests
 run a link with exactly these bindings and nothing more, which is how the
 suite shows the pipeline never needs a write, delete or alter right on the
 source.

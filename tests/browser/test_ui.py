@@ -33,7 +33,7 @@ Then Ctrl-C (SIGINT) stops the UI cleanly, and its output never mentioned a
 deprecation. The UI is stopped in a `finally` whatever happens. The asset
 page's screenshot is kept in the test's tmp dir; with
 MIRROR_PIPELINE_SCREENSHOT=1 it is also written to docs/ui-asset.png (the
-README's picture).
+picture in docs/console.md).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 assert mirror_counts(destination_bootstrap, topic) == source_counts(source_bootstrap, topic)
                 assert sum(source_counts(source_bootstrap, topic)) == FIRST + LATER
 
-                # The asset page after the run: the README's picture.
+                # The asset page after the run: the picture in docs/console.md.
                 visit(f"/assets/{names.group}/mirror_data", lambda: page.get_by_text("cycle_records").first)
                 shot = tmp_path / "ui-asset.png"
                 page.screenshot(path=str(shot))

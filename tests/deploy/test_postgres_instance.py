@@ -57,7 +57,7 @@ CYCLE = CycleResult(LINK, 1_767_225_600.0, 2.5, 3, {
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_server: PostgresServer,
          postgres_database: str) -> Path:
-    """`$DAGSTER_HOME` as README's "Deploying with Postgres" sets it up."""
+    """`$DAGSTER_HOME` as docs/deploying.md ("Dagster on PostgreSQL") sets it up."""
     home = tmp_path / "dagster-home"
     home.mkdir()
     shutil.copyfile(DEPLOY_FILE, home / "dagster.yaml")

@@ -28,7 +28,7 @@ from tests.integration.conftest import LINK
 
 MiB = 1024 * 1024
 BUDGET = 64 * MiB
-# What a Spark Python worker holds before a task (documented in the README,
+# What a Spark Python worker holds before a task (documented in docs/deploying.md, Sizing,
 # Performance): the interpreter, PySpark, pyarrow and the pipeline's modules,
 # ~90 MiB in a fresh worker, up to ~200 MiB in one reused after many tasks
 # (194 MiB was seen after a whole suite's worth). Well past that is a leak.

@@ -121,7 +121,7 @@ def test_there_is_no_import_cycle():
 
 def test_every_engine_module_sits_in_a_layer():
     unplaced = sorted(m for m in _modules() if m.startswith(f"{ENGINE}.") and m.split(".")[1] not in LAYERS)
-    assert not unplaced, f"add these to LAYERS (and to the README's map): {unplaced}"
+    assert not unplaced, f"add these to LAYERS (and to the map in docs/how-it-works.md): {unplaced}"
 
 
 def test_modules_import_only_their_layer_or_below():
