@@ -118,14 +118,24 @@ def shared_between_runs(sessions_dir: Path, start: Callable[[], object], stop: C
         if fresh is not None and not _live_leases(sessions_dir):
             fresh()
         (sessions_dir / str(os.getpid())).touch()
-        start()
+        try:
+            start()
+        except BaseException:
+            # e.g. one broker of a pair did not answer: the other must not be left running with a lease
+            _release(sessions_dir, stop, keep=False)
+            raise
     try:
         yield
     finally:
         with _session_lock(sessions_dir):
-            (sessions_dir / str(os.getpid())).unlink(missing_ok=True)
-            if not _live_leases(sessions_dir) and not os.environ.get(KEEP_ENV):
-                stop()
+            _release(sessions_dir, stop, keep=bool(os.environ.get(KEEP_ENV)))
+
+
+def _release(sessions_dir: Path, stop: Callable[[], object], keep: bool) -> None:
+    """Drop this run's lease (under the leases' lock) and stop the servers if no other run holds one."""
+    (sessions_dir / str(os.getpid())).unlink(missing_ok=True)
+    if not _live_leases(sessions_dir) and not keep:
+        stop()
 
 
 def _wiper(kafka: LocalKafka, root: Path) -> Callable[[], None]:
