@@ -30,6 +30,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from tests.config_files import write_two_way_config
 from tests.doc_blocks import REPO, RUNBOOKS, blocks, fill
+from tests.integration.test_failback import catch_up as catch_up_link
 from tests.kafka_records import assert_identical, commit, committed, read_topic
 
 PARTITIONS = 2
@@ -77,11 +78,7 @@ def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
 
 
 def catch_up(setup: Setup, spark) -> None:
-    for _ in range(10):
-        engine.run_cycle(setup.config, setup.forward, spark, mirrors=[setup.topic])
-        if engine.describe_mirror(setup.config, setup.forward, setup.topic).lag == 0:
-            return
-    raise AssertionError(f"{setup.topic} did not catch up")
+    catch_up_link(setup.config, setup.forward, spark, setup.topic)
 
 
 # Where a page starts: what its "You have" line names.
