@@ -39,6 +39,7 @@ from mirror_pipeline.local.processes import (
     exit_code,
     file_size,
     owns,
+    lost_a_bind_race,
     port_in_use,
     port_open,
     root_lock,
@@ -69,6 +70,8 @@ DEFAULT_COUNT = 2
 DEFAULT_BASE_PORT = 19092
 #: Cluster i listens on base_port + i * PORT_STRIDE; its controller on that + 1.
 PORT_STRIDE = 10000
+#: Starts again after a bind failure: another socket can take a port between our check and the broker's bind.
+BIND_RETRIES = 2
 ROOT_ENV = "MIRROR_PIPELINE_LOCAL_DIR"
 HEAP_ENV = "KAFKA_HEAP_OPTS"
 #: Small enough for three brokers plus Spark on a 2-core laptop-sized machine.
@@ -338,8 +341,13 @@ class LocalKafka:
         """Wait until the broker serves a metadata request; on failure stop it and explain."""
         admin = None
         probe = self.client_properties(ADMIN_USER, cluster.name)
+        rebinds = 0
         while True:
             pid = running_pid(cluster)
+            if pid is None and rebinds < BIND_RETRIES and lost_a_bind_race(cluster, self._log_starts.get(cluster.name)):
+                rebinds += 1
+                self._start(cluster)
+                continue
             if pid is None:
                 code = exit_code(cluster)
                 cluster.pid_file.unlink(missing_ok=True)

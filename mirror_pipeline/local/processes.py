@@ -110,6 +110,25 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def lost_a_bind_race(cluster: ClusterLayout, log_starts: dict[Path, int] | None, wait: float = 10.0) -> bool:
+    """Whether a broker died of a port taken between the free-port check and its bind, and the port is free again.
+
+    `log_starts` are its logs' sizes when it was started; None for a broker this process did not start.
+    Whoever took the port (often an outgoing connection) may hold it a moment longer: wait up to `wait` s.
+    """
+    if log_starts is None:
+        return False
+    said = "".join(tail_file(log, since=since, lines=400) for log, since in log_starts.items())
+    if "java.net.BindException" not in said:
+        return False
+    deadline = time.monotonic() + wait
+    while any(port_in_use(port) for port in (cluster.port, cluster.controller_port)):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)

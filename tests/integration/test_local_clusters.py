@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -22,23 +23,15 @@ from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.cli import cli
 from mirror_pipeline.local.clusters import LocalKafka
+from mirror_pipeline.local.processes import running_pid
 from mirror_pipeline.model.errors import LocalClusterError
+from tests.ports import free_port_pair
 
 pytestmark = pytest.mark.integration
 
 
-def _free_base_port(start: int = 19792, stop: int = 19892) -> int:
-    """A broker port with its controller port (+1) free, so concurrent runs do not collide."""
-    for port in range(start, stop, 2):
-        with socket.socket() as first, socket.socket() as second:
-            try:
-                for sock, p in ((first, port), (second, port + 1)):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka does
-                    sock.bind(("127.0.0.1", p))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port pair in {start}..{stop}")
+def _free_base_port() -> int:
+    return free_port_pair(19792, 19892)
 
 
 def _produce_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
@@ -203,5 +196,40 @@ def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str
         code, text = _run_cli("local", "down", "--dir", str(kafka.root), "--json")
         assert code == 0, text
         assert [d["pid"] for d in json.loads(text)] == [restarted["pid"]]
+    finally:
+        kafka.down()
+
+
+class _PortSnatchedAfterCheck(LocalKafka):
+    """Takes the controller port right after `up` found it free, and lets go once the broker has died of it."""
+
+    def _check_ports_free(self, cluster):  # type: ignore[no-untyped-def]
+        super()._check_ports_free(cluster)
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", cluster.controller_port))
+        holder.listen()
+
+        def release_when_the_broker_exits() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not _broker_exited(cluster):
+                time.sleep(0.1)
+            holder.close()
+
+        threading.Thread(target=release_when_the_broker_exits, daemon=True).start()
+
+
+def _broker_exited(cluster) -> bool:  # type: ignore[no-untyped-def]
+    return cluster.pid_file.exists() and running_pid(cluster) is None
+
+
+def test_up_starts_again_when_a_port_is_taken_between_the_check_and_the_bind(tmp_path: Path) -> None:
+    kafka = _PortSnatchedAfterCheck(tmp_path / "race", count=1, base_port=_free_base_port())
+    try:
+        [info] = kafka.up()
+        assert info.running
+        console = (kafka.root / "us-west" / "console.log").read_text()
+        assert console.count("--- started") == 2 and "BindException" in console
+        assert AdminClient({"bootstrap.servers": info.bootstrap}).list_topics(timeout=10) is not None
     finally:
         kafka.down()

@@ -1,8 +1,8 @@
 """Secured local clusters (`local up --security MODE`), on real brokers.
 
 The sasl_ssl pair is the session's `secure_kafka` (ports 12592/22592). The
-ssl and sasl_plaintext modes each get a one-cluster root of their own on port
-13592, started and stopped inside their test, one after the other.
+ssl and sasl_plaintext modes each get a one-cluster root of their own on the
+first free port pair from 13592, started and stopped inside their test.
 
 Every test that sees a password checks it never shows where it must not:
 CLI output, broker logs, the format tool's output.
@@ -27,10 +27,11 @@ from mirror_pipeline.cli import cli
 from mirror_pipeline.local.clusters import LocalKafka
 from mirror_pipeline.local.security import read_credentials
 from mirror_pipeline.model.errors import LocalClusterError
+from tests.ports import free_port_pair
 
 pytestmark = pytest.mark.integration
 
-OWN_BASE_PORT = 13592
+OWN_PORTS = (13592, 13692)
 
 
 def _name(label: str) -> str:
@@ -226,7 +227,7 @@ def test_cli_up_shows_references_and_writes_the_env_file(secure_kafka: LocalKafk
 
 @pytest.mark.parametrize("mode", ["ssl", "sasl_plaintext"])
 def test_other_secured_modes(mode: str, tmp_path: Path) -> None:
-    kafka = LocalKafka(tmp_path / mode, count=1, base_port=OWN_BASE_PORT, security=mode)
+    kafka = LocalKafka(tmp_path / mode, count=1, base_port=free_port_pair(*OWN_PORTS), security=mode)
     try:
         kafka.up()
         admin = kafka.client_properties()
