@@ -15,7 +15,8 @@ from typing import Sequence
 
 from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
-import mirror_pipeline.cli.dagster_runs as dagster_runs  # also reached through here: `dagster_events.dagster_runs()`
+# Re-exported: `dagster_events.dagster_runs()` reaches it through here, so ruff must not drop it as unused.
+import mirror_pipeline.cli.dagster_runs as dagster_runs  # noqa: F401
 from mirror_pipeline import engine
 from mirror_pipeline.cli.dagster_runs import dagster_instance
 from mirror_pipeline.config.loader import PipelineConfig
