@@ -42,8 +42,12 @@ __all__ = ["LINK_TAG", "LinkNames", "dagster_name", "link_definitions"]
 
 
 def link_definitions(
-    link: str, config_sync_ms: Optional[int] = None, offset_sync_ms: Optional[int] = None,
-    automation_running: bool = False, freshness_ms: int = 0, lag_sensor_interval_s: int = 30,
+    link: str,
+    config_sync_ms: int | None = None,
+    offset_sync_ms: int | None = None,
+    automation_running: bool = False,
+    freshness_ms: int = 0,
+    lag_sensor_interval_s: int = 30,
     run_max_runtime_s: int = 0,
 ) -> Definitions:
     """Everything Dagster shows for one link. Builds objects only: no I/O.

@@ -16,7 +16,6 @@ Built only for links with `acl.sync.enable` (see `definitions`):
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset's annotations as real types.
-from typing import Optional
 
 from dagster import (
     AssetExecutionContext,
@@ -58,7 +57,7 @@ def acl_sync_schedule_name(names: LinkNames) -> str:
     return f"{names.group}_acl_sync_schedule"
 
 
-def acl_sync_definitions(link: str, acl_sync_ms: Optional[int] = None) -> Definitions:
+def acl_sync_definitions(link: str, acl_sync_ms: int | None = None) -> Definitions:
     """The asset, job and schedule of one link's ACL sync. Builds objects only: no I/O."""
     names = LinkNames(link)
     job = define_asset_job(
@@ -75,7 +74,7 @@ def acl_sync_definitions(link: str, acl_sync_ms: Optional[int] = None) -> Defini
         job=job,
         default_status=DefaultScheduleStatus.STOPPED,
         description=f"One ACL sync of link '{link}', on '{cron}' (acl.sync.ms={interval}, rounded up to "
-                    f"whole minutes).",
+        f"whole minutes).",
     )
     return Definitions(assets=[build_acl_bindings_asset(names)], jobs=[job], schedules=[schedule])
 
@@ -131,5 +130,7 @@ def acl_sync_metadata(result: AclSyncResult) -> dict:
 def _summary(result: AclSyncResult) -> str:
     if not result.enabled:
         return result.message
-    return (f"link {result.link}: {len(result.created)} ACL binding(s) created, {len(result.deleted)} deleted, "
-            f"{result.in_sync_bindings} already in place, {result.foreign} not the link's (left alone)")
+    return (
+        f"link {result.link}: {len(result.created)} ACL binding(s) created, {len(result.deleted)} deleted, "
+        f"{result.in_sync_bindings} already in place, {result.foreign} not the link's (left alone)"
+    )

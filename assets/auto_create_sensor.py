@@ -73,20 +73,28 @@ def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -
         requests = []
         if first_copy:
             context.log.info(f"link {link.name}: first copy of {', '.join(first_copy)}")
-            requests.append(request_for_mirrors(
-                first_copy, registered + new_keys, run_key=f"{link.name}:first-copy:{stamp}",
-                tags=names.run_tags, job_name=replicate_job.name,
-            ))
+            requests.append(
+                request_for_mirrors(
+                    first_copy,
+                    registered + new_keys,
+                    run_key=f"{link.name}:first-copy:{stamp}",
+                    tags=names.run_tags,
+                    job_name=replicate_job.name,
+                )
+            )
         summary = f"link {link.name}: {len(plan.mirrors)} mirror(s), {len(plan.to_create)} source topic(s) to mirror"
         running = run_in_progress(context.instance, auto_create_job.name)
         if plan.to_create and running:
             summary += f"; run {running} of {auto_create_job.name} is still in progress"
         elif plan.to_create:
             context.log.info(f"link {link.name}: to mirror: {', '.join(plan.to_create)}")
-            requests.append(RunRequest(
-                run_key=f"{link.name}:auto-create:{stamp}", job_name=auto_create_job.name,
-                tags=names.housekeeping_tags,
-            ))
+            requests.append(
+                RunRequest(
+                    run_key=f"{link.name}:auto-create:{stamp}",
+                    job_name=auto_create_job.name,
+                    tags=names.housekeeping_tags,
+                )
+            )
         return SensorResult(
             run_requests=requests,
             skip_reason=None if requests else summary,

@@ -21,7 +21,7 @@
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -129,14 +129,18 @@ def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:
         context.log.info(
             f"link {names.link}: {result.configs_changed} config(s) changed on "
             f"{sum(1 for r in result.mirrors.values() if r.changed)} of {len(result.mirrors)} mirror(s)"
-            + (f"; skipped {', '.join(f'{m} ({s})' for m, s in sorted(result.skipped.items()))}" if result.skipped else "")
+            + (
+                f"; skipped {', '.join(f'{m} ({s})' for m, s in sorted(result.skipped.items()))}"
+                if result.skipped
+                else ""
+            )
         )
         yield MaterializeResult(metadata=sync_metadata(result))
 
     return _mirror_config
 
 
-def mirror_config_metadata(synced: Optional[MirrorConfigSync], skipped_state: Optional[str] = None) -> dict:
+def mirror_config_metadata(synced: MirrorConfigSync | None, skipped_state: str | None = None) -> dict:
     """One mirror's config sync: changed, overridden, held back, in sync, lag."""
     if synced is None:
         why = f"the mirror is {skipped_state}" if skipped_state else "the mirror no longer exists"
@@ -147,7 +151,9 @@ def mirror_config_metadata(synced: Optional[MirrorConfigSync], skipped_state: Op
     return {
         "source_topic": MetadataValue.text(synced.source_topic),
         "state": MetadataValue.text(synced.state),
-        "changed": MetadataValue.json({k: {"old": old, "new": new} for k, (old, new) in sorted(synced.changed.items())}),
+        "changed": MetadataValue.json(
+            {k: {"old": old, "new": new} for k, (old, new) in sorted(synced.changed.items())}
+        ),
         "overridden": MetadataValue.json(dict(sorted(synced.overridden.items()))),
         "held_back": MetadataValue.json(dict(sorted(synced.held_back.items()))),
         "in_sync": MetadataValue.bool(synced.in_sync),
@@ -213,13 +219,15 @@ def config_in_sync_result(drifts: dict[str, dict]) -> AssetCheckResult:
         metadata={
             "mirrors_checked": MetadataValue.int(len(drifts)),
             "mirrors_with_drift": MetadataValue.json(sorted(drifted)),
-            "drift": MetadataValue.json({m: d.get("drift", {}) or {"error": d.get("error")} for m, d in drifted.items()}),
+            "drift": MetadataValue.json(
+                {m: d.get("drift", {}) or {"error": d.get("error")} for m, d in drifted.items()}
+            ),
             "max_config_sync_lag_ms": MetadataValue.int(lag),
         },
     )
 
 
-def _run_partition_keys(context: AssetCheckExecutionContext) -> Optional[list[str]]:
+def _run_partition_keys(context: AssetCheckExecutionContext) -> list[str] | None:
     """The mirrors of the run the check runs in; None (every mirror) outside a partitioned run."""
     try:
         if context.has_partition_key_range or context.has_partition_key:
@@ -242,13 +250,17 @@ def build_config_sync_job(names: LinkNames):
     )
 
 
-def build_config_sync_schedule(names: LinkNames, job, config_sync_ms: Optional[int] = None) -> ScheduleDefinition:
+def build_config_sync_schedule(names: LinkNames, job, config_sync_ms: int | None = None) -> ScheduleDefinition:
     """`job` is the link's config-sync job; the interval is `topic.config.sync.ms` (default 5000 ms)."""
     return build_sync_schedule(
-        names, job, name=names.config_sync_schedule, setting="topic.config.sync.ms",
+        names,
+        job,
+        name=names.config_sync_schedule,
+        setting="topic.config.sync.ms",
         interval_ms=config_sync_ms or DEFAULT_CONFIG_SYNC_MS,
         what=f"One config-sync run of link '{names.link}' over its ACTIVE and PAUSED mirrors",
-        run_key_prefix=f"{names.link}:config-sync", tags=names.config_sync_tags,
+        run_key_prefix=f"{names.link}:config-sync",
+        tags=names.config_sync_tags,
     )
 
 
@@ -262,7 +274,7 @@ def build_sync_schedule(
     what: str,
     run_key_prefix: str,
     tags: dict,
-    skip_reason: Optional[Callable[[PipelineConfig], Optional[str]]] = None,
+    skip_reason: Callable[[PipelineConfig], str | None] | None = None,
 ) -> ScheduleDefinition:
     """A link's sync schedule (config sync, offset sync): one run of `job` over the link's
     ACTIVE and PAUSED mirrors every `interval_ms` (the link's `setting`), as `interval_cron`
@@ -281,9 +293,14 @@ def build_sync_schedule(
         if why:
             return SkipReason(why)
         return one_run_over_mirrors(
-            context, mirror_engine, names, job.name,
-            keep=lambda m: m.state in SYNCED_STATES, what="sync",
-            run_key_prefix=run_key_prefix, tags=tags,
+            context,
+            mirror_engine,
+            names,
+            job.name,
+            keep=lambda m: m.state in SYNCED_STATES,
+            what="sync",
+            run_key_prefix=run_key_prefix,
+            tags=tags,
         )
 
     return _sync_schedule

@@ -56,16 +56,23 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
         # Upstream of every link's copy asset; chains of links join up (no I/O).
         source_topics_definitions(config),
         *(
-            link_definitions(name, config.link(name).config_sync_ms, config.link(name).offset_sync_ms,
-                             automation_running=config.link(name).automation_running,
-                             freshness_ms=config.link(name).freshness_ms,
-                             lag_sensor_interval_s=config.link(name).lag_sensor_interval_s,
-                             run_max_runtime_s=config.link(name).run_max_runtime_s)
+            link_definitions(
+                name,
+                config.link(name).config_sync_ms,
+                config.link(name).offset_sync_ms,
+                automation_running=config.link(name).automation_running,
+                freshness_ms=config.link(name).freshness_ms,
+                lag_sensor_interval_s=config.link(name).lag_sensor_interval_s,
+                run_max_runtime_s=config.link(name).run_max_runtime_s,
+            )
             for name in sorted(config.links)
         ),
         *(verify_definitions(name) for name in sorted(config.links)),
-        *(acl_sync_definitions(name, config.link(name).acl_sync_ms)
-          for name in sorted(config.links) if config.link(name).acl_sync_enable),
+        *(
+            acl_sync_definitions(name, config.link(name).acl_sync_ms)
+            for name in sorted(config.links)
+            if config.link(name).acl_sync_enable
+        ),
     )
     with warnings.catch_warnings():
         # Binding resources to a sensor's op job makes Dagster 1.13 warn that the

@@ -39,36 +39,62 @@ STOP_MARGIN_S = 60.0
 
 
 class FollowConfig(Config):
-    epoch_seconds: float = Field(DEFAULT_EPOCH_S, ge=1, le=3600,
-                                 description="How long each epoch's tasks copy before the epoch is recorded and "
-                                             "replanned; Terminate waits for the epoch in flight.")
+    epoch_seconds: float = Field(
+        DEFAULT_EPOCH_S,
+        ge=1,
+        le=3600,
+        description="How long each epoch's tasks copy before the epoch is recorded and "
+        "replanned; Terminate waits for the epoch in flight.",
+    )
 
 
 def follow_command(link: str, config_path: str, epoch_seconds: float) -> list[str]:
-    command = [sys.executable, "-m", "mirror_pipeline", "run", "--link", link, "--follow",
-               "--epoch-seconds", str(epoch_seconds)]
+    command = [
+        sys.executable,
+        "-m",
+        "mirror_pipeline",
+        "run",
+        "--link",
+        link,
+        "--follow",
+        "--epoch-seconds",
+        str(epoch_seconds),
+    ]
     return command + (["--config", config_path] if config_path else [])
 
 
 def build_follow_job(names: LinkNames) -> JobDefinition:
-    @op(name=f"{names.group}_follow_epochs", description=(
-        f"Keep link '{names.link}''s mirrors copying as records arrive, epoch after epoch, until the run is "
-        "terminated (which finishes the epoch in flight)."))
+    @op(
+        name=f"{names.group}_follow_epochs",
+        description=(
+            f"Keep link '{names.link}''s mirrors copying as records arrive, epoch after epoch, until the run is "
+            "terminated (which finishes the epoch in flight)."
+        ),
+    )
     def follow_op(context: OpExecutionContext, config: FollowConfig, mirror_engine: MirrorEngine) -> None:
         client = PipesSubprocessClient(termination_timeout_seconds=config.epoch_seconds + STOP_MARGIN_S)
         try:
-            client.run(context=context,
-                       command=follow_command(names.link, mirror_engine.config_path or "", config.epoch_seconds))
+            client.run(
+                context=context,
+                command=follow_command(names.link, mirror_engine.config_path or "", config.epoch_seconds),
+            )
         except DagsterPipesExecutionError as exc:
-            raise Failure(description=f"follow mode of link '{names.link}' ended with an error: {exc} (its log above "
-                                      f"says why)") from exc
+            raise Failure(
+                description=f"follow mode of link '{names.link}' ended with an error: {exc} (its log above says why)"
+            ) from exc
 
     # In process: follow mode is then a child of the run worker itself, and stops by itself when
     # that worker is killed (`cli.follow`); under a step subprocess it would copy on, parented by a
     # step process that outlived the failed run.
-    @job(name=names.follow_job, tags=names.follow_tags, executor_def=in_process_executor, description=(
-        f"Always-on replication of link '{names.link}': one long-lived Spark application copies records as they "
-        f"arrive. Launch it from the Launchpad; Terminate stops it after the epoch in flight."))
+    @job(
+        name=names.follow_job,
+        tags=names.follow_tags,
+        executor_def=in_process_executor,
+        description=(
+            f"Always-on replication of link '{names.link}': one long-lived Spark application copies records as they "
+            f"arrive. Launch it from the Launchpad; Terminate stops it after the epoch in flight."
+        ),
+    )
     def follow_job():
         follow_op()
 

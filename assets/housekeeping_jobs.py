@@ -5,7 +5,7 @@ call for happen here, in runs, where the run history records them.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
-from typing import Callable
+from collections.abc import Callable
 
 from dagster import Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
 
@@ -21,7 +21,10 @@ def build_health_job(names: LinkNames) -> JobDefinition:
         return states
 
     return _one_step_job(
-        names, names.health_job, "check_health", check_health,
+        names,
+        names.health_job,
+        "check_health",
+        check_health,
         op_description=f"Probe link '{names.link}''s source and move its mirrors' states (R-LC-5).",
         job_description=f"Apply what link '{names.link}''s health sensor found.",
     )
@@ -43,7 +46,10 @@ def build_auto_create_job(names: LinkNames) -> JobDefinition:
         return result.to_dict()
 
     return _one_step_job(
-        names, names.auto_create_job, "auto_create_mirrors", auto_create_mirrors,
+        names,
+        names.auto_create_job,
+        "auto_create_mirrors",
+        auto_create_mirrors,
         op_description=f"Create mirrors of the source topics link '{names.link}''s auto-create filters select.",
         job_description=f"Create the mirrors link '{names.link}''s auto-create sensor found missing.",
     )

@@ -53,6 +53,7 @@ LAG_OBSERVATION_INTERVAL_S = 300
 
 def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
     """`job` is the link's replicate job (from `define_asset_job`)."""
+
     @sensor(
         name=names.lag_sensor,
         job=job,
@@ -72,8 +73,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         except ClusterUnreachable as exc:
             # Kafka down is an expected state, not a sensor error: skip, keep the cursor.
             return SensorResult(
-                skip_reason=f"link {link.name} ({link.source} -> {link.destination}) "
-                f"unreachable: {exc}",
+                skip_reason=f"link {link.name} ({link.source} -> {link.destination}) unreachable: {exc}",
                 cursor=context.cursor,
             )
 
@@ -92,8 +92,12 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         now = time.time()
         news = observation_news(lags, states, known, summary, previous, link.lag_alert_records, now)
         observed = observations(names, lags, states, news, summary)
-        cursor = {"lags": dict(sorted(lags.items())), "last_run_key": previous.get("last_run_key"),
-                  "observed": _observed_after(previous, lags, states, news, now), "summary": summary}
+        cursor = {
+            "lags": dict(sorted(lags.items())),
+            "last_run_key": previous.get("last_run_key"),
+            "observed": _observed_after(previous, lags, states, news, now),
+            "summary": summary,
+        }
 
         def skip(reason: str) -> SensorResult:
             return SensorResult(
@@ -115,13 +119,10 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         run_key = f"{link.name}:lag:{time.time_ns() // 1_000_000}"
         cursor["last_run_key"] = run_key
         context.log.info(
-            f"{len(behind)} mirror(s) of {link.name} behind: "
-            + ", ".join(f"{m} ({lags[m]})" for m in behind)
+            f"{len(behind)} mirror(s) of {link.name} behind: " + ", ".join(f"{m} ({lags[m]})" for m in behind)
         )
         return SensorResult(
-            run_requests=[
-                request_for_mirrors(behind, registered + new, run_key=run_key, tags=names.run_tags)
-            ],
+            run_requests=[request_for_mirrors(behind, registered + new, run_key=run_key, tags=names.run_tags)],
             dynamic_partitions_requests=partition_requests,
             asset_events=observed,
             cursor=json.dumps(cursor),
@@ -130,8 +131,15 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
     return _lag_sensor
 
 
-def observation_news(lags: dict[str, int], states: dict[str, str], registered: set, summary: str,
-                     previous: dict, alert_records: int, now: float) -> list[str]:
+def observation_news(
+    lags: dict[str, int],
+    states: dict[str, str],
+    registered: set,
+    summary: str,
+    previous: dict,
+    alert_records: int,
+    now: float,
+) -> list[str]:
     """The registered mirrors worth an observation this tick (see the module's docstring)."""
     last = _last_observed(previous)
     summary_changed = previous.get("summary") != summary
@@ -149,22 +157,26 @@ def observation_news(lags: dict[str, int], states: dict[str, str], registered: s
         except (TypeError, ValueError, IndexError, KeyError):
             news.append(mirror)  # never observed, or a cursor from before observations were kept
             continue
-        if (summary_changed or states.get(mirror, "unknown") != seen_state or band(lag) != band(seen_lag)
-                or (lag != seen_lag and now - seen_at >= LAG_OBSERVATION_INTERVAL_S)):
+        if (
+            summary_changed
+            or states.get(mirror, "unknown") != seen_state
+            or band(lag) != band(seen_lag)
+            or (lag != seen_lag and now - seen_at >= LAG_OBSERVATION_INTERVAL_S)
+        ):
             news.append(mirror)
     return news
 
 
-def _observed_after(previous: dict, lags: dict[str, int], states: dict[str, str], news: list[str],
-                    now: float) -> dict:
+def _observed_after(previous: dict, lags: dict[str, int], states: dict[str, str], news: list[str], now: float) -> dict:
     """The cursor's last observation per mirror: this tick's news, the rest as before (gone mirrors dropped)."""
     kept = {m: v for m, v in _last_observed(previous).items() if m in lags}
     kept.update({m: [lags[m], states.get(m, "unknown"), round(now, 3)] for m in news})
     return dict(sorted(kept.items()))
 
 
-def observations(names: LinkNames, lags: dict[str, int], states: dict[str, str], mirrors: list[str],
-                 summary: str) -> list[AssetObservation]:
+def observations(
+    names: LinkNames, lags: dict[str, int], states: dict[str, str], mirrors: list[str], summary: str
+) -> list[AssetObservation]:
     """Per mirror of `mirrors`: its lag (plotted between copies) and state, and the link's summary."""
     return [
         AssetObservation(

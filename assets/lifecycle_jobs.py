@@ -25,7 +25,8 @@ mirrors changed and which did not; the result is attached to the failure
 
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
 import math
-from typing import Callable, List, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
 from dagster_pyspark import PySparkResource
@@ -53,7 +54,7 @@ class FailoverConfig(Config):
     """Which mirrors of `link` to fail over, named one by one."""
 
     link: str = Field(description="The link, as named in the configuration file.")
-    topics: List[str] = Field(description=_TOPICS_HELP)
+    topics: list[str] = Field(description=_TOPICS_HELP)
 
 
 class PromoteConfig(FailoverConfig):
@@ -62,7 +63,9 @@ class PromoteConfig(FailoverConfig):
     timeout_s: float = Field(default=300.0, description="Seconds to wait for the lag to reach zero (1 to 604800).")
 
 
-def checked_request(context: OpExecutionContext, verb: str, config: FailoverConfig, mirror_engine: MirrorEngine) -> dict:
+def checked_request(
+    context: OpExecutionContext, verb: str, config: FailoverConfig, mirror_engine: MirrorEngine
+) -> dict:
     """The request once it is safe to carry out; else the step fails with ONE sentence and nothing changed.
 
     Checked in this order, cheapest first: topics named, link declared, the
@@ -71,17 +74,23 @@ def checked_request(context: OpExecutionContext, verb: str, config: FailoverConf
     """
     topics = list(dict.fromkeys(config.topics))
     if not topics:
-        _refuse(f"{verb} refused: name the mirror topics in `topics`; an empty list is not 'all' "
-                "(the CLI's --all passes every mirror by name)")
+        _refuse(
+            f"{verb} refused: name the mirror topics in `topics`; an empty list is not 'all' "
+            "(the CLI's --all passes every mirror by name)"
+        )
     loaded = _config_call(mirror_engine.load)
     if config.link not in loaded.links:
-        _refuse(f"{verb} refused: no link {config.link!r} in {loaded.path or 'the configuration file'}; "
-                f"its links: {', '.join(sorted(loaded.links)) or 'none'}")
+        _refuse(
+            f"{verb} refused: no link {config.link!r} in {loaded.path or 'the configuration file'}; "
+            f"its links: {', '.join(sorted(loaded.links)) or 'none'}"
+        )
     tag = context.run.tags.get(LINK_TAG)
     if tag != config.link:
         has = f"it has '{LINK_TAG}: {tag}'" if tag else "it has none"
-        _refuse(f"{verb} refused: the run must carry the tag '{LINK_TAG}: {config.link}' ({has}), so that it "
-                "queues behind the link's other runs; the CLI sets it, in the launchpad add it under Tags")
+        _refuse(
+            f"{verb} refused: the run must carry the tag '{LINK_TAG}: {config.link}' ({has}), so that it "
+            "queues behind the link's other runs; the CLI sets it, in the launchpad add it under Tags"
+        )
     timeout_s = getattr(config, "timeout_s", None)
     if timeout_s is not None and not (math.isfinite(timeout_s) and 1 <= timeout_s <= MAX_TIMEOUT_S):
         _refuse(f"{verb} refused: timeout_s must be between 1 and {MAX_TIMEOUT_S:.0f} seconds, not {timeout_s}")
@@ -111,7 +120,9 @@ def _carry_out(context: OpExecutionContext, verb: Callable[[], LifecycleResult])
     except engine.Incomplete as exc:
         # What changed stays changed (R-LC-8): logged and attached to the failure, for the CLI to show.
         _record(context, exc.result, as_output=False)
-        raise Failure(description=str(exc), metadata={PARTIAL_RESULT: MetadataValue.json(exc.result.to_dict())}) from exc
+        raise Failure(
+            description=str(exc), metadata={PARTIAL_RESULT: MetadataValue.json(exc.result.to_dict())}
+        ) from exc
     except MirrorError as exc:
         raise Failure(description=str(exc)) from exc
     return _record(context, result)
@@ -130,8 +141,9 @@ def _record(context: OpExecutionContext, result: LifecycleResult, as_output: boo
         )
     for name, m in sorted(data["mirrors"].items()):
         if m.get("new_mirror"):
-            context.log.info(f"{name}: followed by '{m['new_mirror']}' on link '{m['reverse_link']}' "
-                             f"({m['after']}): {m['said']}")
+            context.log.info(
+                f"{name}: followed by '{m['new_mirror']}' on link '{m['reverse_link']}' ({m['after']}): {m['said']}"
+            )
         else:
             context.log.info(f"{name}: {m['before']} -> {m['after']}: {m['said']}")
     for name, m in data.get("not_done", {}).items():
@@ -139,14 +151,18 @@ def _record(context: OpExecutionContext, result: LifecycleResult, as_output: boo
     return data
 
 
-@op(description="Refuses, before anything changes, a promote that names no topic, an unknown link or mirror, "
-                 "a mirror it cannot take now, or lacks the link's run tag.")
+@op(
+    description="Refuses, before anything changes, a promote that names no topic, an unknown link or mirror, "
+    "a mirror it cannot take now, or lacks the link's run tag."
+)
 def check_promote(context: OpExecutionContext, config: PromoteConfig, mirror_engine: MirrorEngine) -> dict:
     return checked_request(context, PROMOTE_JOB, config, mirror_engine)
 
 
-@op(description="Refuses, before anything changes, a failover that names no topic, an unknown link or mirror, "
-                 "a mirror it cannot take now, or lacks the link's run tag.")
+@op(
+    description="Refuses, before anything changes, a failover that names no topic, an unknown link or mirror, "
+    "a mirror it cannot take now, or lacks the link's run tag."
+)
 def check_failover(context: OpExecutionContext, config: FailoverConfig, mirror_engine: MirrorEngine) -> dict:
     return checked_request(context, FAILOVER_JOB, config, mirror_engine)
 
@@ -163,11 +179,14 @@ def failover_mirrors(context: OpExecutionContext, request: dict, mirror_engine: 
     return carry_out_failover(context, request, mirror_engine)
 
 
-def carry_out_promote(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine,
-                      pyspark: PySparkResource) -> dict:
+def carry_out_promote(
+    context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine, pyspark: PySparkResource
+) -> dict:
     """The promote of a checked request (`checked_request`), as the second step of a promote job does it."""
-    return _carry_out(context, lambda: mirror_engine.promote(request["link"], pyspark.spark_session, request["topics"],
-                                                             request["timeout_s"]))
+    return _carry_out(
+        context,
+        lambda: mirror_engine.promote(request["link"], pyspark.spark_session, request["topics"], request["timeout_s"]),
+    )
 
 
 def carry_out_failover(context: OpExecutionContext, request: dict, mirror_engine: MirrorEngine) -> dict:
@@ -178,14 +197,18 @@ def carry_out_failover(context: OpExecutionContext, request: dict, mirror_engine
 _TAGGED = f"The run must carry the tag '{LINK_TAG}: <link>' (the CLI sets it)."
 
 
-@job(name=PROMOTE_JOB, description="Planned migration of mirrors: run config names the link and topics (at least "
-                                   f"one). {_TAGGED}")
+@job(
+    name=PROMOTE_JOB,
+    description=f"Planned migration of mirrors: run config names the link and topics (at least one). {_TAGGED}",
+)
 def promote_job():
     promote_mirrors(check_promote())
 
 
-@job(name=FAILOVER_JOB, description="Disaster failover of mirrors: run config names the link and topics (at least "
-                                    f"one). {_TAGGED}")
+@job(
+    name=FAILOVER_JOB,
+    description=f"Disaster failover of mirrors: run config names the link and topics (at least one). {_TAGGED}",
+)
 def failover_job():
     failover_mirrors(check_failover())
 
@@ -194,20 +217,26 @@ class ReverseConfig(Config):
     """Which stopped mirrors of `link` to reverse (named one by one: there is no "all"), and how."""
 
     link: str
-    topics: List[str]
+    topics: list[str]
     reverse_link: str = ""  # empty: the one link the config declares the other way
     start: bool = True  # False: the new mirrors stay PAUSED (reverse-and-pause)
     dry_run: bool = False
     realign_groups: bool = False  # True: groups move back to their translation even when that is backwards
 
 
-@op(description="Failback: the old sources of stopped mirrors become mirrors of them on the reverse link; "
-                "records they would drop are saved to <topic>.diverged first.")
+@op(
+    description="Failback: the old sources of stopped mirrors become mirrors of them on the reverse link; "
+    "records they would drop are saved to <topic>.diverged first."
+)
 def reverse_mirrors(context: OpExecutionContext, config: ReverseConfig, mirror_engine: MirrorEngine) -> dict:
     if not config.topics:
         raise Failure(description="name the stopped mirrors to reverse in `topics` (there is no 'all' for reverse)")
-    return _carry_out(context, lambda: mirror_engine.reverse(config.link, config.topics, config.reverse_link or None,
-                                                             config.start, config.dry_run, config.realign_groups))
+    return _carry_out(
+        context,
+        lambda: mirror_engine.reverse(
+            config.link, config.topics, config.reverse_link or None, config.start, config.dry_run, config.realign_groups
+        ),
+    )
 
 
 @job(name=REVERSE_JOB, description="Failback of stopped mirrors: run config names the link and topics.")
@@ -215,18 +244,30 @@ def reverse_job():
     reverse_mirrors()
 
 
-def lifecycle_jobs() -> List[JobDefinition]:
+def lifecycle_jobs() -> list[JobDefinition]:
     return [promote_job, failover_job, reverse_job]
 
 
-def reverse_run_config(link: str, topics: List[str], reverse_link: str = "", start: bool = True,
-                       dry_run: bool = False, realign_groups: bool = False) -> dict:
-    config = {"link": link, "topics": list(topics), "reverse_link": reverse_link or "", "start": start,
-              "dry_run": dry_run, "realign_groups": realign_groups}
+def reverse_run_config(
+    link: str,
+    topics: list[str],
+    reverse_link: str = "",
+    start: bool = True,
+    dry_run: bool = False,
+    realign_groups: bool = False,
+) -> dict:
+    config = {
+        "link": link,
+        "topics": list(topics),
+        "reverse_link": reverse_link or "",
+        "start": start,
+        "dry_run": dry_run,
+        "realign_groups": realign_groups,
+    }
     return {"ops": {"reverse_mirrors": {"config": config}}}
 
 
-def stop_run_config(job_name: str, link: str, topics: List[str], timeout_s: float = 300.0) -> dict:
+def stop_run_config(job_name: str, link: str, topics: list[str], timeout_s: float = 300.0) -> dict:
     """The run config of the promote or failover job: the link and the mirrors, by name (at least one)."""
     config = {"link": link, "topics": list(topics)}
     if job_name == PROMOTE_JOB:

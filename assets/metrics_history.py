@@ -33,19 +33,21 @@ def recorded_copies(instance: DagsterInstance, link: str, since: float) -> list[
         values = _values(event.metadata)
         duration = float(values.get("cycle_duration_s", 0.0))
         started = float(values.get("cycle_started_at", record.timestamp - duration))
-        out.append(CopySample(
-            link=link,
-            mirror=event.partition or "",
-            at=started + duration,
-            duration_s=duration,
-            bytes=int(values.get("bytes", 0)),
-            latency_count=int(values.get("latency_records", 0)),
-            latency_min_ms=float(values.get("replication-latency-ms-min", 0.0)),
-            latency_max_ms=float(values.get("replication-latency-ms-max", 0.0)),
-            latency_sum_ms=float(values.get("replication-latency-ms-sum", 0)),
-            cycle_id=f"{record.run_id}/{started}",
-            cycle_bytes=int(values.get("cycle_bytes", 0)),
-        ))
+        out.append(
+            CopySample(
+                link=link,
+                mirror=event.partition or "",
+                at=started + duration,
+                duration_s=duration,
+                bytes=int(values.get("bytes", 0)),
+                latency_count=int(values.get("latency_records", 0)),
+                latency_min_ms=float(values.get("replication-latency-ms-min", 0.0)),
+                latency_max_ms=float(values.get("replication-latency-ms-max", 0.0)),
+                latency_sum_ms=float(values.get("replication-latency-ms-sum", 0)),
+                cycle_id=f"{record.run_id}/{started}",
+                cycle_bytes=int(values.get("cycle_bytes", 0)),
+            )
+        )
     return out
 
 
@@ -60,8 +62,11 @@ def recorded_checkpoints(instance: DagsterInstance, link: str, since: float) -> 
         started = values.get("sync_started_at", record.timestamp)
         syncs.setdefault((record.run_id, started), []).append((record.timestamp, event.partition or "", values))
     return [
-        CheckpointSample(max(t for t, _, _ in parts), float(parts[0][2]["checkpoint-latency-ms"]),
-                         tuple(sorted({m for _, m, _ in parts if m})))
+        CheckpointSample(
+            max(t for t, _, _ in parts),
+            float(parts[0][2]["checkpoint-latency-ms"]),
+            tuple(sorted({m for _, m, _ in parts if m})),
+        )
         for parts in syncs.values()
     ]
 
@@ -70,7 +75,8 @@ def _materializations(instance: DagsterInstance, key: AssetKey, since: float):
     cursor = None
     while True:
         page = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, after_timestamp=since), limit=_PAGE, cursor=cursor, ascending=True)
+            AssetRecordsFilter(asset_key=key, after_timestamp=since), limit=_PAGE, cursor=cursor, ascending=True
+        )
         yield from page.records
         if not page.has_more:
             return

@@ -6,7 +6,7 @@ says the same whichever ran the cycle.
 """
 
 # No `from __future__ import annotations`: Dagster reads the check signatures' types.
-from typing import Iterable, List
+from collections.abc import Iterable
 
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, MetadataValue, asset_check
 
@@ -14,7 +14,6 @@ from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import FOREIGN_WRITE
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
-
 
 LAG_CHECK = "lag_under_threshold"
 FOREIGN_WRITES_CHECK = "no_foreign_writes"
@@ -42,7 +41,7 @@ def foreign_writes_check_result(mirrors: Iterable[MirrorInfo]) -> AssetCheckResu
     )
 
 
-def build_mirror_checks(names: LinkNames) -> List[AssetChecksDefinition]:
+def build_mirror_checks(names: LinkNames) -> list[AssetChecksDefinition]:
     @asset_check(
         asset=names.mirror_data_key,
         name=LAG_CHECK,

@@ -19,8 +19,8 @@ time by the op pool `mirror-pipeline/<link>`, and says so in its log.
 # functions' annotations (context type, resource parameters) as real types.
 import time
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable, Optional
 
 from dagster import (
     AssetCheckKey,
@@ -119,14 +119,14 @@ def _mirror_data_asset(names: LinkNames) -> AssetsDefinition:
             raise Failure(description=str(exc)) from exc
 
         for mirror in context.partition_keys:
-            context.add_asset_metadata(
-                mirror_metadata(result.mirrors.get(mirror)), partition_key=mirror
-            )
+            context.add_asset_metadata(mirror_metadata(result.mirrors.get(mirror)), partition_key=mirror)
         context.log.info(
             f"link {names.link}: {result.records} records, {result.bytes} bytes, "
             f"{len(result.mirrors)} mirror(s) in {result.duration_s:.1f}s; lag after {result.lag_after}"
         )
-        yield MaterializeResult(metadata={**cycle_metadata(result), **_heartbeat_metadata(context, mirror_engine, names)})
+        yield MaterializeResult(
+            metadata={**cycle_metadata(result), **_heartbeat_metadata(context, mirror_engine, names)}
+        )
 
     return _mirror_data
 
@@ -140,19 +140,23 @@ def _heartbeat_metadata(context: AssetExecutionContext, mirror_engine, names: Li
         return {}
     if status.age_ms is None:
         return {}
-    return {"heartbeat_age_ms": MetadataValue.int(status.age_ms),
-            "heartbeat_emitted_at": MetadataValue.timestamp(status.newest_emitted_ms / 1000)}
+    return {
+        "heartbeat_age_ms": MetadataValue.int(status.age_ms),
+        "heartbeat_emitted_at": MetadataValue.timestamp(status.newest_emitted_ms / 1000),
+    }
 
 
-def freshness_policy(names: LinkNames) -> Optional[FreshnessPolicy]:
+def freshness_policy(names: LinkNames) -> FreshnessPolicy | None:
     """Stale in the UI when no mirror of the link was copied within the link's target (warn at half of it).
 
     Dagster evaluates it on the asset as a whole: any mirror's copy counts.
     """
     if not names.freshness_ms:
         return None
-    return FreshnessPolicy.time_window(fail_window=timedelta(milliseconds=names.freshness_ms),
-                                       warn_window=timedelta(milliseconds=names.freshness_ms // 2))
+    return FreshnessPolicy.time_window(
+        fail_window=timedelta(milliseconds=names.freshness_ms),
+        warn_window=timedelta(milliseconds=names.freshness_ms // 2),
+    )
 
 
 def _note_untagged_run(context: AssetExecutionContext, names: LinkNames) -> None:

@@ -7,7 +7,7 @@ show the same fields in the UI. Only figures and topic names: never a secret.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dagster import MetadataValue
 
@@ -30,8 +30,7 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
             "records": MetadataValue.int(0),
             "bytes": MetadataValue.int(0),
             "note": MetadataValue.text(
-                "nothing copied this cycle: the mirror is not active (paused, stopped, "
-                "failed) or no longer exists"
+                "nothing copied this cycle: the mirror is not active (paused, stopped, failed) or no longer exists"
             ),
         }
     return {

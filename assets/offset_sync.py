@@ -24,7 +24,8 @@
 
 # No `from __future__ import annotations`: Dagster reads the decorated
 # functions' annotations (context type, resource parameters) as real types.
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -111,9 +112,7 @@ def _consumer_offsets_asset(names: LinkNames) -> AssetsDefinition:
         totals = offset_sync_metadata(result, groups)
         groups_of = mirror_groups_metadata(groups)
         for mirror in context.partition_keys:
-            context.add_asset_metadata(
-                {**totals, **groups_of(mirror)}, partition_key=mirror
-            )
+            context.add_asset_metadata({**totals, **groups_of(mirror)}, partition_key=mirror)
         context.log.info(
             f"link {names.link} ({result.mode}): {result.committed} offset(s) committed for "
             f"{len(groups)} group(s); offset-sync lag {result.offset_sync_lag}"
@@ -127,9 +126,7 @@ def _consumer_offsets_asset(names: LinkNames) -> AssetsDefinition:
 def sync_off_metadata() -> dict:
     return {
         "offset_sync": MetadataValue.text("off"),
-        "note": MetadataValue.text(
-            "consumer.offset.sync.enable is false on this link: no offsets read or committed"
-        ),
+        "note": MetadataValue.text("consumer.offset.sync.enable is false on this link: no offsets read or committed"),
     }
 
 
@@ -238,19 +235,23 @@ def build_offset_sync_job(names: LinkNames):
     )
 
 
-def build_offset_sync_schedule(names: LinkNames, job, offset_sync_ms: Optional[int] = None) -> ScheduleDefinition:
+def build_offset_sync_schedule(names: LinkNames, job, offset_sync_ms: int | None = None) -> ScheduleDefinition:
     """`job` is the link's offset-sync job; the interval is `consumer.offset.sync.ms`
     (default 30000 ms), rounded up to whole minutes: cron's granularity is one minute."""
 
-    def sync_off(config: PipelineConfig) -> Optional[str]:
+    def sync_off(config: PipelineConfig) -> str | None:
         if not config.link(names.link).offset_sync_enable:
             return f"link {names.link} has consumer.offset.sync.enable: false"
         return None
 
     return build_sync_schedule(
-        names, job, name=names.offset_sync_schedule, setting="consumer.offset.sync.ms",
+        names,
+        job,
+        name=names.offset_sync_schedule,
+        setting="consumer.offset.sync.ms",
         interval_ms=offset_sync_ms or DEFAULT_OFFSET_SYNC_MS,
         what=f"One consumer-offset sync run of link '{names.link}' over its ACTIVE and PAUSED mirrors",
-        run_key_prefix=f"{names.link}:offset-sync", tags=names.offset_sync_tags,
+        run_key_prefix=f"{names.link}:offset-sync",
+        tags=names.offset_sync_tags,
         skip_reason=sync_off,
     )

@@ -35,9 +35,14 @@ def build_replicate_schedule(names: LinkNames, job) -> ScheduleDefinition:
     )
     def _replicate_schedule(context: ScheduleEvaluationContext, mirror_engine: MirrorEngine):
         return one_run_over_mirrors(
-            context, mirror_engine, names, names.replicate_job,
-            keep=lambda m: m.state not in IDLE_STATES, what="copy",
-            run_key_prefix=names.link, tags=names.run_tags,
+            context,
+            mirror_engine,
+            names,
+            names.replicate_job,
+            keep=lambda m: m.state not in IDLE_STATES,
+            what="copy",
+            run_key_prefix=names.link,
+            tags=names.run_tags,
             skip_while=[names.follow_job],  # the always-on run copies already
         )
 

@@ -69,19 +69,23 @@ class MonitoredRunLauncher(DefaultRunLauncher):
         elif process_alive(pid, started_by=reported_at):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")
         else:
-            gone = (f"the run worker (process {pid}) is gone: it was killed, crashed, or lost the instance's "
-                    f"storage before it could end the run")
+            gone = (
+                f"the run worker (process {pid}) is gone: it was killed, crashed, or lost the instance's "
+                f"storage before it could end the run"
+            )
         return CheckRunHealthResult(
             WorkerStatus.FAILED,
-            f"{gone}. Nothing it copied is lost: the link's next run goes on from where the mirrors end")
+            f"{gone}. Nothing it copied is lost: the link's next run goes on from where the mirrors end",
+        )
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
         worker = run_worker(self._instance, run) if run is not None else "no run"
         ended = super().terminate(run_id)
         if run is not None and not isinstance(worker, str) and _past_max_runtime(self._instance, run):
-            threading.Thread(target=_kill_later, args=(*worker, KILL_AFTER_S), daemon=True,
-                             name=f"kill-hung-run-{run_id}").start()
+            threading.Thread(
+                target=_kill_later, args=(*worker, KILL_AFTER_S), daemon=True, name=f"kill-hung-run-{run_id}"
+            ).start()
         return ended
 
 

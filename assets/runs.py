@@ -9,7 +9,7 @@ in between that have nothing to copy cost one cheap planning step.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from dagster import (
     DagsterInstance,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetKey,
@@ -49,7 +49,9 @@ def source_topics_definitions(config: PipelineConfig) -> Definitions:
     upstream = chain_upstreams(ends)
     return Definitions(
         assets=[
-            build_source_topics_asset(LinkNames(name), ends[name][0], [LinkNames(up).mirror_data_key for up in upstream[name]])
+            build_source_topics_asset(
+                LinkNames(name), ends[name][0], [LinkNames(up).mirror_data_key for up in upstream[name]]
+            )
             for name in sorted(ends)
         ]
     )
@@ -87,7 +89,9 @@ def _reaches(upstream: Mapping[str, list[str]], start: str, target: str) -> bool
     return False
 
 
-def build_source_topics_asset(names: LinkNames, source_cluster: str, upstream: Sequence[AssetKey] = ()) -> AssetsDefinition:
+def build_source_topics_asset(
+    names: LinkNames, source_cluster: str, upstream: Sequence[AssetKey] = ()
+) -> AssetsDefinition:
     with warnings.catch_warnings():
         # Observable source assets are beta in Dagster 1.13: the warning is noise at every load.
         warnings.simplefilter("ignore", BetaWarning)
@@ -107,7 +111,9 @@ def _source_topics_asset(names: LinkNames, source_cluster: str, upstream: list[A
     )
 
     @multi_observable_source_asset(
-        specs=[spec], name=names.observe_sources_op, required_resource_keys={"mirror_engine"},
+        specs=[spec],
+        name=names.observe_sources_op,
+        required_resource_keys={"mirror_engine"},
         description=f"Reads the log offsets of the source topics of link '{names.link}'.",
     )
     def _observe(context):
@@ -148,8 +154,11 @@ def read_source_offsets(engine, link: str) -> tuple[dict[str, dict], dict[str, s
             continue
         offsets[m.source_topic] = {
             "mirror": m.mirror_topic,
-            "partitions": {p.partition: [p.source_log_start, p.source_log_end] for p in described.partitions
-                           if p.source_log_end is not None},
+            "partitions": {
+                p.partition: [p.source_log_start, p.source_log_end]
+                for p in described.partitions
+                if p.source_log_end is not None
+            },
         }
     return offsets, unknown
 

@@ -13,7 +13,6 @@ shows it as skipped) and verifies only in its own runs.
 
 # No `from __future__ import annotations`: Dagster reads the check's signature types.
 import time
-from typing import List, Optional
 
 from dagster import (
     AssetCheckExecutionContext,
@@ -47,12 +46,18 @@ DEFAULT_MAX_BYTES_PER_SECOND = 50_000_000
 
 
 class VerifyCheckConfig(Config):
-    sample: float = Field(default=DEFAULT_SAMPLE, gt=0, le=1,
-                          description="Share of each partition's checksum ranges compared; 1.0 compares everything.")
-    max_bytes_per_second: Optional[int] = Field(
-        default=DEFAULT_MAX_BYTES_PER_SECOND, ge=1,
-        description="Cap on what the verify reads from both clusters together; empty: no cap.")
-    mirrors: Optional[List[str]] = Field(default=None, description="Only these mirror topics [default: all].")
+    sample: float = Field(
+        default=DEFAULT_SAMPLE,
+        gt=0,
+        le=1,
+        description="Share of each partition's checksum ranges compared; 1.0 compares everything.",
+    )
+    max_bytes_per_second: int | None = Field(
+        default=DEFAULT_MAX_BYTES_PER_SECOND,
+        ge=1,
+        description="Cap on what the verify reads from both clusters together; empty: no cap.",
+    )
+    mirrors: list[str] | None = Field(default=None, description="Only these mirror topics [default: all].")
 
 
 def verify_job_name(names: LinkNames) -> str:
@@ -69,28 +74,42 @@ def _op_name(names: LinkNames) -> str:
 
 def build_verify_check(names: LinkNames) -> AssetChecksDefinition:
     spec = AssetCheckSpec(
-        VERIFY_CHECK, asset=names.mirror_data_key,
-        description=(f"A sample of every mirror of link '{names.link}' compared with its source by checksums; "
-                     "a failure names the mirror, partition and first differing source offset."),
+        VERIFY_CHECK,
+        asset=names.mirror_data_key,
+        description=(
+            f"A sample of every mirror of link '{names.link}' compared with its source by checksums; "
+            "a failure names the mirror, partition and first differing source offset."
+        ),
     )
 
     # can_subset: in runs that copy, the check yields nothing (see the module's docstring).
     @multi_asset_check(specs=[spec], name=_op_name(names), can_subset=True)
-    def _mirror_verified(context: AssetCheckExecutionContext, config: VerifyCheckConfig,
-                         mirror_engine: MirrorEngine, pyspark: PySparkResource):
+    def _mirror_verified(
+        context: AssetCheckExecutionContext,
+        config: VerifyCheckConfig,
+        mirror_engine: MirrorEngine,
+        pyspark: PySparkResource,
+    ):
         if _run_copies(context, names):
             context.log.info(f"{VERIFY_CHECK}: not run with a copy; it runs in {verify_job_name(names)}")
             return
         try:
             result = mirror_engine.verify_mirrors(
-                names.link, pyspark.spark_session, mirrors=config.mirrors, sample=config.sample,
-                max_bytes_per_second=config.max_bytes_per_second, seed=time.strftime("%Y-%m-%d"),
+                names.link,
+                pyspark.spark_session,
+                mirrors=config.mirrors,
+                sample=config.sample,
+                max_bytes_per_second=config.max_bytes_per_second,
+                seed=time.strftime("%Y-%m-%d"),
             )
         except MirrorError as exc:
             raise Failure(description=str(exc)) from exc
         yield AssetCheckResult(
-            asset_key=names.mirror_data_key, check_name=VERIFY_CHECK, passed=result.identical,
-            severity=AssetCheckSeverity.ERROR, description="; ".join(result.problems()) or None,
+            asset_key=names.mirror_data_key,
+            check_name=VERIFY_CHECK,
+            passed=result.identical,
+            severity=AssetCheckSeverity.ERROR,
+            description="; ".join(result.problems()) or None,
             metadata=verify_metadata(result),
         )
 
@@ -106,13 +125,21 @@ def _run_copies(context: AssetCheckExecutionContext, names: LinkNames) -> bool:
 def verify_metadata(result: VerifyResult) -> dict:
     """Per mirror: identical or the first bad offset; counts; never a payload or a secret."""
     per_mirror = {
-        name: {"identical": m.identical, "state": m.state, "records": m.source_records, "problem": m.problem(),
-               "first_bad_offset": _first_bad(m), "skipped": m.skipped}
+        name: {
+            "identical": m.identical,
+            "state": m.state,
+            "records": m.source_records,
+            "problem": m.problem(),
+            "first_bad_offset": _first_bad(m),
+            "skipped": m.skipped,
+        }
         for name, m in sorted(result.mirrors.items())
     }
     rows = ["| mirror | result | records compared | first bad source offset |", "| --- | --- | ---: | --- |"]
-    rows += [f"| {name} | {_verdict(r)} | {r['records']} | {r['first_bad_offset'] or '–'} |"
-             for name, r in per_mirror.items()]
+    rows += [
+        f"| {name} | {_verdict(r)} | {r['records']} | {r['first_bad_offset'] or '–'} |"
+        for name, r in per_mirror.items()
+    ]
     return {
         "sample": MetadataValue.float(float(result.sample)),
         "records_compared": MetadataValue.int(result.source_records),
@@ -140,15 +167,21 @@ def verify_definitions(link: str) -> Definitions:
     names = LinkNames(link)
     check = build_verify_check(names)
     selection = AssetSelection.checks(check)
-    sampled = define_asset_job(verify_job_name(names), selection=selection,
-                               description=f"A sampled verify of link '{names.link}' (the {VERIFY_CHECK} check).")
+    sampled = define_asset_job(
+        verify_job_name(names),
+        selection=selection,
+        description=f"A sampled verify of link '{names.link}' (the {VERIFY_CHECK} check).",
+    )
     full = define_asset_job(
-        full_verify_job_name(names), selection=selection,
+        full_verify_job_name(names),
+        selection=selection,
         config={"ops": {_op_name(names): {"config": {"sample": 1.0}}}},
         description=f"A full verify of link '{names.link}': every record of every mirror's common range.",
     )
     schedule = ScheduleDefinition(
-        name=f"{names.group}_verify_schedule", job=sampled, cron_schedule=VERIFY_CRON,
+        name=f"{names.group}_verify_schedule",
+        job=sampled,
+        cron_schedule=VERIFY_CRON,
         default_status=DefaultScheduleStatus.STOPPED,
         description=f"Daily, a sampled verify of link '{names.link}' ({DEFAULT_SAMPLE:g} of the ranges).",
     )

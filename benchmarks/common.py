@@ -14,9 +14,9 @@ import sys
 import time
 import uuid
 import zipfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -78,16 +78,18 @@ def warm_up(bootstrap: str, timeout: float = 120.0) -> None:
     (SIGSEGV in rd_kafka_cgrp_op) when that admin call meets a coordinator
     that is still loading.
     """
-    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4().hex[:8]}",
-                   "logger": QUIET})
+    tx = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-up-{uuid.uuid4().hex[:8]}", "logger": QUIET}
+    )
     tx.init_transactions(timeout)
     tx.flush(5)
     topic = "bench-warm-up"
     admin = admin_for(bootstrap)
     if topic_partition_count(admin, topic) is None:
         create_topic(admin, topic, 1)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up", "enable.auto.commit": False,
-                  "logger": QUIET})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-warm-up", "enable.auto.commit": False, "logger": QUIET}
+    )
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -127,8 +129,10 @@ def local_clusters(root: Path, keep: bool, base_port: int) -> Iterator[LocalKafk
         yield lk
     finally:
         if keep:
-            say(f"leaving clusters running: {', '.join(lk.bootstraps)} "
-                f"(stop: LocalKafka(Path({str(root)!r}), 2, {base_port}).down())")
+            say(
+                f"leaving clusters running: {', '.join(lk.bootstraps)} "
+                f"(stop: LocalKafka(Path({str(root)!r}), 2, {base_port}).down())"
+            )
         else:
             say("stopping local clusters and deleting their storage")
             lk.down()
@@ -149,18 +153,31 @@ def mm2_class_present() -> bool:
 
 
 #: MM2 on single-node clusters: it creates its remote and internal topics with replication factors above 1.
-MM2_SINGLE_NODE = {name: "1" for name in (
-    "replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-    "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
-    "status.storage.replication.factor", "config.storage.replication.factor")}
+MM2_SINGLE_NODE = {
+    name: "1"
+    for name in (
+        "replication.factor",
+        "checkpoints.topic.replication.factor",
+        "heartbeats.topic.replication.factor",
+        "offset-syncs.topic.replication.factor",
+        "offset.storage.replication.factor",
+        "status.storage.replication.factor",
+        "config.storage.replication.factor",
+    )
+}
 
 
 def mm2_properties_text(settings: dict[str, str], written_by: str) -> str:
     return f"# Written by {written_by}\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
 
 
-def start_mm2(workdir: Path, properties: str, target_cluster: str = "b", heap: str = "-Xmx1g -Xms256m",
-              jvm_opts: tuple[str, ...] = ("-XX:+UseG1GC", "-Djava.awt.headless=true")) -> tuple[subprocess.Popen, Path]:
+def start_mm2(
+    workdir: Path,
+    properties: str,
+    target_cluster: str = "b",
+    heap: str = "-Xmx1g -Xms256m",
+    jvm_opts: tuple[str, ...] = ("-XX:+UseG1GC", "-Djava.awt.headless=true"),
+) -> tuple[subprocess.Popen, Path]:
     """MirrorMaker 2 in dedicated mode for `target_cluster`, in a fresh `workdir`; (process, log path)."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)

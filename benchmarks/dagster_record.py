@@ -47,9 +47,23 @@ def one_record_cycle(mirrors: int, partitions: int) -> CycleResult:
     copies = {}
     for i in range(mirrors):
         topic = f"scale-{i:05d}"
-        parts = tuple(PartitionCopy(p, 5, 6, 5, 6, records=1, bytes=100, lag_after=0, latency_min_ms=40,
-                                    latency_max_ms=40, latency_sum_ms=40, latency_records=1)
-                      for p in range(partitions))
+        parts = tuple(
+            PartitionCopy(
+                p,
+                5,
+                6,
+                5,
+                6,
+                records=1,
+                bytes=100,
+                lag_after=0,
+                latency_min_ms=40,
+                latency_max_ms=40,
+                latency_sum_ms=40,
+                latency_records=1,
+            )
+            for p in range(partitions)
+        )
         copies[topic] = MirrorCopyResult(topic, topic, parts)
     return CycleResult(LINK, time.time(), 30.0, work_units=4, mirrors=copies)
 
@@ -96,8 +110,9 @@ def main() -> int:
     if not args.skip_postgres:
         with local_postgres(durable=True) as server:
             server.create_database("dagster")
-            rows += measure("PostgreSQL", REPO / "deploy" / "dagster-postgres.yaml", result,
-                            server.dagster_env("dagster"))
+            rows += measure(
+                "PostgreSQL", REPO / "deploy" / "dagster-postgres.yaml", result, server.dagster_env("dagster")
+            )
     print(f"\nrecording a cycle of {args.mirrors:,} mirrors x {args.partitions} partitions in Dagster\n")
     print(f"{'storage':<11} {'what':<31} {'record':<7} {'seconds':>8} {'ms per mirror':>14}")
     for storage, name, attempt, took in rows:

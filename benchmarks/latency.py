@@ -109,15 +109,22 @@ class Bench:
         self.a_admin = admin_for(a)
         spark = {"master": args.spark_master} if args.spark_master else {}
         self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark)
-        standalone = {"master": f"spark://127.0.0.1:{args.spark_master_port}",
-                      "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
+        standalone = {
+            "master": f"spark://127.0.0.1:{args.spark_master_port}",
+            "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM},
+        }
         self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
         connect = {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"}
         self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect)
         # Every link stays in it (one with mirrors cannot leave the config); only the sensor's runs by itself.
         sensor = {"dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": args.sensor_interval}
-        self.sensor_config = write_config(WORK_DIR / "latency-sensor.yaml", a, b, connect,
-                                          {link: {} for link in LINKS.values()} | {LINKS["sensor"]: sensor})
+        self.sensor_config = write_config(
+            WORK_DIR / "latency-sensor.yaml",
+            a,
+            b,
+            connect,
+            {link: {} for link in LINKS.values()} | {LINKS["sensor"]: sensor},
+        )
 
     def source_topic(self, mode: str) -> str:
         topic = f"lat-{mode}-{self.run_id}"
@@ -131,8 +138,11 @@ class Bench:
         args, topic = self.args, self.source_topic(mode)
         if mode == "mm2":
             return Mm2(WORK_DIR / "mm2", self.a, self.b, topic)
-        config = {"follow-standalone": self.standalone_config, "cycles-connect": self.connect_config,
-                  "sensor": self.sensor_config}.get(mode, self.config)
+        config = {
+            "follow-standalone": self.standalone_config,
+            "cycles-connect": self.connect_config,
+            "sensor": self.sensor_config,
+        }.get(mode, self.config)
         mirror = self.mirror(config, mode, topic)
         if mode == "sensor":
             return SensorRuns(mode, config, LINKS[mode], topic, mirror, WORK_DIR, args.ui_port)
@@ -215,8 +225,13 @@ def follow_burst(bench: Bench, copier: Copier, tracker: Tracker, source: str) ->
 
 def burst_figures(loader: Load, tracker: Tracker, produced: dict, begun_ms: float, done: bool) -> dict[str, Any]:
     stats = phase_stats(loader, tracker, BURST)
-    out = {"produced": produced, "all_arrived": done, **arrival_rate(tracker, BURST),
-           "lost": stats.get("lost"), "duplicated": stats.get("duplicated")}
+    out = {
+        "produced": produced,
+        "all_arrived": done,
+        **arrival_rate(tracker, BURST),
+        "lost": stats.get("lost"),
+        "duplicated": stats.get("duplicated"),
+    }
     if tracker.logs[BURST].last_ms:
         out["burst_start_to_last_s"] = round((tracker.logs[BURST].last_ms - begun_ms) / 1000, 2)
         # Near 0: the copier kept pace with the producer, and the rate above is the producer's.
@@ -276,13 +291,18 @@ def with_standalone_spark(bench: Bench, mode: str, fn) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seconds", type=float, default=180, help="steady load per mode (default 180)")
     ap.add_argument("--rate", type=float, default=2000, help="records/s of the steady load (default 2000)")
-    ap.add_argument("--warm-seconds", type=float, default=30,
-                    help="modes measured once running: the steady load runs this long after the first record "
-                         "arrived before the measured load (default 30; 0: measure from the first arrival)")
+    ap.add_argument(
+        "--warm-seconds",
+        type=float,
+        default=30,
+        help="modes measured once running: the steady load runs this long after the first record "
+        "arrived before the measured load (default 30; 0: measure from the first arrival)",
+    )
     ap.add_argument("--record-bytes", type=int, default=1024, help="value size (default 1024; keys are 11 bytes)")
     ap.add_argument("--partitions", type=int, default=8, help="partitions per topic (default 8)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
@@ -295,17 +315,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stop-timeout", type=float, default=300, help="follow: SIGKILL this long after SIGTERM")
     ap.add_argument("--linger", type=float, default=3, help="listen this long after stopping a copier (duplicates)")
     ap.add_argument("--window", type=float, default=10, help="seconds per window of the latency timeline")
-    ap.add_argument("--spark-master", default=None,
-                    help="spark.master of the local modes (default: the engine's, two task slots per core)")
+    ap.add_argument(
+        "--spark-master",
+        default=None,
+        help="spark.master of the local modes (default: the engine's, two task slots per core)",
+    )
     ap.add_argument("--spark-master-port", type=int, default=SPARK_MASTER_PORT)
     ap.add_argument("--spark-connect-port", type=int, default=SPARK_CONNECT_PORT)
-    ap.add_argument("--sensor-interval", type=int, default=5,
-                    help="the sensor mode's dagster.lag.sensor.interval.seconds (default 5, the least it takes)")
+    ap.add_argument(
+        "--sensor-interval",
+        type=int,
+        default=5,
+        help="the sensor mode's dagster.lag.sensor.interval.seconds (default 5, the least it takes)",
+    )
     ap.add_argument("--ui-port", type=int, default=UI_PORT, help=f"the sensor mode's Dagster webserver ({UI_PORT})")
     ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b's is +10000 ({BASE_PORT})")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running (and its data) at the end")
-    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
-                    help="before each mode, wait up to this long for other processes to leave the CPUs idle")
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each mode, wait up to this long for other processes to leave the CPUs idle",
+    )
     ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     args = ap.parse_args(argv)
@@ -324,14 +356,29 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(WORK_DIR, ignore_errors=True)
     WORK_DIR.mkdir(parents=True)
     follow = follow_options()
-    say(f"`run --help`: --follow {'present' if follow['follow'] else 'ABSENT'}; --epoch-seconds "
-        f"{'present' if follow['epoch_seconds'] else 'absent'} (default {follow.get('epoch_seconds_default', '?')})")
-    report: dict[str, Any] = {"params": {
-        "seconds": args.seconds, "warm_seconds": args.warm_seconds, "rate": args.rate,
-        "record_bytes": args.record_bytes, "partitions": args.partitions,
-        "modes": args.mode_list, "schedule_seconds": args.schedule_seconds, "sensor_interval": args.sensor_interval, "burst_records": args.burst_records,
-        "epoch_seconds": args.epoch_seconds, "cli_follow": follow, "cpus": os.cpu_count(),
-        "spark_master": args.spark_master or default_local_master(), "work_dir": str(WORK_DIR)}, "modes": {}}
+    say(
+        f"`run --help`: --follow {'present' if follow['follow'] else 'ABSENT'}; --epoch-seconds "
+        f"{'present' if follow['epoch_seconds'] else 'absent'} (default {follow.get('epoch_seconds_default', '?')})"
+    )
+    report: dict[str, Any] = {
+        "params": {
+            "seconds": args.seconds,
+            "warm_seconds": args.warm_seconds,
+            "rate": args.rate,
+            "record_bytes": args.record_bytes,
+            "partitions": args.partitions,
+            "modes": args.mode_list,
+            "schedule_seconds": args.schedule_seconds,
+            "sensor_interval": args.sensor_interval,
+            "burst_records": args.burst_records,
+            "epoch_seconds": args.epoch_seconds,
+            "cli_follow": follow,
+            "cpus": os.cpu_count(),
+            "spark_master": args.spark_master or default_local_master(),
+            "work_dir": str(WORK_DIR),
+        },
+        "modes": {},
+    }
     with local_clusters(BENCH_ROOT, args.keep_clusters, args.base_port) as lk:
         a, b = lk.bootstraps
         for boot in lk.bootstraps:

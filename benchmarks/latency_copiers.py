@@ -21,8 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from benchmarks.common import MM2_SINGLE_NODE, REPO, log_tail, mm2_properties_text, say, start_mm2, stop_mm2
 from benchmarks.latency_load import MEASURED, Load, Tracker
@@ -104,8 +105,14 @@ class Copier:
 #: MM2's JVM as `bin/connect-mirror-maker.sh` starts it: that script's heap, and the JVM options
 #: `bin/kafka-run-class.sh` adds (less -XX:MaxInlineLevel=15, the default since JDK 14).
 MM2_HEAP = "-Xms256M -Xmx2G"
-MM2_JVM_OPTS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-                "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true")
+MM2_JVM_OPTS = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
 
 
 def mm2_latency_properties(a: str, b: str, topic: str) -> str:
@@ -169,8 +176,16 @@ class CliCycles(Copier):
     record arrived (a run that started just before the load's last record).
     """
 
-    def __init__(self, name: str, config: Path, link: str, source_topic: str, mirror_topic: str, workdir: Path,
-                 period_s: float | None = None):
+    def __init__(
+        self,
+        name: str,
+        config: Path,
+        link: str,
+        source_topic: str,
+        mirror_topic: str,
+        workdir: Path,
+        period_s: float | None = None,
+    ):
         super().__init__(source_topic, mirror_topic)
         self.name, self.config, self.link, self.workdir, self.period_s = name, config, link, workdir, period_s
         # Back to back, runs are measured once running, as MM2 and follow are: the first run after a
@@ -208,8 +223,10 @@ class CliCycles(Copier):
             entry = self.run_once()
             entry.update({"start_s": round(started - self.t0, 2), "late_s": round(late, 2), "after_load": after_load})
             self.cycles.append(entry)
-            say(f"{self.name}: run {len(self.cycles)} at {entry['start_s']:.0f}s: {entry.get('records', '?')} records "
-                f"in {entry['wall_s']:.1f}s wall (cycle {entry.get('duration_s', '?')}s), rc {entry['rc']}")
+            say(
+                f"{self.name}: run {len(self.cycles)} at {entry['start_s']:.0f}s: {entry.get('records', '?')} records "
+                f"in {entry['wall_s']:.1f}s wall (cycle {entry.get('duration_s', '?')}s), rc {entry['rc']}"
+            )
             if self.load_end is not None and entry["rc"] == 0 and (after_load or self.everything_arrived()):
                 self.caught_up.set()
                 return
@@ -220,8 +237,15 @@ class CliCycles(Copier):
         with open(self.log, "ab") as err:
             err.write(f"--- {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n".encode())
             err.flush()
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    cwd=self.workdir, env=cli_env(), start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                env=cli_env(),
+                start_new_session=True,
+            )
             try:
                 stdout, _ = proc.communicate(timeout=CYCLE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -230,8 +254,13 @@ class CliCycles(Copier):
         entry: dict[str, Any] = {"rc": proc.returncode, "wall_s": round(time.monotonic() - started, 2)}
         try:
             result = json.loads(stdout)
-            entry.update({"records": result.get("records"), "duration_s": round(result.get("duration_s", 0), 2),
-                          "lag_after": result.get("lag_after")})
+            entry.update(
+                {
+                    "records": result.get("records"),
+                    "duration_s": round(result.get("duration_s", 0), 2),
+                    "lag_after": result.get("lag_after"),
+                }
+            )
         except (ValueError, AttributeError):
             entry["stdout_tail"] = stdout.decode(errors="replace")[-300:]
         return entry
@@ -248,10 +277,15 @@ class CliCycles(Copier):
     def info(self) -> dict[str, Any]:
         walls = [c["wall_s"] for c in self.cycles]
         cycles = [c["duration_s"] for c in self.cycles if "duration_s" in c]
-        return {"runs": self.cycles, "runs_count": len(self.cycles), "failed": sum(1 for c in self.cycles if c["rc"]),
-                "wall_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
-                "cycle_s_mean": round(sum(cycles) / len(cycles), 2) if cycles else None,
-                "late_s_max": max((c["late_s"] for c in self.cycles), default=0.0), "log": str(self.log)}
+        return {
+            "runs": self.cycles,
+            "runs_count": len(self.cycles),
+            "failed": sum(1 for c in self.cycles if c["rc"]),
+            "wall_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
+            "cycle_s_mean": round(sum(cycles) / len(cycles), 2) if cycles else None,
+            "late_s_max": max((c["late_s"] for c in self.cycles), default=0.0),
+            "log": str(self.log),
+        }
 
 
 class ProcessCopier(Copier):
@@ -294,8 +328,17 @@ class Follow(ProcessCopier):
     #: The lines of its (text) output worth a place in the report: its epoch length, each epoch, the stop.
     NEWS = ("following ", "epoch ", "stopping ")
 
-    def __init__(self, name: str, config: Path, link: str, source_topic: str, mirror_topic: str, workdir: Path,
-                 epoch_s: float | None, stop_timeout_s: float):
+    def __init__(
+        self,
+        name: str,
+        config: Path,
+        link: str,
+        source_topic: str,
+        mirror_topic: str,
+        workdir: Path,
+        epoch_s: float | None,
+        stop_timeout_s: float,
+    ):
         super().__init__(source_topic, mirror_topic)
         self.name, self.config, self.link, self.workdir = name, config, link, workdir
         self.epoch_s, self.stop_timeout_s = epoch_s, stop_timeout_s
@@ -311,8 +354,15 @@ class Follow(ProcessCopier):
         say(f"{self.name}: starting {' '.join(cmd[-7:])} (log: {self.log})")
         self.result["command"] = " ".join(cmd)
         self.t0 = t0
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=self.workdir, env=cli_env(), start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            env=cli_env(),
+            start_new_session=True,
+        )
         self.reader = threading.Thread(target=self._read_output, name=f"{self.name}-output", daemon=True)
         self.reader.start()
 

@@ -24,7 +24,8 @@ import os
 import threading
 import time
 from array import array
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -43,15 +44,29 @@ PACED_PRODUCER = {"acks": "1", "linger.ms": 1, "compression.type": "none", "enab
 #: The burst: the throughput benchmark's load settings (large batches), and delivery reports for failures only
 #: (a Python callback per record would halve the producer's rate); every record not reported failed by the
 #: time flush() returns with nothing left was acknowledged.
-BURST_PRODUCER = {"acks": "1", "linger.ms": 20, "batch.size": 1000000, "batch.num.messages": 100000,
-                  "compression.type": "none", "enable.idempotence": False, "delivery.report.only.error": True,
-                  "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576}
+BURST_PRODUCER = {
+    "acks": "1",
+    "linger.ms": 20,
+    "batch.size": 1000000,
+    "batch.num.messages": 100000,
+    "compression.type": "none",
+    "enable.idempotence": False,
+    "delivery.report.only.error": True,
+    "queue.buffering.max.messages": 1000000,
+    "queue.buffering.max.kbytes": 1048576,
+}
 #: The tracker: a fetch returns as soon as one record is there (fetch.min.bytes 1); the wait only bounds
 #: an idle fetch. read_committed, like an application on the mirror: a transactional copy counts once committed.
 #: fetch.queue.backoff.ms: should a burst fill librdkafka's local queue past its thresholds, fetch again after
 #: 10 ms rather than the default 1 s, so the queue's limit never shows up as a gap in arrivals.
-TRACKER_CONSUMER = {"fetch.wait.max.ms": 20, "fetch.min.bytes": 1, "isolation.level": "read_committed",
-                    "fetch.queue.backoff.ms": 10, "enable.auto.commit": False, "enable.partition.eof": False}
+TRACKER_CONSUMER = {
+    "fetch.wait.max.ms": 20,
+    "fetch.min.bytes": 1,
+    "isolation.level": "read_committed",
+    "fetch.queue.backoff.ms": 10,
+    "enable.auto.commit": False,
+    "enable.partition.eof": False,
+}
 #: Records taken per wake-up of the tracker: `poll` waits for the first, a non-blocking `consume` takes the rest
 #: already fetched. (`consume(n, timeout)` would wait until n records or the timeout: at 2,000 records/s a
 #: `consume(2000, 0.05)` returns every 50 ms, which added 0-50 ms, ~25 ms on average, to every record.)
@@ -117,8 +132,14 @@ class Load:
         self.topic, self.partitions = topic, partitions
         self.body = os.urandom(max(0, record_bytes - KEY_DIGITS))
         self.logs = {phase: SentLog() for phase in PHASES}
-        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "bench-latency-load", "logger": QUIET,
-                                  **(conf or PACED_PRODUCER)})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": "bench-latency-load",
+                "logger": QUIET,
+                **(conf or PACED_PRODUCER),
+            }
+        )
         self.producer.list_topics(topic, timeout=10)  # connected, leaders known, before any clock starts
 
     def _on_delivery(self, err, msg) -> None:
@@ -139,14 +160,21 @@ class Load:
         key = phase + b"%0*d" % (KEY_DIGITS, seq)
         while True:
             try:
-                self.producer.produce(self.topic, key=key, value=key[1:] + self.body, partition=seq % self.partitions,
-                                      timestamp=ts, on_delivery=self._on_delivery)
+                self.producer.produce(
+                    self.topic,
+                    key=key,
+                    value=key[1:] + self.body,
+                    partition=seq % self.partitions,
+                    timestamp=ts,
+                    on_delivery=self._on_delivery,
+                )
                 return
             except BufferError:  # only a burst fills the queue; wait for acknowledgements
                 self.producer.poll(0.005)
 
-    def warm_up(self, arrived: threading.Event, timeout_s: float, alive: Callable[[], bool],
-                every_s: float = 0.2) -> float | None:
+    def warm_up(
+        self, arrived: threading.Event, timeout_s: float, alive: Callable[[], bool], every_s: float = 0.2
+    ) -> float | None:
         """Trickle warm-up records until `arrived` is set; seconds it took, None on timeout or once not `alive()`."""
         start = time.monotonic()
         while not arrived.is_set():
@@ -158,8 +186,9 @@ class Load:
         self.producer.flush(30)
         return time.monotonic() - start
 
-    def paced(self, rate: float, seconds: float, stop: threading.Event | None = None,
-              phase: bytes = MEASURED) -> dict[str, Any]:
+    def paced(
+        self, rate: float, seconds: float, stop: threading.Event | None = None, phase: bytes = MEASURED
+    ) -> dict[str, Any]:
         """`rate` records/s of `phase` for `seconds`, round robin over the partitions, in groups every ~5 ms.
 
         A record's timestamp is taken when it is produced, so a producer that falls
@@ -187,9 +216,15 @@ class Load:
         # Only the measured load waits for its acknowledgements here: the warm-up runs straight into it.
         left = self.producer.flush(60) if phase == MEASURED else len(self.producer)
         sent = log.sent - base
-        return {"records": sent, "seconds": round(elapsed, 2), "rate": round(sent / max(elapsed, 1e-9), 1),
-                "max_behind_schedule_ms": round(behind * 1000, 1), "max_behind_at_s": round(behind_at, 1),
-                "unacknowledged": left, "failed": log.failed}
+        return {
+            "records": sent,
+            "seconds": round(elapsed, 2),
+            "rate": round(sent / max(elapsed, 1e-9), 1),
+            "max_behind_schedule_ms": round(behind * 1000, 1),
+            "max_behind_at_s": round(behind_at, 1),
+            "unacknowledged": left,
+            "failed": log.failed,
+        }
 
     def burst(self, n: int) -> dict[str, Any]:
         """`n` burst records as fast as this producer goes; seconds from first produce to last acknowledgement."""
@@ -205,8 +240,13 @@ class Load:
             log.acked[:] = b"\x01" * log.sent
             for seq in log.failed_seqs:
                 log.acked[seq] = 0
-        return {"records": n, "seconds": round(elapsed, 2), "rate": round(n / max(elapsed, 1e-9), 1),
-                "unacknowledged": left, "failed": self.logs[BURST].failed}
+        return {
+            "records": n,
+            "seconds": round(elapsed, 2),
+            "rate": round(n / max(elapsed, 1e-9), 1),
+            "unacknowledged": left,
+            "failed": self.logs[BURST].failed,
+        }
 
     def close(self) -> None:
         self.producer.flush(30)
@@ -228,8 +268,14 @@ class Tracker(threading.Thread):
         self.foreign = 0  # records whose key is not ours (none expected)
 
     def run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"bench-latency-{self.topic}",
-                      "logger": QUIET, **TRACKER_CONSUMER})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"bench-latency-{self.topic}",
+                "logger": QUIET,
+                **TRACKER_CONSUMER,
+            }
+        )
         try:
             if self._wait_for_topic(c):
                 c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
@@ -314,19 +360,29 @@ def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10
     arrival = np.frombuffer(seen.arrival, dtype=np.float64)[:n][got[: len(seen.arrival)]]
     latency = arrival - ts[got]
     out: dict[str, Any] = {
-        "sent": n, "acked": int(acked.sum()), "received": int(got.sum()),
+        "sent": n,
+        "acked": int(acked.sum()),
+        "received": int(got.sum()),
         "lost": int((acked & ~got).sum()),
         "duplicated": int(counts.sum()) - int(got.sum()),
         "unexpected": max(0, seen.distinct - int(got.sum())),  # arrivals with a sequence number never sent
-        "timestamp_changed": int((np.frombuffer(seen.mirror_ts, dtype=np.int64)[:n][got[: len(seen.mirror_ts)]]
-                                  != ts[got]).sum()),
+        "timestamp_changed": int(
+            (np.frombuffer(seen.mirror_ts, dtype=np.int64)[:n][got[: len(seen.mirror_ts)]] != ts[got]).sum()
+        ),
     }
     if not len(latency):
         return out
     p50, p90, p99 = np.percentile(latency, [50, 90, 99], method="inverted_cdf")
-    out.update({"p50_ms": round(float(p50), 1), "p90_ms": round(float(p90), 1), "p99_ms": round(float(p99), 1),
-                "max_ms": round(float(latency.max()), 1), "min_ms": round(float(latency.min()), 1),
-                "mean_ms": round(float(latency.mean()), 1)})
+    out.update(
+        {
+            "p50_ms": round(float(p50), 1),
+            "p90_ms": round(float(p90), 1),
+            "p99_ms": round(float(p99), 1),
+            "max_ms": round(float(latency.max()), 1),
+            "min_ms": round(float(latency.min()), 1),
+            "mean_ms": round(float(latency.mean()), 1),
+        }
+    )
     out["timeline"] = _timeline(ts[got] - ts[0], latency, window_s)
     out["gaps"] = _arrival_gaps(arrival, float(ts[0]))
     return out
@@ -338,8 +394,14 @@ def _timeline(produced_ms: np.ndarray, latency: np.ndarray, window_s: float) -> 
     rows = []
     for b in np.unique(bins):
         lat = latency[bins == b]
-        rows.append({"from_s": round(float(b * window_s), 1), "records": int(len(lat)),
-                     "p50_ms": round(float(np.median(lat)), 1), "max_ms": round(float(lat.max()), 1)})
+        rows.append(
+            {
+                "from_s": round(float(b * window_s), 1),
+                "records": int(len(lat)),
+                "p50_ms": round(float(np.median(lat)), 1),
+                "max_ms": round(float(lat.max()), 1),
+            }
+        )
     return rows
 
 
@@ -350,14 +412,20 @@ def _arrival_gaps(arrival: np.ndarray, ref_ms: float, at_least_ms: float = 1000.
     ordered = np.sort(arrival)
     gaps = np.diff(ordered)
     long = np.flatnonzero(gaps >= at_least_ms)
-    return {"count": int(len(long)), "longest_ms": round(float(gaps.max()), 1),
-            "total_s": round(float(gaps[long].sum()) / 1000, 1),
-            "at_s": [[round(float(ordered[i] - ref_ms) / 1000, 1), round(float(gaps[i]) / 1000, 1)] for i in long]}
+    return {
+        "count": int(len(long)),
+        "longest_ms": round(float(gaps.max()), 1),
+        "total_s": round(float(gaps[long].sum()) / 1000, 1),
+        "at_s": [[round(float(ordered[i] - ref_ms) / 1000, 1), round(float(gaps[i]) / 1000, 1)] for i in long],
+    }
 
 
 def arrival_rate(tracker: Tracker, phase: bytes) -> dict[str, Any]:
     """Records/s of a phase from its first to its last arrival (copies counted once)."""
     log = tracker.logs[phase]
     span = (log.last_ms - log.first_ms) / 1000
-    return {"records": log.distinct, "first_to_last_s": round(span, 2),
-            "records_per_s": round(log.distinct / span, 1) if span > 0 else None}
+    return {
+        "records": log.distinct,
+        "first_to_last_s": round(span, 2),
+        "records_per_s": round(log.distinct / span, 1) if span > 0 else None,
+    }

@@ -12,12 +12,19 @@ def render_table(r: dict[str, Any]) -> str:
     p = r["params"]
     modes = r["modes"]
     mm2_p99 = (modes.get("mm2") or {}).get("latency", {}).get("p99_ms")
-    head = (f"{'mode':<{W}} {'measured from':<{FROM}} {'records':>9} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} "
-            f"{'max ms':>9} {'lost':>6} {'dup':>6} {'p99/MM2':>8} {'other load':>11}")
+    head = (
+        f"{'mode':<{W}} {'measured from':<{FROM}} {'records':>9} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} "
+        f"{'max ms':>9} {'lost':>6} {'dup':>6} {'p99/MM2':>8} {'other load':>11}"
+    )
     rule = "-" * len(head)
-    lines = [f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {p['partitions']} "
-             f"partitions, {p['seconds']:g} s of steady load per mode; {p['cpus']} CPUs shared by both brokers, the "
-             f"copiers and the load", "", head, rule]
+    lines = [
+        f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {p['partitions']} "
+        f"partitions, {p['seconds']:g} s of steady load per mode; {p['cpus']} CPUs shared by both brokers, the "
+        f"copiers and the load",
+        "",
+        head,
+        rule,
+    ]
     for mode, m in modes.items():
         lines.append(_row(mode, m, mm2_p99))
     lines.append(rule)
@@ -37,9 +44,11 @@ def _row(mode: str, m: dict[str, Any], mm2_p99: float | None) -> str:
     ratio = f"{lat['p99_ms'] / mm2_p99:>7.1f}x" if mm2_p99 else f"{'-':>8}"
     cpu = m.get("cpu_s") or {}
     other = f"{cpu['not-ours'] / max(cpu['wall'], 1e-9):>6.2f} cores" if "not-ours" in cpu else ""
-    return (f"{mode:<{W}} {_measured_from(mode, m):<{FROM}} {lat['received']:>9,} {lat['p50_ms']:>9,.0f} "
-            f"{lat.get('p90_ms', 0):>9,.0f} {lat['p99_ms']:>9,.0f} {lat['max_ms']:>9,.0f} {lat['lost']:>6,} "
-            f"{lat['duplicated']:>6,} {ratio} {other}")
+    return (
+        f"{mode:<{W}} {_measured_from(mode, m):<{FROM}} {lat['received']:>9,} {lat['p50_ms']:>9,.0f} "
+        f"{lat.get('p90_ms', 0):>9,.0f} {lat['p99_ms']:>9,.0f} {lat['max_ms']:>9,.0f} {lat['lost']:>6,} "
+        f"{lat['duplicated']:>6,} {ratio} {other}"
+    )
 
 
 def _measured_from(mode: str, m: dict[str, Any]) -> str:
@@ -56,22 +65,28 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
     out = [_load_note(m)]
     warm = m.get("warm_up") or {}
     if warm.get("sent"):
-        steady = (f", then {p['rate']:,.0f}/s for {m['warm_s']:g} s" if m.get("warm_s") else "")
-        out.append(f"{warm['sent']:,} warm-up records (one per 0.2 s until the first arrived{steady}) left out of "
-                   f"the figures; received {warm.get('received', 0):,}, lost {warm.get('lost', 0)}, "
-                   f"duplicated {warm.get('duplicated', 0)}")
+        steady = f", then {p['rate']:,.0f}/s for {m['warm_s']:g} s" if m.get("warm_s") else ""
+        out.append(
+            f"{warm['sent']:,} warm-up records (one per 0.2 s until the first arrived{steady}) left out of "
+            f"the figures; received {warm.get('received', 0):,}, lost {warm.get('lost', 0)}, "
+            f"duplicated {warm.get('duplicated', 0)}"
+        )
     out += _copier_notes(mode, m.get("copier", {}), p)
     lat = m["latency"]
     if lat.get("timestamp_changed") or lat.get("unexpected"):
-        out.append(f"WARNING: {lat.get('timestamp_changed')} records with a changed timestamp, "
-                   f"{lat.get('unexpected')} unexpected sequence numbers")
+        out.append(
+            f"WARNING: {lat.get('timestamp_changed')} records with a changed timestamp, "
+            f"{lat.get('unexpected')} unexpected sequence numbers"
+        )
     if not m.get("drained"):
         out.append(f"NOT everything arrived within the drain timeout ({m.get('drain_s')} s after the load)")
     if "gaps" in lat and mode.startswith("follow"):
         g = lat["gaps"]
         where = ", ".join(f"{length:g} s from {at:+.1f} s" for at, length in g.get("at_s", [])[:12])
-        out.append(f"arrival gaps of 1 s or more: {g['count']} (longest {g['longest_ms'] / 1000:.1f} s, "
-                   f"{g.get('total_s', 0)} s in all)" + (f": {where}" if where else ""))
+        out.append(
+            f"arrival gaps of 1 s or more: {g['count']} (longest {g['longest_ms'] / 1000:.1f} s, "
+            f"{g.get('total_s', 0)} s in all)" + (f": {where}" if where else "")
+        )
     if "timeline" in lat and not mode.startswith(("cycles", "scheduled")):
         t = lat["timeline"]
         span = t[1]["from_s"] - t[0]["from_s"] if len(t) > 1 else 0
@@ -84,34 +99,43 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
         if key in m:
             out.append(f"{key.replace('_', ' ')}: {m[key]}")
     if "spark_cluster_up_s" in m:
-        out.append(f"local Spark standalone cluster started in {m['spark_cluster_up_s']} s (before the mode, "
-                   f"not measured)")
+        out.append(
+            f"local Spark standalone cluster started in {m['spark_cluster_up_s']} s (before the mode, not measured)"
+        )
     return out
 
 
 def _load_note(m: dict[str, Any]) -> str:
     ld = m.get("load") or {}
-    return (f"load {ld.get('records', 0):,} records in {ld.get('seconds')} s ({ld.get('rate', 0):,.0f}/s, at most "
-            f"{ld.get('max_behind_schedule_ms')} ms behind schedule at {ld.get('max_behind_at_s')} s, "
-            f"{ld.get('failed', 0)} failed); "
-            f"all arrived {m.get('drain_s')} s after the load ended")
+    return (
+        f"load {ld.get('records', 0):,} records in {ld.get('seconds')} s ({ld.get('rate', 0):,.0f}/s, at most "
+        f"{ld.get('max_behind_schedule_ms')} ms behind schedule at {ld.get('max_behind_at_s')} s, "
+        f"{ld.get('failed', 0)} failed); "
+        f"all arrived {m.get('drain_s')} s after the load ended"
+    )
 
 
 def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     out = []
     if "runs_count" in c:
         walls = ", ".join(f"{r['wall_s']:.0f}" for r in c["runs"])
-        out.append(f"{c['runs_count']} `run` processes ({c['failed']} failed), wall s: {walls}; "
-                   f"mean {c['wall_s_mean']} s of which the cycle itself {c['cycle_s_mean']} s (the rest: interpreter and Spark start, "
-                   f"recording in Dagster)")
+        out.append(
+            f"{c['runs_count']} `run` processes ({c['failed']} failed), wall s: {walls}; "
+            f"mean {c['wall_s_mean']} s of which the cycle itself {c['cycle_s_mean']} s (the rest: interpreter and Spark start, "
+            f"recording in Dagster)"
+        )
         if mode == "scheduled":
-            out.append(f"started every {p['schedule_seconds']:g} s from the load's start; latest start "
-                       f"{c['late_s_max']} s late")
+            out.append(
+                f"started every {p['schedule_seconds']:g} s from the load's start; latest start "
+                f"{c['late_s_max']} s late"
+            )
     if "dagster_runs" in c:
         statuses = ", ".join(f"{n} {s.lower()}" for s, n in sorted(c["run_statuses"].items()))
-        out.append(f"{c['dagster_runs']} replicate runs launched by the daemon ({statuses}): each took "
-                   f"{c['run_wall_s_mean']} s on average from its run worker's start to its end (at most "
-                   f"{c['run_wall_s_max']} s); one was created every {c['run_interval_s_mean']} s")
+        out.append(
+            f"{c['dagster_runs']} replicate runs launched by the daemon ({statuses}): each took "
+            f"{c['run_wall_s_mean']} s on average from its run worker's start to its end (at most "
+            f"{c['run_wall_s_max']} s); one was created every {c['run_interval_s_mean']} s"
+        )
     if "runs_error" in c:
         out.append(f"the runs could not be read from the Dagster home: {c['runs_error']}")
     if "stop_s" in c:
@@ -130,17 +154,24 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
 def _bursts(follow: dict[str, Any] | None, cycle: dict[str, Any] | None) -> list[str]:
     if not (follow or cycle):
         return []
-    out = ["", "burst throughput: records produced as fast as possible; records/s from the first to the last "
-               "arrival on the mirror"]
+    out = [
+        "",
+        "burst throughput: records produced as fast as possible; records/s from the first to the last "
+        "arrival on the mirror",
+    ]
     for label, b in (("follow (running)", follow), ("one `run --link` process", cycle)):
         if not b:
             continue
-        line = (f"  {label + ':':<26} {b['records']:>9,} records at {b['records_per_s'] or 0:>7,.0f}/s over "
-                f"{b['first_to_last_s']:.2f} s (producer {b['produced']['rate']:,.0f}/s); lost {b['lost']}, "
-                f"dup {b['duplicated']}")
+        line = (
+            f"  {label + ':':<26} {b['records']:>9,} records at {b['records_per_s'] or 0:>7,.0f}/s over "
+            f"{b['first_to_last_s']:.2f} s (producer {b['produced']['rate']:,.0f}/s); lost {b['lost']}, "
+            f"dup {b['duplicated']}"
+        )
         if "run" in b:
-            line += (f"; the process took {b['run']['wall_s']} s (its cycle {b['run'].get('duration_s')} s): "
-                     f"{b.get('records_per_s_process', 0):,.0f}/s over the whole process")
+            line += (
+                f"; the process took {b['run']['wall_s']} s (its cycle {b['run'].get('duration_s')} s): "
+                f"{b.get('records_per_s_process', 0):,.0f}/s over the whole process"
+            )
         elif b.get("after_produced_s") is not None:
             line += f"; last arrival {b['after_produced_s']} s after the producer's last acknowledgement"
         out.append(line)

@@ -28,8 +28,9 @@ class SensorRuns(ProcessCopier):
 
     warm_up = True  # measured once running: the code server's load and the first run's executors excluded
 
-    def __init__(self, name: str, config: Path, link: str, source_topic: str, mirror_topic: str, workdir: Path,
-                 ui_port: int):
+    def __init__(
+        self, name: str, config: Path, link: str, source_topic: str, mirror_topic: str, workdir: Path, ui_port: int
+    ):
         super().__init__(source_topic, mirror_topic)
         self.name, self.config, self.link, self.ui_port = name, config, link, ui_port
         self.home = workdir / f"{name}-dagster-home"
@@ -42,9 +43,15 @@ class SensorRuns(ProcessCopier):
         cmd = [*cli_command(), "ui", "--config", str(self.config), "--host", "127.0.0.1", "--port", str(self.ui_port)]
         say(f"{self.name}: starting {' '.join(cmd[-7:])} (DAGSTER_HOME {self.home}, log: {self.log})")
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.workdir, env={**cli_env(), "DAGSTER_HOME": str(self.home)},
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                env={**cli_env(), "DAGSTER_HOME": str(self.home)},
+                start_new_session=True,
+            )
 
     def stop(self) -> None:
         """SIGINT, as Ctrl-C: `ui` stops the webserver, the daemon and the code server; a run in flight is killed."""
@@ -68,8 +75,10 @@ class SensorRuns(ProcessCopier):
             statuses[r.dagster_run.status.value] = statuses.get(r.dagster_run.status.value, 0) + 1
         launched = sorted(r.create_timestamp.timestamp() for r in records)
         gaps = [b - a for a, b in zip(launched, launched[1:])]
-        return {"dagster_runs": len(records), "run_statuses": statuses,
-                "run_wall_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
-                "run_wall_s_max": round(max(walls), 2) if walls else None,
-                "run_interval_s_mean": round(sum(gaps) / len(gaps), 2) if gaps else None}
-
+        return {
+            "dagster_runs": len(records),
+            "run_statuses": statuses,
+            "run_wall_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
+            "run_wall_s_max": round(max(walls), 2) if walls else None,
+            "run_interval_s_mean": round(sum(gaps) / len(gaps), 2) if gaps else None,
+        }

@@ -44,8 +44,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from any directory
@@ -134,8 +135,12 @@ def plan_only(cfg) -> int:
 
 
 def cli(config_path: Path, *args: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "mirror_pipeline", *args, "--link", LINK, "--config", str(config_path)],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "mirror_pipeline", *args, "--link", LINK, "--config", str(config_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if out.returncode:
         raise RuntimeError(f"mirror-pipeline {' '.join(args)} failed: {out.stdout[-500:]} {out.stderr[-500:]}")
 
@@ -145,19 +150,36 @@ def state_size(cfg) -> dict[str, int]:
     ctx = LinkContext.open(cfg, LINK)
     ctx.registry()  # tells which offset-map topic the link's maps are in
     store = ctx.store
-    ends = kc.list_offsets(ctx.dest_admin, [(store.offset_map_topic, 0), (store.state_topic, 0)], "latest",
-                           ctx.dest.alias, read_committed=False)
+    ends = kc.list_offsets(
+        ctx.dest_admin,
+        [(store.offset_map_topic, 0), (store.state_topic, 0)],
+        "latest",
+        ctx.dest.alias,
+        read_committed=False,
+    )
     segments = store.read_segments().segments
-    return {"offset_map_end": ends[(store.offset_map_topic, 0)], "state_end": ends[(store.state_topic, 0)],
-            "live_segments": sum(len(v) for v in segments.values())}
+    return {
+        "offset_map_end": ends[(store.offset_map_topic, 0)],
+        "state_end": ends[(store.state_topic, 0)],
+        "live_segments": sum(len(v) for v in segments.values()),
+    }
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure_round(name: str, cfg, config_path: Path, spark, loader: Loader, targets: list[tuple[str, int]],
-                  timer: PhaseTimer, repeat: int, copy_cycle: bool) -> dict:
+def measure_round(
+    name: str,
+    cfg,
+    config_path: Path,
+    spark,
+    loader: Loader,
+    targets: list[tuple[str, int]],
+    timer: PhaseTimer,
+    repeat: int,
+    copy_cycle: bool,
+) -> dict:
     """Every measurement once per repetition; medians (and all runs) in seconds, wall clock and
     this process's CPU (all its threads: librdkafka's too), which a busy neighbour moves much less."""
     say(f"round '{name}': measuring ({repeat} repetitions)")
@@ -191,7 +213,8 @@ def measure_round(name: str, cfg, config_path: Path, spark, loader: Loader, targ
             measure("lags_fresh_process", lambda: engine.mirror_lags(cfg, LINK), fresh_process=True)
         if i == 0:  # fresh processes: the command line as an operator runs it (its CPU is not this process's)
             runs.setdefault("cli_describe_one", []).append(
-                round(timed(lambda: cli(config_path, "mirror", "describe", first_mirror))[0], 3))
+                round(timed(lambda: cli(config_path, "mirror", "describe", first_mirror))[0], 3)
+            )
             runs.setdefault("cli_list", []).append(round(timed(lambda: cli(config_path, "mirror", "list"))[0], 3))
     if copy_cycle:  # one record to every partition, then one cycle copies them all
         loader.write(targets, 1)
@@ -200,20 +223,34 @@ def measure_round(name: str, cfg, config_path: Path, spark, loader: Loader, targ
         steps = timer.take()
         if result.records != len(targets):
             say(f"WARNING: the copy cycle copied {result.records} records, expected {len(targets)}")
-        out["copy_cycle"] = {"seconds": round(secs, 3), "records": result.records, "work_units": result.work_units,
-                             "steps_s": steps}
+        out["copy_cycle"] = {
+            "seconds": round(secs, 3),
+            "records": result.records,
+            "work_units": result.work_units,
+            "steps_s": steps,
+        }
     out["runs_s"], out["cpu_runs_s"] = runs, cpu
     out["median_s"] = {k: round(statistics.median(v), 3) for k, v in runs.items()}
     out["median_cpu_s"] = {k: round(statistics.median(v), 3) for k, v in cpu.items()}
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     # Everything shares the machine's cores: a busy neighbour slows every figure of the round.
     out["load_average"] = round(os.getloadavg()[0], 1)
-    say(f"round '{name}': medians {out['median_s']}; copy cycle {out.get('copy_cycle', 'skipped')}; state {out['state']}")
+    say(
+        f"round '{name}': medians {out['median_s']}; copy cycle {out.get('copy_cycle', 'skipped')}; state {out['state']}"
+    )
     return out
 
 
-def grow_history(cfg, spark, loader: Loader, targets: list[tuple[str, int]], cycles: int, per_cycle: int,
-                 records: int, timer: PhaseTimer) -> dict:
+def grow_history(
+    cfg,
+    spark,
+    loader: Loader,
+    targets: list[tuple[str, int]],
+    cycles: int,
+    per_cycle: int,
+    records: int,
+    timer: PhaseTimer,
+) -> dict:
     """`cycles` real cycles, each copying `records` records to the same `per_cycle` busy partitions
     (spread over the topics), whose segments are therefore consolidated every few cycles."""
     walls: list[float] = []
@@ -232,16 +269,20 @@ def grow_history(cfg, spark, loader: Loader, targets: list[tuple[str, int]], cyc
             say(f"WARNING: history cycle {i + 1} copied {result.records} records, expected {per_cycle * records}")
         if (i + 1) % 50 == 0 or i + 1 == cycles:
             window = walls[-50:]
-            say(f"history: {i + 1}/{cycles} cycles in {time.perf_counter() - started:.0f}s; last 50: cycle median "
-                f"{statistics.median(window):.2f}s, plan median {statistics.median(plans[-50:]):.3f}s")
+            say(
+                f"history: {i + 1}/{cycles} cycles in {time.perf_counter() - started:.0f}s; last 50: cycle median "
+                f"{statistics.median(window):.2f}s, plan median {statistics.median(plans[-50:]):.3f}s"
+            )
     head, tail = slice(0, min(50, cycles)), slice(max(0, cycles - 50), cycles)
     return {
-        "cycles": cycles, "seconds": round(time.perf_counter() - started, 1),
+        "cycles": cycles,
+        "seconds": round(time.perf_counter() - started, 1),
         "cycle_median_first_50_s": round(statistics.median(walls[head]), 3) if walls else None,
         "cycle_median_last_50_s": round(statistics.median(walls[tail]), 3) if walls else None,
         "plan_median_first_50_s": round(statistics.median(plans[head]), 3) if plans else None,
         "plan_median_last_50_s": round(statistics.median(plans[tail]), 3) if plans else None,
-        "cycle_walls_s": walls, "plan_s": plans,
+        "cycle_walls_s": walls,
+        "plan_s": plans,
     }
 
 
@@ -249,44 +290,79 @@ def grow_history(cfg, spark, loader: Loader, targets: list[tuple[str, int]], cyc
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--topics", type=int, default=100, help="source topics (default 100)")
     ap.add_argument("--partitions", type=int, default=10, help="partitions per topic (default 10)")
     ap.add_argument("--initial-records", type=int, default=5, help="records per partition before mirroring (default 5)")
     ap.add_argument("--history-cycles", type=int, default=1000, help="cycles between the two rounds (default 1000)")
-    ap.add_argument("--history-partitions", type=int, default=4, help="busy partitions each history cycle copies to (default 4)")
-    ap.add_argument("--history-records", type=int, default=5, help="records per busy partition per history cycle (default 5)")
-    ap.add_argument("--chunk-records", type=int, default=1,
-                    help="the link's mirror.chunk.max.records (default 1: every record copied writes its own "
-                         "offset-map segment, so history grows as on a busy link without copying much; 0: engine default)")
+    ap.add_argument(
+        "--history-partitions", type=int, default=4, help="busy partitions each history cycle copies to (default 4)"
+    )
+    ap.add_argument(
+        "--history-records", type=int, default=5, help="records per busy partition per history cycle (default 5)"
+    )
+    ap.add_argument(
+        "--chunk-records",
+        type=int,
+        default=1,
+        help="the link's mirror.chunk.max.records (default 1: every record copied writes its own "
+        "offset-map segment, so history grows as on a busy link without copying much; 0: engine default)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement per round (default 3)")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running (and its data) at the end")
-    ap.add_argument("--attach", action="store_true",
-                    help="no setup: use the pair and link a --keep-clusters run left in --root (and leave them running)")
+    ap.add_argument(
+        "--attach",
+        action="store_true",
+        help="no setup: use the pair and link a --keep-clusters run left in --root (and leave them running)",
+    )
     ap.add_argument("--root", type=Path, default=BENCH_ROOT, help=f"the clusters' directory (default {BENCH_ROOT})")
-    ap.add_argument("--skip-copy-cycle", action="store_true",
-                    help="leave out the cycle that copies one record to every partition (minutes on 2 cores)")
-    ap.add_argument("--base-port", type=int, default=BASE_PORT,
-                    help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
+    ap.add_argument(
+        "--skip-copy-cycle",
+        action="store_true",
+        help="leave out the cycle that copies one record to every partition (minutes on 2 cores)",
+    )
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=BASE_PORT,
+        help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})",
+    )
+    ap.add_argument(
+        "--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)"
+    )
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
     names = topic_names(args.topics)
     targets = [(t, p) for t in names for p in range(args.partitions)]
-    report: dict[str, Any] = {"params": {
-        "topics": args.topics, "partitions": len(targets), "history_cycles": args.history_cycles,
-        "history_partitions": args.history_partitions, "history_records": args.history_records,
-        "repeat": args.repeat, "cpus": os.cpu_count(), "incremental_state_reads": compacted_view is not None,
-        "engine": str(Path(engine.__file__).resolve().parents[1]), "attach": args.attach,
-        "chunk_records": args.chunk_records,
-    }}
+    report: dict[str, Any] = {
+        "params": {
+            "topics": args.topics,
+            "partitions": len(targets),
+            "history_cycles": args.history_cycles,
+            "history_partitions": args.history_partitions,
+            "history_records": args.history_records,
+            "repeat": args.repeat,
+            "cpus": os.cpu_count(),
+            "incremental_state_reads": compacted_view is not None,
+            "engine": str(Path(engine.__file__).resolve().parents[1]),
+            "attach": args.attach,
+            "chunk_records": args.chunk_records,
+        }
+    }
     root = args.root.resolve()
-    with attached(root, args.base_port) if args.attach else local_clusters(root, args.keep_clusters, args.base_port) as lk:
+    with (
+        attached(root, args.base_port)
+        if args.attach
+        else local_clusters(root, args.keep_clusters, args.base_port) as lk
+    ):
         a_boot, b_boot = lk.bootstraps
-        config_path = write_config(root.parent / f"{root.name}.yaml", a_boot, b_boot, args.spark_master,
-                                   args.chunk_records or None)
+        config_path = write_config(
+            root.parent / f"{root.name}.yaml", a_boot, b_boot, args.spark_master, args.chunk_records or None
+        )
         cfg = load_config(config_path)
         loader = Loader(a_boot)
         if not args.attach:
@@ -300,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
             report["create_mirrors_s"] = round(secs, 1)
             say(f"setup: {len(names)} mirrors created in {secs:.0f}s")
         elif len(engine.list_mirrors(cfg, LINK)) != len(names):
-            raise SystemExit(f"--attach: link {LINK} on {b_boot} has not the {len(names)} mirrors of this run's "
-                             f"settings; run once with --keep-clusters first")
+            raise SystemExit(
+                f"--attach: link {LINK} on {b_boot} has not the {len(names)} mirrors of this run's "
+                f"settings; run once with --keep-clusters first"
+            )
         from mirror_pipeline.replication.spark_runner import spark_session
 
         secs, spark = timed(lambda: spark_session(cfg.spark))
@@ -310,18 +388,40 @@ def main(argv: list[str] | None = None) -> int:
         timer.install()
         try:
             secs, result = timed(lambda: engine.run_cycle(cfg, LINK, spark))
-            report["first_cycle"] = {"seconds": round(secs, 3), "records": result.records,
-                                     "work_units": result.work_units, "steps_s": timer.take()}
+            report["first_cycle"] = {
+                "seconds": round(secs, 3),
+                "records": result.records,
+                "work_units": result.work_units,
+                "steps_s": timer.take(),
+            }
             say(f"first cycle: {result.records} records, {result.work_units} units in {secs:.1f}s")
             rounds = report["rounds"] = {}
             first = "fresh" if not args.attach else "measured"
-            rounds[first] = measure_round(first, cfg, config_path, spark, loader, targets, timer, args.repeat,
-                                          not args.skip_copy_cycle)
+            rounds[first] = measure_round(
+                first, cfg, config_path, spark, loader, targets, timer, args.repeat, not args.skip_copy_cycle
+            )
             if args.history_cycles:
-                report["history"] = grow_history(cfg, spark, loader, targets, args.history_cycles,
-                                                 args.history_partitions, args.history_records, timer)
-                rounds["after history"] = measure_round("after history", cfg, config_path, spark, loader, targets,
-                                                        timer, args.repeat, not args.skip_copy_cycle)
+                report["history"] = grow_history(
+                    cfg,
+                    spark,
+                    loader,
+                    targets,
+                    args.history_cycles,
+                    args.history_partitions,
+                    args.history_records,
+                    timer,
+                )
+                rounds["after history"] = measure_round(
+                    "after history",
+                    cfg,
+                    config_path,
+                    spark,
+                    loader,
+                    targets,
+                    timer,
+                    args.repeat,
+                    not args.skip_copy_cycle,
+                )
         finally:
             timer.uninstall()
             spark.stop()
@@ -389,29 +489,40 @@ def render_table(r: dict) -> str:
             lines.append(f"{label:<{W}}" + "".join(f"{c:>18}" for c in cells))
     copies = [rounds[n].get("copy_cycle") for n in names]
     if any(copies):
-        for label, fig in (("cycle copying 1 record to every partition", lambda c: c["seconds"]),
-                           ("  of which planning", lambda c: c["steps_s"].get("plan", 0.0)),
-                           ("  of which the Spark job", lambda c: c["steps_s"].get("spark_job", 0.0))):
+        for label, fig in (
+            ("cycle copying 1 record to every partition", lambda c: c["seconds"]),
+            ("  of which planning", lambda c: c["steps_s"].get("plan", 0.0)),
+            ("  of which the Spark job", lambda c: c["steps_s"].get("spark_job", 0.0)),
+        ):
             lines.append(f"{label:<{W}}" + "".join(f"{'' if c is None else f'{fig(c):.2f}':>18}" for c in copies))
-    lines.append(f"{'offset-map topic end offset (history)':<{W}}"
-                 + "".join(f"{rounds[n]['state']['offset_map_end']:>18,}" for n in names))
-    lines.append(f"{'live segments of the link':<{W}}"
-                 + "".join(f"{rounds[n]['state']['live_segments']:>18,}" for n in names))
+    lines.append(
+        f"{'offset-map topic end offset (history)':<{W}}"
+        + "".join(f"{rounds[n]['state']['offset_map_end']:>18,}" for n in names)
+    )
+    lines.append(
+        f"{'live segments of the link':<{W}}" + "".join(f"{rounds[n]['state']['live_segments']:>18,}" for n in names)
+    )
     lines.append(f"{'driver peak RSS so far (MB)':<{W}}" + "".join(f"{rounds[n]['peak_rss_mb']:>18.0f}" for n in names))
-    lines.append(f"{'machine load average (1 min) at the end':<{W}}"
-                 + "".join(f"{rounds[n]['load_average']:>18.1f}" for n in names))
+    lines.append(
+        f"{'machine load average (1 min) at the end':<{W}}"
+        + "".join(f"{rounds[n]['load_average']:>18.1f}" for n in names)
+    )
     lines.append("")
     if "create_mirrors_s" in r:
-        lines.append(f"setup: {p['topics']} mirrors created in {r['create_mirrors_s']:.1f} s; first cycle "
-                     f"({r['first_cycle']['records']:,} records, {r['first_cycle']['work_units']:,} units) "
-                     f"{r['first_cycle']['seconds']:.1f} s (steps {r['first_cycle']['steps_s']})")
+        lines.append(
+            f"setup: {p['topics']} mirrors created in {r['create_mirrors_s']:.1f} s; first cycle "
+            f"({r['first_cycle']['records']:,} records, {r['first_cycle']['work_units']:,} units) "
+            f"{r['first_cycle']['seconds']:.1f} s (steps {r['first_cycle']['steps_s']})"
+        )
     h = r.get("history")
     if h:
-        lines.append(f"history: {h['cycles']:,} cycles of {p['history_records']} records to the same "
-                     f"{p['history_partitions']} partitions each (chunk {p['chunk_records'] or 'default'}), in "
-                     f"{h['seconds']:.0f} s; cycle median first 50 / last 50: "
-                     f"{h['cycle_median_first_50_s']:.2f} / {h['cycle_median_last_50_s']:.2f} s; planning median "
-                     f"first 50 / last 50: {h['plan_median_first_50_s']:.3f} / {h['plan_median_last_50_s']:.3f} s")
+        lines.append(
+            f"history: {h['cycles']:,} cycles of {p['history_records']} records to the same "
+            f"{p['history_partitions']} partitions each (chunk {p['chunk_records'] or 'default'}), in "
+            f"{h['seconds']:.0f} s; cycle median first 50 / last 50: "
+            f"{h['cycle_median_first_50_s']:.2f} / {h['cycle_median_last_50_s']:.2f} s; planning median "
+            f"first 50 / last 50: {h['plan_median_first_50_s']:.3f} / {h['plan_median_last_50_s']:.3f} s"
+        )
     lines.append(f"driver peak RSS: {r['peak_rss_mb']:.0f} MB")
     return "\n".join(lines)
 

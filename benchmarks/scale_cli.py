@@ -58,14 +58,19 @@ GROUP_OFFSET = 3
 def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
     data: dict = {
         "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
-        "links": {LINK: {
-            "source": "a", "destination": "b",
-            "auto.create.mirror.topics.enable": True,
-            "auto.create.mirror.topics.filters": {"topicFilters": [
-                {"name": "scale-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-            "consumer.offset.group.filters": {"groupFilters": [
-                {"name": GROUP_PREFIX, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-        }},
+        "links": {
+            LINK: {
+                "source": "a",
+                "destination": "b",
+                "auto.create.mirror.topics.enable": True,
+                "auto.create.mirror.topics.filters": {
+                    "topicFilters": [{"name": "scale-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+                },
+                "consumer.offset.group.filters": {
+                    "groupFilters": [{"name": GROUP_PREFIX, "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+                },
+            }
+        },
     }
     if spark_master:
         data["spark"] = {"master": spark_master}
@@ -78,7 +83,7 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
 
     admin = admin_for(bootstrap)
     for i in range(0, len(names), CREATE_BATCH):
-        batch = names[i:i + CREATE_BATCH]
+        batch = names[i : i + CREATE_BATCH]
         futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in batch])
         for fut in futures.values():
             fut.result(60)
@@ -92,8 +97,9 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"setup: {sum(t in topics for t in names)} of {len(names)} topics visible after 180 s")
         time.sleep(1)
-    kc.list_offsets(admin, [(t, p) for t in names for p in range(partitions)], "latest", "a", read_committed=False,
-                    timeout=120)
+    kc.list_offsets(
+        admin, [(t, p) for t in names for p in range(partitions)], "latest", "a", read_committed=False, timeout=120
+    )
 
 
 def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int) -> dict[str, str]:
@@ -101,8 +107,12 @@ def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int
     topic i (mod the topics), as a consumer that stopped there leaves it; {group: its topic}."""
     admin = admin_for(bootstrap)
     topics = {f"{GROUP_PREFIX}{i:05d}": names[i % len(names)] for i in range(groups)}
-    futures = [admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p, GROUP_OFFSET) for p in range(partitions)])]) for group, topic in topics.items()]
+    futures = [
+        admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, GROUP_OFFSET) for p in range(partitions)])]
+        )
+        for group, topic in topics.items()
+    ]
     for batch in futures:
         for fut in batch.values():
             fut.result(60)
@@ -129,13 +139,18 @@ OUTPUTS: dict[str, dict[str, str]] = {}
 def command(config_path: Path, *args: str) -> float:
     """Wall seconds of one `mirror-pipeline` command, a fresh process; fails the benchmark if it fails."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "mirror_pipeline", *args, "--config", str(config_path)],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "mirror_pipeline", *args, "--config", str(config_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     seconds = time.perf_counter() - t0
     OUTPUTS[f"{' '.join(args)} ({len(OUTPUTS) + 1})"] = {"stdout": out.stdout[-3000:], "stderr": out.stderr[-3000:]}
     if out.returncode:
-        raise SystemExit(f"mirror-pipeline {' '.join(args)} failed ({out.returncode}): "
-                         f"{out.stdout[-1500:]} {out.stderr[-1500:]}")
+        raise SystemExit(
+            f"mirror-pipeline {' '.join(args)} failed ({out.returncode}): {out.stdout[-1500:]} {out.stderr[-1500:]}"
+        )
     say(f"mirror-pipeline {' '.join(args)}: {seconds:.2f} s")
     return round(seconds, 2)
 
@@ -174,8 +189,14 @@ def main(argv: list[str] | None = None) -> int:
 
     names = topic_names(args.topics) if args.topics <= 1000 else [f"scale-{i:05d}" for i in range(args.topics)]
     partitions = args.topics * args.partitions
-    report: dict = {"params": {"topics": args.topics, "partitions": partitions, "initial_records": args.initial_records,
-                               "spark_master": args.spark_master or "engine default"}}
+    report: dict = {
+        "params": {
+            "topics": args.topics,
+            "partitions": partitions,
+            "initial_records": args.initial_records,
+            "spark_master": args.spark_master or "engine default",
+        }
+    }
     seconds: dict[str, float] = {}
     root = args.root.resolve()
     with local_clusters(root, args.keep_clusters, args.base_port) as lk:
@@ -187,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         loader = Loader(a)
         targets = [(t, p) for t in names for p in range(args.partitions)]
         loader.write(targets, args.initial_records)
-        say(f"setup: {args.topics} topics x {args.partitions} partitions, {args.initial_records} records each, "
-            f"in {time.perf_counter() - t0:.0f} s")
+        say(
+            f"setup: {args.topics} topics x {args.partitions} partitions, {args.initial_records} records each, "
+            f"in {time.perf_counter() - t0:.0f} s"
+        )
         config_path = write_config(root.parent / f"{root.name}.yaml", a, b, args.spark_master)
         run = ("run", "--link", LINK)
         seconds["first_run"] = command(config_path, *run)
@@ -209,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     report["mirrors_identical_log_ends"] = {"matched": matched, "checked": checked}
     if args.json_file:
         args.json_file.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"mirror-pipeline, one link of {args.topics:,} topics x {args.partitions} partitions ({partitions:,}), "
-          f"CLI wall time, start-up included")
+    print(
+        f"mirror-pipeline, one link of {args.topics:,} topics x {args.partitions} partitions ({partitions:,}), "
+        f"CLI wall time, start-up included"
+    )
     for key, label in ROWS:
         if key in seconds:
             print(f"{label.format(initial=args.initial_records, groups=f'{args.groups:,}'):<72}{seconds[key]:>10.2f} s")

@@ -49,9 +49,10 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from any directory
@@ -63,9 +64,6 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from benchmarks.common import (
     MM2_CLASS,
     MM2_SINGLE_NODE,
-)
-from benchmarks.common import QUIET as _QUIET  # noqa: E402
-from benchmarks.common import (
     admin_for,
     create_topic,
     end_offsets,
@@ -79,6 +77,7 @@ from benchmarks.common import (
     topic_partition_count,
     warm_up,
 )
+from benchmarks.common import QUIET as _QUIET  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import parse_config  # noqa: E402
 from mirror_pipeline.config.spark_requirements import default_local_master  # noqa: E402
@@ -110,7 +109,7 @@ def _proc_stat(pid: int) -> tuple[int, float] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
+    fields = raw[raw.rindex(")") + 2 :].split()
     # fields[0] is the state (field 3 of stat); ppid is field 4, utime and stime fields 14 and 15.
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
@@ -164,7 +163,9 @@ class CpuMeter:
                     changed = True
         # Brokers left running by an earlier --keep-clusters run are not our children.
         for pid in parents:
-            if pid not in mine and any(str(d / "server.properties") in _cmdline(pid) for d in self.broker_dirs.values()):
+            if pid not in mine and any(
+                str(d / "server.properties") in _cmdline(pid) for d in self.broker_dirs.values()
+            ):
                 mine.add(pid)
         per_pid = {pid: (self._classify(pid), cpu[pid]) for pid in mine if pid in cpu}
         with open("/proc/stat") as f:
@@ -193,6 +194,7 @@ class CpuMeter:
 
 # --- Kafka helpers -------------------------------------------------------------
 
+
 def wait_until_quiet(max_wait_s: float, cores: float = 0.3, window_s: float = 5.0) -> float:
     """Wait (up to max_wait_s) until other processes use less than `cores` CPUs; return that share."""
     meter = CpuMeter({})
@@ -205,7 +207,10 @@ def wait_until_quiet(max_wait_s: float, cores: float = 0.3, window_s: float = 5.
         waited += window_s
         if share < cores or waited >= max_wait_s:
             if waited > window_s or share >= cores:
-                say(f"machine: other processes use {share:.2f} cores" + ("" if share < cores else " (proceeding anyway)"))
+                say(
+                    f"machine: other processes use {share:.2f} cores"
+                    + ("" if share < cores else " (proceeding anyway)")
+                )
             return share
         say(f"machine busy with other work ({share:.2f} cores); waiting")
 
@@ -218,7 +223,7 @@ class Payloads:
     def __init__(self, record_bytes: int):
         self.size = record_bytes
         self.pool = os.urandom(record_bytes + 8192)
-        self.bodies = [self.pool[(j * 257) % 8192:(j * 257) % 8192 + max(0, record_bytes - 8)] for j in range(32)]
+        self.bodies = [self.pool[(j * 257) % 8192 : (j * 257) % 8192 + max(0, record_bytes - 8)] for j in range(32)]
 
     def key(self, i: int) -> bytes:
         return b"k%09d" % i
@@ -253,7 +258,9 @@ def mirror_writer_like_conf() -> dict:
     return conf
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int, payloads: Payloads, conf: dict, client_id: str) -> float:
+def produce(
+    bootstrap: str, topic: str, n: int, partitions: int, payloads: Payloads, conf: dict, client_id: str
+) -> float:
     """Write n records round-robin over the partitions; seconds from first produce to last ack."""
     failures: list[KafkaError] = []
     delivered = [0]
@@ -319,11 +326,17 @@ def consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> float:
 
 def rate(records: int, nbytes: int, seconds: float) -> dict[str, float]:
     seconds = max(seconds, 1e-9)
-    return {"records": records, "bytes": nbytes, "seconds": round(seconds, 3),
-            "records_per_s": round(records / seconds, 1), "mb_per_s": round(nbytes / seconds / MB, 2)}
+    return {
+        "records": records,
+        "bytes": nbytes,
+        "seconds": round(seconds, 3),
+        "records_per_s": round(records / seconds, 1),
+        "mb_per_s": round(nbytes / seconds / MB, 2),
+    }
 
 
 # --- mirror cycles -------------------------------------------------------------
+
 
 class PhaseTimer:
     """Times the steps of `cycle.run_cycle` by wrapping the module functions it calls.
@@ -331,7 +344,12 @@ class PhaseTimer:
     Only this process's view of the module changes; the engine files are untouched.
     """
 
-    STEPS = {"plan": "plan_cycle", "spark_job": "run_unit_groups", "consolidate": "_consolidate", "finish": "_cycle_result"}
+    STEPS = {
+        "plan": "plan_cycle",
+        "spark_job": "run_unit_groups",
+        "consolidate": "_consolidate",
+        "finish": "_cycle_result",
+    }
 
     def __init__(self, keep_units: bool = True):
         self.current: dict[str, float] = {}
@@ -364,6 +382,7 @@ class PhaseTimer:
                 return out
             finally:
                 self.current[step] = self.current.get(step, 0.0) + time.perf_counter() - t0
+
         return timed
 
     def take(self) -> dict[str, float]:
@@ -384,18 +403,29 @@ class PhaseTimer:
         if peaks:
             out["rss_peak_mib_max"] = round(max(peaks) / 2**20, 1)
             out["rss_start_mib_max"] = round(max(starts) / 2**20, 1)
-            out["rss_growth_mib_max"] = round(max(u.rss_peak_bytes - u.rss_start_bytes for u in units
-                                                  if u.rss_peak_bytes > 0 and u.rss_start_bytes > 0) / 2**20, 1)
+            out["rss_growth_mib_max"] = round(
+                max(
+                    u.rss_peak_bytes - u.rss_start_bytes
+                    for u in units
+                    if u.rss_peak_bytes > 0 and u.rss_start_bytes > 0
+                )
+                / 2**20,
+                1,
+            )
         if timed:
             count = sum(u.latency_records for u in timed)
-            out["latency_ms"] = {"records": count, "min": min(u.latency_min_ms for u in timed),
-                                 "avg": round(sum(u.latency_sum_ms for u in timed) / count, 1),
-                                 "max": max(u.latency_max_ms for u in timed)}
+            out["latency_ms"] = {
+                "records": count,
+                "min": min(u.latency_min_ms for u in timed),
+                "avg": round(sum(u.latency_sum_ms for u in timed) / count, 1),
+                "max": max(u.latency_max_ms for u in timed),
+            }
         return out
 
 
-def run_cycles_until_caught_up(cfg, spark, timer: PhaseTimer, max_cycles: int,
-                               mirrors: list[str] | None = None) -> list[dict]:
+def run_cycles_until_caught_up(
+    cfg, spark, timer: PhaseTimer, max_cycles: int, mirrors: list[str] | None = None
+) -> list[dict]:
     cycles = []
     while True:
         t0 = time.perf_counter()
@@ -405,21 +435,30 @@ def run_cycles_until_caught_up(cfg, spark, timer: PhaseTimer, max_cycles: int,
         except engine.CycleFailed as exc:  # some units failed; the others' lineage is attached
             result, error = exc.result, str(exc)
         wall = time.perf_counter() - t0
-        entry = {"wall_s": round(wall, 3), "duration_s": round(result.duration_s, 3), "records": result.records,
-                 "bytes": result.bytes, "work_units": result.work_units, "lag_after": result.lag_after,
-                 "steps_s": timer.take()}
+        entry = {
+            "wall_s": round(wall, 3),
+            "duration_s": round(result.duration_s, 3),
+            "records": result.records,
+            "bytes": result.bytes,
+            "work_units": result.work_units,
+            "lag_after": result.lag_after,
+            "steps_s": timer.take(),
+        }
         if error:
             entry["error"] = error
             say(f"cycle {len(cycles) + 1} FAILED: {error}")
         cycles.append(entry)
-        say(f"cycle {len(cycles)}: {result.records} records in {wall:.2f}s wall "
-            f"(duration_s {result.duration_s:.2f}, steps {entry['steps_s']}), lag after {result.lag_after}")
+        say(
+            f"cycle {len(cycles)}: {result.records} records in {wall:.2f}s wall "
+            f"(duration_s {result.duration_s:.2f}, steps {entry['steps_s']}), lag after {result.lag_after}"
+        )
         if result.lag_after == 0 or error or len(cycles) >= max_cycles:
             return cycles
 
 
 def warm_job_overhead(spark, tasks: int) -> float:
     """Seconds for a no-op mapInArrow job of `tasks` one-row tasks (scheduling + worker round trip)."""
+
     def passthrough(batches):
         yield from batches
 
@@ -429,6 +468,7 @@ def warm_job_overhead(spark, tasks: int) -> float:
 
 
 # --- MirrorMaker 2 ----------------------------------------------------------------
+
 
 def mm2_properties(a: str, b: str, topic: str) -> str:
     settings = {
@@ -449,8 +489,17 @@ def mm2_properties(a: str, b: str, topic: str) -> str:
     return mm2_properties_text(settings, "benchmarks/throughput.py")
 
 
-def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, timeout_s: float,
-            dest_admin: AdminClient, before_stop: Callable[[], None] = lambda: None) -> dict:
+def run_mm2(
+    workdir: Path,
+    a: str,
+    b: str,
+    topic: str,
+    partitions: int,
+    n: int,
+    timeout_s: float,
+    dest_admin: AdminClient,
+    before_stop: Callable[[], None] = lambda: None,
+) -> dict:
     """Run MM2 until b holds all n records of `a.<topic>`; `before_stop` runs while MM2 still lives."""
     if not mm2_class_present():
         return {"skipped": f"{MM2_CLASS} not found in the Kafka jars ({ensure_kafka_jars()})"}
@@ -505,34 +554,57 @@ def run_mm2(workdir: Path, a: str, b: str, topic: str, partitions: int, n: int, 
 
 # --- the run ----------------------------------------------------------------------
 
+
 def clusters(keep: bool, base_port: int):
     return local_clusters(BENCH_ROOT, keep, base_port)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic (default 1,000,000)")
     ap.add_argument("--record-bytes", type=int, default=1024, help="value size in bytes (default 1024)")
     ap.add_argument("--partitions", type=int, default=8, help="partitions per topic (default 8)")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running (and its data) at the end")
-    ap.add_argument("--base-port", type=int, default=BASE_PORT,
-                    help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=BASE_PORT,
+        help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})",
+    )
     ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
-    ap.add_argument("--broker-limit-runs", type=int, default=2,
-                    help="measure the broker limit this many times and keep the fastest (default 2)")
+    ap.add_argument(
+        "--broker-limit-runs",
+        type=int,
+        default=2,
+        help="measure the broker limit this many times and keep the fastest (default 2)",
+    )
     ap.add_argument("--skip-mm2", action="store_true", help="leave out the MirrorMaker 2 reference")
     ap.add_argument("--mm2-timeout", type=float, default=900, help="give up on MM2 after this many seconds")
-    ap.add_argument("--skip-warm-copy", action="store_true",
-                    help="leave out the second copy made with Spark already warm")
+    ap.add_argument(
+        "--skip-warm-copy", action="store_true", help="leave out the second copy made with Spark already warm"
+    )
     ap.add_argument("--empty-cycles", type=int, default=5, help="cycles with nothing to copy (default 5)")
     ap.add_argument("--max-cycles", type=int, default=20, help="stop copying after this many cycles")
-    ap.add_argument("--unit-max-bytes", type=int, default=4 * 1024**3,
-                    help="link setting mirror.unit.max.bytes (default 4 GiB: one cycle copies everything)")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
-    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
-                    help="before each measurement, wait up to this long for other processes to leave the "
-                         "CPUs (mostly) idle: for shared machines")
+    ap.add_argument(
+        "--unit-max-bytes",
+        type=int,
+        default=4 * 1024**3,
+        help="link setting mirror.unit.max.bytes (default 4 GiB: one cycle copies everything)",
+    )
+    ap.add_argument(
+        "--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)"
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each measurement, wait up to this long for other processes to leave the "
+        "CPUs (mostly) idle: for shared machines",
+    )
     args = ap.parse_args(argv)
     if args.broker_limit_runs < 1:
         ap.error("--broker-limit-runs must be at least 1")
@@ -543,9 +615,15 @@ def main(argv: list[str] | None = None) -> int:
     payloads = Payloads(size)
     nbytes = payloads.payload_bytes(n)
     report: dict[str, Any] = {
-        "params": {"records": n, "record_bytes": size, "partitions": parts, "payload_bytes": nbytes,
-                   "cpus": os.cpu_count(), "unit_max_bytes": args.unit_max_bytes,
-                   "spark_master": args.spark_master or default_local_master()},
+        "params": {
+            "records": n,
+            "record_bytes": size,
+            "partitions": parts,
+            "payload_bytes": nbytes,
+            "cpus": os.cpu_count(),
+            "unit_max_bytes": args.unit_max_bytes,
+            "spark_master": args.spark_master or default_local_master(),
+        },
     }
 
     if args.wait_quiet > 0:
@@ -574,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
                 before = meter.snapshot()
                 yield
                 cpu[name] = CpuMeter.delta(before, meter.snapshot())
+
             return scope()
 
         # 1. load the source
@@ -592,8 +671,10 @@ def main(argv: list[str] | None = None) -> int:
         for attempt in range(1, args.broker_limit_runs + 1):
             ref = f"bench-ref-{run_id}-{attempt}"
             create_topic(b_admin, ref, parts)
-            say(f"broker limit {attempt}/{args.broker_limit_runs}: producing {n} records to b:{ref} "
-                f"(acks=all, idempotent, mirror writer settings)")
+            say(
+                f"broker limit {attempt}/{args.broker_limit_runs}: producing {n} records to b:{ref} "
+                f"(acks=all, idempotent, mirror writer settings)"
+            )
             with measured(f"broker_limit_{attempt}"):
                 secs = produce(b_boot, ref, n, parts, payloads, mirror_writer_like_conf(), "bench-ref-writer")
             limits.append((secs, attempt))
@@ -603,15 +684,19 @@ def main(argv: list[str] | None = None) -> int:
         for _, attempt in limits:
             del cpu[f"broker_limit_{attempt}"]
         report["broker_limit"] = {**rate(n, nbytes, secs), "runs_records_per_s": [round(n / s) for s, _ in limits]}
-        say(f"broker limit: {report['broker_limit']['records_per_s']:.0f} records/s, "
-            f"{report['broker_limit']['mb_per_s']:.1f} MB/s (the fastest of {len(limits)})")
+        say(
+            f"broker limit: {report['broker_limit']['records_per_s']:.0f} records/s, "
+            f"{report['broker_limit']['mb_per_s']:.1f} MB/s (the fastest of {len(limits)})"
+        )
 
         # 3. read reference: the source, read like the mirror reader reads
         say(f"read: consuming a:{src} with the mirror reader's settings")
         with measured("source_read"):
             secs = consume_all(a_boot, src, parts, n)
         report["source_read"] = rate(n, nbytes, secs)
-        say(f"read: {report['source_read']['records_per_s']:.0f} records/s, {report['source_read']['mb_per_s']:.1f} MB/s")
+        say(
+            f"read: {report['source_read']['records_per_s']:.0f} records/s, {report['source_read']['mb_per_s']:.1f} MB/s"
+        )
 
         # 4. mirror copy
         raw_cfg: dict[str, Any] = {
@@ -630,8 +715,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         spark = spark_session(cfg.spark)
         spark_start_s = time.perf_counter() - t0
-        say(f"mirror: Spark session up in {spark_start_s:.1f}s (master {spark.sparkContext.master}, "
-            f"default parallelism {spark.sparkContext.defaultParallelism})")
+        say(
+            f"mirror: Spark session up in {spark_start_s:.1f}s (master {spark.sparkContext.master}, "
+            f"default parallelism {spark.sparkContext.defaultParallelism})"
+        )
         timer = PhaseTimer()
         timer.install()
         try:
@@ -646,7 +733,11 @@ def main(argv: list[str] | None = None) -> int:
             job_s = sum(c["steps_s"].get("spark_job", 0.0) for c in cycles)
             src_ends = end_offsets(a_admin, src, parts)
             mirror_ends = end_offsets(b_admin, src, parts)
-            sanity = "OK" if src_ends == mirror_ends and copied == n and not any("error" in c for c in cycles) else "MISMATCH"
+            sanity = (
+                "OK"
+                if src_ends == mirror_ends and copied == n and not any("error" in c for c in cycles)
+                else "MISMATCH"
+            )
             report["mirror"] = {
                 "create_mirror_s": round(create_s, 3),
                 "spark_session_s": round(spark_start_s, 3),
@@ -720,8 +811,17 @@ def main(argv: list[str] | None = None) -> int:
             produce(a_boot, mm2_src, n, parts, payloads, LOAD_PRODUCER, "bench-loader")
             settle()
             before = meter.snapshot()
-            mm2 = run_mm2(MM2_DIR, a_boot, b_boot, mm2_src, parts, n, args.mm2_timeout, b_admin,
-                          before_stop=lambda: cpu.__setitem__("mm2", CpuMeter.delta(before, meter.snapshot())))
+            mm2 = run_mm2(
+                MM2_DIR,
+                a_boot,
+                b_boot,
+                mm2_src,
+                parts,
+                n,
+                args.mm2_timeout,
+                b_admin,
+                before_stop=lambda: cpu.__setitem__("mm2", CpuMeter.delta(before, meter.snapshot())),
+            )
             if "total_s" in mm2:
                 mm2["total"] = rate(n, nbytes, mm2["total_s"])
                 if "first_record_s" in mm2:
@@ -761,8 +861,10 @@ def render_table(r: dict) -> str:
     def row(label: str, fig: dict | None, phase: str = "") -> None:
         if not fig:
             return
-        line = (f"{label:<{W}} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
-                f"{fig['records_per_s'] / ref:>9.0%}")
+        line = (
+            f"{label:<{W}} {fig['seconds']:>9.2f} {fig['records_per_s']:>11,.0f} {fig['mb_per_s']:>8.1f} "
+            f"{fig['records_per_s'] / ref:>9.0%}"
+        )
         roles = cpu.get(phase)
         if roles and fig["records"]:
             ours = sum(v for k, v in roles.items() if k not in ("not-ours", "wall"))
@@ -770,21 +872,30 @@ def render_table(r: dict) -> str:
         lines.append(line)
 
     row("load source (producer, acks=1)", r["load"], "load")
-    row(f"broker limit (best of {len(r['broker_limit'].get('runs_records_per_s', [1]))}: producer -> dest, acks=all)",
-        r["broker_limit"], "broker_limit")
+    row(
+        f"broker limit (best of {len(r['broker_limit'].get('runs_records_per_s', [1]))}: producer -> dest, acks=all)",
+        r["broker_limit"],
+        "broker_limit",
+    )
     row("source read (consumer, read_committed)", r["source_read"], "source_read")
     m = r.get("mirror")
     if m:
         n_cycles = len(m["cycles"])
-        row(f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)",
-            m["total"], "mirror_copy")
+        row(
+            f"mirror cold: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, incl. worker start)",
+            m["total"],
+            "mirror_copy",
+        )
         row("mirror cold: copy time (sum of result.duration_s)", m["copy"])
         row("mirror cold: Spark job only (run_unit_groups)", m["spark_job"])
     w = r.get("mirror_warm")
     if w:
         n_cycles = len(w["cycles"])
-        row(f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)",
-            w["total"], "mirror_warm_copy")
+        row(
+            f"mirror warm: cycles total ({n_cycles} cycle{'s' if n_cycles > 1 else ''}, same session)",
+            w["total"],
+            "mirror_warm_copy",
+        )
         row("mirror warm: Spark job only (run_unit_groups)", w["spark_job"])
     mm2 = r.get("mm2", {})
     if "total" in mm2:
@@ -796,36 +907,52 @@ def render_table(r: dict) -> str:
         lines.append(f"{'mirror: Spark session start (once, not in cycles)':<{W}} {m['spark_session_s']:>9.2f}")
         first = m["cycles"][0]["steps_s"]
         lines.append(f"{'mirror: cold cycle 1 steps (s)':<{W}} " + ", ".join(f"{k} {v:.2f}" for k, v in first.items()))
-        lines.append(f"{'mirror: warm no-op Spark job, ' + str(p['partitions']) + ' tasks':<{W}} {m['warm_noop_job_s']:>9.2f}")
+        lines.append(
+            f"{'mirror: warm no-op Spark job, ' + str(p['partitions']) + ' tasks':<{W}} {m['warm_noop_job_s']:>9.2f}"
+        )
     e = r.get("empty_cycle")
     if e:
-        lines.append(f"{'empty cycle fixed cost: median / min':<{W}} {e['median_s']:>9.2f} / {e['min_s']:.2f} s "
-                     f"over {len(e['runs_s'])} cycles")
+        lines.append(
+            f"{'empty cycle fixed cost: median / min':<{W}} {e['median_s']:>9.2f} / {e['min_s']:.2f} s "
+            f"over {len(e['runs_s'])} cycles"
+        )
     if "first_record_s" in mm2:
-        lines.append(f"{'MM2: start-up (JVM start -> first record on b)':<{W}} {mm2['first_record_s']:>9.2f}"
-                     f"   (remote topic created at {mm2.get('topic_created_s', '?')} s)")
+        lines.append(
+            f"{'MM2: start-up (JVM start -> first record on b)':<{W}} {mm2['first_record_s']:>9.2f}"
+            f"   (remote topic created at {mm2.get('topic_created_s', '?')} s)"
+        )
     elif mm2:
         lines.append(f"{'MM2':<{W}} not measured: {mm2.get('skipped') or mm2.get('error')}")
     if m:
-        lines.append(f"{'mirror sanity: per-partition end offsets':<{W}} {m['sanity']:>9}"
-                     + ("" if m["sanity"] == "OK" else f"   source {m['source_end_offsets']} mirror {m['mirror_end_offsets']}"))
+        lines.append(
+            f"{'mirror sanity: per-partition end offsets':<{W}} {m['sanity']:>9}"
+            + ("" if m["sanity"] == "OK" else f"   source {m['source_end_offsets']} mirror {m['mirror_end_offsets']}")
+        )
     if w:
-        lines.append(f"{'mirror warm sanity: per-partition end offsets':<{W}} {w['sanity']:>9}"
-                     + ("" if w["sanity"] == "OK" else f"   mirror {w['mirror_end_offsets']}"))
+        lines.append(
+            f"{'mirror warm sanity: per-partition end offsets':<{W}} {w['sanity']:>9}"
+            + ("" if w["sanity"] == "OK" else f"   mirror {w['mirror_end_offsets']}")
+        )
     for label, fig in (("cold", m), ("warm", w)):
         tasks = (fig or {}).get("tasks") or {}
         if "rss_peak_mib_max" in tasks:
-            lines.append(f"{'mirror ' + label + ': copy task peak RSS, max of ' + str(tasks['tasks']) + ' tasks (MiB)':<{W}} "
-                         f"{tasks['rss_peak_mib_max']:>9.0f}   (at task start {tasks['rss_start_mib_max']:.0f}, "
-                         f"growth {tasks['rss_growth_mib_max']:.0f})")
+            lines.append(
+                f"{'mirror ' + label + ': copy task peak RSS, max of ' + str(tasks['tasks']) + ' tasks (MiB)':<{W}} "
+                f"{tasks['rss_peak_mib_max']:>9.0f}   (at task start {tasks['rss_start_mib_max']:.0f}, "
+                f"growth {tasks['rss_growth_mib_max']:.0f})"
+            )
     if "records_on_remote" in mm2:
         extra = mm2["records_on_remote"] - p["records"]
-        lines.append(f"{'MM2 sanity: records on the remote topic':<{W}} {mm2['records_on_remote']:>9,}"
-                     + (f"   ({extra:,} duplicates)" if extra else ""))
+        lines.append(
+            f"{'MM2 sanity: records on the remote topic':<{W}} {mm2['records_on_remote']:>9,}"
+            + (f"   ({extra:,} duplicates)" if extra else "")
+        )
     if cpu:
         lines.append("")
-        lines.append(f"CPU seconds per process group during each measurement ({p['cpus']} cores => at most "
-                     f"{p['cpus']} x wall; not-ours = everything else on the machine):")
+        lines.append(
+            f"CPU seconds per process group during each measurement ({p['cpus']} cores => at most "
+            f"{p['cpus']} x wall; not-ours = everything else on the machine):"
+        )
         for phase, roles in cpu.items():
             lines.append(f"  {phase:<17} " + ", ".join(f"{k} {v}" for k, v in roles.items()))
     return "\n".join(lines)

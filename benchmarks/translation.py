@@ -137,8 +137,14 @@ def _producer(bootstrap: str, **extra: Any) -> Producer:
 def _send(p: Producer, topic: str, key: bytes, value: bytes, ts: int, failures: list) -> None:
     while True:
         try:
-            p.produce(topic, key=key, value=value, partition=0, timestamp=ts,
-                      on_delivery=lambda err, _m: failures.append(err) if err else None)
+            p.produce(
+                topic,
+                key=key,
+                value=value,
+                partition=0,
+                timestamp=ts,
+                on_delivery=lambda err, _m: failures.append(err) if err else None,
+            )
             return
         except BufferError:
             p.poll(0.005)
@@ -162,12 +168,15 @@ def produce_plain(bootstrap: str, topic: str, n: int, recs: Records, hot_every: 
         raise RuntimeError(f"producing to {topic} failed: {failures[0].str() if failures else 'unacknowledged'}")
 
 
-def produce_transactional(bootstrap: str, topic: str, committed: int, recs: Records, tx_records: int,
-                          abort_every: int) -> int:
+def produce_transactional(
+    bootstrap: str, topic: str, committed: int, recs: Records, tx_records: int, abort_every: int
+) -> int:
     """Transactions of `tx_records` until `committed` records are committed, every
     `abort_every`-th transaction aborted; returns how many records were written in all."""
-    p = _producer(bootstrap, **{"transactional.id": f"bench-translation-{uuid.uuid4().hex[:8]}",
-                                "enable.idempotence": True, "acks": "all"})
+    p = _producer(
+        bootstrap,
+        **{"transactional.id": f"bench-translation-{uuid.uuid4().hex[:8]}", "enable.idempotence": True, "acks": "all"},
+    )
     p.init_transactions(60)
     failures: list = []
     seq = done = tx = 0
@@ -193,9 +202,17 @@ def produce_transactional(bootstrap: str, topic: str, committed: int, recs: Reco
 
 def read_partition(bootstrap: str, topic: str) -> tuple[array, array]:
     """(offsets, sequence numbers) of every visible record of partition 0 (read_committed)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-read-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760, "logger": QUIET})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-read-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760,
+            "logger": QUIET,
+        }
+    )
     offsets, seqs = array("q"), array("q")
     try:
         _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
@@ -227,8 +244,14 @@ def wait_for_compaction(bootstrap: str, topic: str, end: int, timeout_s: float) 
     """
     start = time.monotonic()
     probe = max(0, end - 30_000)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-probe-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "logger": QUIET})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-probe-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "logger": QUIET,
+        }
+    )
     try:
         while True:
             c.assign([TopicPartition(topic, 0, probe)])
@@ -260,8 +283,7 @@ def committed_offsets(bootstrap: str, groups: dict[str, str]) -> dict[str, int |
     """group -> committed offset of partition 0 of groups[group] (None: nothing committed)."""
     out: dict[str, int | None] = {}
     for group, topic in groups.items():
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                      "logger": QUIET})
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "logger": QUIET})
         try:
             (tp,) = c.committed([TopicPartition(topic, 0)], timeout=30)
             out[group] = tp.offset if tp.offset >= 0 else None
@@ -297,26 +319,37 @@ class Truth:
             return {"landed": None, "right": self.right_offset(committed), "reread": None, "skipped": None}
         right = self.right_index(committed)
         at = bisect.bisect_left(self.copy_offsets, landed)
-        return {"landed": landed, "right": self.right_offset(committed),
-                "reread": max(0, right - at), "skipped": max(0, at - right)}
+        return {
+            "landed": landed,
+            "right": self.right_offset(committed),
+            "reread": max(0, right - at),
+            "skipped": max(0, at - right),
+        }
 
 
 # --- the engine's run -------------------------------------------------------------
 
 
 def link_config(a: str, b: str, mode: str, group_prefix: str):
-    return parse_config({
-        "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
-        "links": {LINK: {
-            "source": "a",
-            "destination": "b",
-            "mirror.unit.max.bytes": 4 * 1024**3,
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": group_prefix, "patternType": "PREFIXED"}]},
-            "offset.translation.mode": mode,
-        }},
-        "spark": {"master": "local[2]"},
-    }, "bench")
+    return parse_config(
+        {
+            "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
+            "links": {
+                LINK: {
+                    "source": "a",
+                    "destination": "b",
+                    "mirror.unit.max.bytes": 4 * 1024**3,
+                    "consumer.offset.sync.enable": True,
+                    "consumer.offset.group.filters": {
+                        "groupFilters": [{"name": group_prefix, "patternType": "PREFIXED"}]
+                    },
+                    "offset.translation.mode": mode,
+                }
+            },
+            "spark": {"master": "local[2]"},
+        },
+        "bench",
+    )
 
 
 def mirror_all(cfg, topics: list[str], max_cycles: int = 20) -> None:
@@ -329,8 +362,10 @@ def mirror_all(cfg, topics: list[str], max_cycles: int = 20) -> None:
         for n in range(1, max_cycles + 1):
             t0 = time.perf_counter()
             result = engine.run_cycle(cfg, LINK, spark, mirrors=topics)
-            say(f"mirror: cycle {n}: {result.records:,} records in {time.perf_counter() - t0:.1f}s, "
-                f"lag after {result.lag_after}")
+            say(
+                f"mirror: cycle {n}: {result.records:,} records in {time.perf_counter() - t0:.1f}s, "
+                f"lag after {result.lag_after}"
+            )
             if result.lag_after == 0:
                 return
         raise RuntimeError(f"mirrors still lag after {max_cycles} cycles")
@@ -366,14 +401,25 @@ def mm2_settings(a: str, b: str, topics: list[str], group_regex: str) -> dict[st
     }
 
 
-def run_mm2(a: str, b: str, topics: list[str], groups: dict[str, str], visible: dict[str, int],
-            b_admin: AdminClient, timeout_s: float, settle_s: float) -> dict[str, Any]:
+def run_mm2(
+    a: str,
+    b: str,
+    topics: list[str],
+    groups: dict[str, str],
+    visible: dict[str, int],
+    b_admin: AdminClient,
+    timeout_s: float,
+    settle_s: float,
+) -> dict[str, Any]:
     """Run MM2 until its copies hold every visible record and the groups' offsets on b
     stay unchanged for `settle_s`; `groups` maps each group to its remote topic on b."""
     if not mm2_class_present():
         return {"error": "MirrorMaker 2 not found in the Kafka jars"}
-    proc, log_path = start_mm2(MM2_DIR, mm2_properties_text(mm2_settings(a, b, topics, "bench-mm2-.*"),
-                                                            "benchmarks/translation.py"), target_cluster="dst")
+    proc, log_path = start_mm2(
+        MM2_DIR,
+        mm2_properties_text(mm2_settings(a, b, topics, "bench-mm2-.*"), "benchmarks/translation.py"),
+        target_cluster="dst",
+    )
     start = time.monotonic()
     last: dict[str, int | None] = {}
     stable_since = None
@@ -404,8 +450,12 @@ def run_mm2(a: str, b: str, topics: list[str], groups: dict[str, str], visible: 
             time.sleep(2)
     finally:
         stop_mm2(proc)
-    return {"offsets": last, "copied_s": round(copied_at - start, 1), "total_s": round(time.monotonic() - start, 1),
-            "log": str(log_path.relative_to(REPO))}
+    return {
+        "offsets": last,
+        "copied_s": round(copied_at - start, 1),
+        "total_s": round(time.monotonic() - start, 1),
+        "log": str(log_path.relative_to(REPO)),
+    }
 
 
 # --- the run ------------------------------------------------------------------------
@@ -416,8 +466,9 @@ def group_name(method: str, kind: str, lag: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=1_000_000, help="records per source topic (default 1,000,000)")
     ap.add_argument("--record-bytes", type=int, default=100, help="value size (default 100)")
     ap.add_argument("--records-per-ms", type=int, default=50, help="records sharing one timestamp (default 50)")
@@ -432,8 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mm2-timeout", type=float, default=900, help="give up on MM2 after this many seconds")
     ap.add_argument("--mm2-settle", type=float, default=20, help="MM2's offsets unchanged this long = final")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running at the end")
-    ap.add_argument("--base-port", type=int, default=BASE_PORT,
-                    help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=BASE_PORT,
+        help=f"broker port of cluster a; b is this + 10000 (default {BASE_PORT})",
+    )
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -471,8 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                 info["written"] = args.records
             else:
                 create_topic(a_admin, topic, 1)
-                info["written"] = produce_transactional(a, topic, args.records, recs, args.tx_records,
-                                                        args.abort_every)
+                info["written"] = produce_transactional(a, topic, args.records, recs, args.tx_records, args.abort_every)
             say(f"{kind}: wrote {info['written']:,} records to a:{topic} in {time.perf_counter() - t0:.1f}s")
             report["topics"][kind] = info
         if "compacted" in topics:
@@ -487,8 +541,10 @@ def main(argv: list[str] | None = None) -> int:
             info["log_end"] = end_offsets(a_admin, topic, 1)[0]
             info["visible_records"] = len(sources[kind][0])
             info["gaps"] = sum(1 for x, y in zip(sources[kind][0], sources[kind][0][1:]) if y != x + 1)
-            say(f"{kind}: log end {info['log_end']:,}, {info['visible_records']:,} visible records, "
-                f"{info['gaps']:,} gaps")
+            say(
+                f"{kind}: log end {info['log_end']:,}, {info['visible_records']:,} visible records, "
+                f"{info['gaps']:,} gaps"
+            )
 
         # 2. the groups, committed on the source before anything is synced
         groups: dict[str, dict[str, Any]] = {}
@@ -510,10 +566,15 @@ def main(argv: list[str] | None = None) -> int:
         report["mirror_s"] = round(time.perf_counter() - t0, 1)
         for mode, cfg in (("exact", cfg_exact), ("timestamp", cfg_ts)):
             result = engine.sync_offsets(cfg, LINK, mirrors=mirrors)
-            report[f"sync_{mode}"] = {"committed": result.committed, "offset_sync_lag": result.offset_sync_lag,
-                                      "checkpoint_latency_ms": result.checkpoint_latency_ms}
-            say(f"sync ({mode}): {result.committed} offsets committed, offset-sync lag {result.offset_sync_lag}, "
-                f"checkpoint latency {result.checkpoint_latency_ms} ms")
+            report[f"sync_{mode}"] = {
+                "committed": result.committed,
+                "offset_sync_lag": result.offset_sync_lag,
+                "checkpoint_latency_ms": result.checkpoint_latency_ms,
+            }
+            say(
+                f"sync ({mode}): {result.committed} offsets committed, offset-sync lag {result.offset_sync_lag}, "
+                f"checkpoint latency {result.checkpoint_latency_ms} ms"
+            )
         # Failover's final sync uses the exact-mode config (its filter selects the exact groups);
         # the timestamp groups keep what the timestamp sync just committed: no record arrived since.
         engine.failover(cfg_exact, LINK, mirrors)
@@ -578,8 +639,10 @@ def render_table(report: dict, kinds: list[str], lags: list[int], methods: list[
     for kind in kinds:
         t = report["topics"][kind]
         extra = f", MM2 copy {t['mm2_copy_records']:,} records" if "mm2_copy_records" in t else ""
-        lines.append(f"- {kind}: {t['written']:,} records written, log end {t['log_end']:,}, "
-                     f"{t['visible_records']:,} visible, {t['gaps']:,} offset gaps{extra}")
+        lines.append(
+            f"- {kind}: {t['written']:,} records written, log end {t['log_end']:,}, "
+            f"{t['visible_records']:,} visible, {t['gaps']:,} offset gaps{extra}"
+        )
     m = report.get("mm2")
     if m and "error" in m:
         lines.append(f"- MM2: {m['error']}")

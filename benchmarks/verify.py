@@ -63,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--base-port", type=int, default=BASE_PORT)
     ap.add_argument("--keep-clusters", action="store_true")
-    ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)")
-    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
-                    help="before each measurement, wait up to this long for other processes to leave the CPUs idle")
+    ap.add_argument(
+        "--spark-master", default=None, help="spark.master (default: the engine's, two task slots per core)"
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each measurement, wait up to this long for other processes to leave the CPUs idle",
+    )
     ap.add_argument("--json", action="store_true", help="print a JSON document instead of the table")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -78,8 +85,10 @@ def run(args) -> dict[str, Any]:
     n, parts = args.records, args.partitions
     payloads = Payloads(args.record_bytes)
     nbytes = payloads.payload_bytes(n)
-    report: dict[str, Any] = {"params": {"records": n, "record_bytes": args.record_bytes, "partitions": parts,
-                                         "payload_bytes": nbytes}, "cpu_s": {}}
+    report: dict[str, Any] = {
+        "params": {"records": n, "record_bytes": args.record_bytes, "partitions": parts, "payload_bytes": nbytes},
+        "cpu_s": {},
+    }
     with local_clusters(BENCH_ROOT, args.keep_clusters, args.base_port) as lk:
         a_boot, b_boot = lk.bootstraps
         for boot in lk.bootstraps:
@@ -99,9 +108,10 @@ def run(args) -> dict[str, Any]:
         say(f"load: producing {n} x {args.record_bytes} B records to a:{src}")
         produce(a_boot, src, n, parts, payloads, LOAD_PRODUCER, "bench-loader")
 
-        raw: dict[str, Any] = {"clusters": {"a": {"bootstrap.servers": a_boot}, "b": {"bootstrap.servers": b_boot}},
-                               "links": {LINK: {"source": "a", "destination": "b",
-                                                "mirror.unit.max.bytes": 4 * 1024**3}}}
+        raw: dict[str, Any] = {
+            "clusters": {"a": {"bootstrap.servers": a_boot}, "b": {"bootstrap.servers": b_boot}},
+            "links": {LINK: {"source": "a", "destination": "b", "mirror.unit.max.bytes": 4 * 1024**3}},
+        }
         if args.spark_master:
             raw["spark"] = {"master": args.spark_master}
         cfg = parse_config(raw, "bench")
@@ -117,8 +127,11 @@ def run(args) -> dict[str, Any]:
                 cycles = run_cycles_until_caught_up(cfg, spark, PhaseTimer(), max_cycles=20)
                 copy_s = time.perf_counter() - t0
             copied = sum(c["records"] for c in cycles)
-            report["copy"] = {**rate(copied, sum(c["bytes"] for c in cycles), copy_s), "cycles": len(cycles),
-                              "lag_after": cycles[-1]["lag_after"]}
+            report["copy"] = {
+                **rate(copied, sum(c["bytes"] for c in cycles), copy_s),
+                "cycles": len(cycles),
+                "lag_after": cycles[-1]["lag_after"],
+            }
             say(f"copy: {report['copy']['records_per_s']:,.0f} records/s")
             report["verify"] = timed_verify(cfg, spark, src, 1.0, measured)
             report["verify_sample_0.1"] = timed_verify(cfg, spark, src, 0.1, measured)
@@ -135,10 +148,17 @@ def timed_verify(cfg, spark, topic: str, sample: float, measured) -> dict[str, A
         result = engine.verify_mirrors(cfg, LINK, spark, [topic], sample=sample)
         seconds = time.perf_counter() - t0
     mirror = result.mirrors[topic]
-    out = {**rate(mirror.source_records, mirror.bytes_read // 2, seconds), "identical": mirror.identical,
-           "tasks": result.tasks, "bytes_read_both_sides": mirror.bytes_read, "problem": mirror.problem()}
-    say(f"{name}: {out['records_per_s']:,.0f} records/s ({mirror.source_records:,} records, "
-        f"{'identical' if mirror.identical else mirror.problem()})")
+    out = {
+        **rate(mirror.source_records, mirror.bytes_read // 2, seconds),
+        "identical": mirror.identical,
+        "tasks": result.tasks,
+        "bytes_read_both_sides": mirror.bytes_read,
+        "problem": mirror.problem(),
+    }
+    say(
+        f"{name}: {out['records_per_s']:,.0f} records/s ({mirror.source_records:,} records, "
+        f"{'identical' if mirror.identical else mirror.problem()})"
+    )
     return out
 
 
@@ -150,19 +170,26 @@ def render(r: dict) -> str:
         f"{'measurement':<44} {'seconds':>8} {'records':>10} {'records/s':>11} {'CPU us/rec':>10}",
         "-" * 87,
     ]
-    for key, label in (("copy", "copy (run_cycle until lag 0, warm Spark)"),
-                       ("verify", "full verify (both sides read, sample 1.0)"),
-                       ("verify_sample_0.1", "sampled verify (sample 0.1)")):
+    for key, label in (
+        ("copy", "copy (run_cycle until lag 0, warm Spark)"),
+        ("verify", "full verify (both sides read, sample 1.0)"),
+        ("verify_sample_0.1", "sampled verify (sample 0.1)"),
+    ):
         fig = r[key]
         roles = r["cpu_s"].get(key, {})
         ours = sum(v for k, v in roles.items() if k not in ("not-ours", "wall"))
         per = f"{ours / fig['records'] * 1e6:>10.1f}" if fig["records"] and roles else f"{'':>10}"
         lines.append(f"{label:<44} {fig['seconds']:>8.2f} {fig['records']:>10,} {fig['records_per_s']:>11,.0f} {per}")
-    lines += ["-" * 87,
-              f"full verify / copy speed: {r['ratio']:.2f}x (goal: >= 2x)",
-              f"verify result: {'identical' if r['verify']['identical'] else r['verify']['problem']}",
-              "", "CPU seconds per process group (not-ours = everything else on the machine):"]
-    lines += [f"  {phase:<18} " + ", ".join(f"{k} {v}" for k, v in roles.items()) for phase, roles in r["cpu_s"].items()]
+    lines += [
+        "-" * 87,
+        f"full verify / copy speed: {r['ratio']:.2f}x (goal: >= 2x)",
+        f"verify result: {'identical' if r['verify']['identical'] else r['verify']['problem']}",
+        "",
+        "CPU seconds per process group (not-ours = everything else on the machine):",
+    ]
+    lines += [
+        f"  {phase:<18} " + ", ".join(f"{k} {v}" for k, v in roles.items()) for phase, roles in r["cpu_s"].items()
+    ]
     return "\n".join(lines)
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import yaml
 from confluent_kafka import Producer, TopicPartition
@@ -53,14 +53,19 @@ def write_demo_config(path: Path, west: str, east: str) -> None:
         return
     data = {
         "clusters": {"us-west": {"bootstrap.servers": west}, "us-east": {"bootstrap.servers": east}},
-        "links": {LINK: {
-            "source": "us-west", "destination": "us-east",
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": GROUP, "patternType": "LITERAL"}]},
-        }},
+        "links": {
+            LINK: {
+                "source": "us-west",
+                "destination": "us-east",
+                "consumer.offset.sync.enable": True,
+                "consumer.offset.group.filters": {"groupFilters": [{"name": GROUP, "patternType": "LITERAL"}]},
+            }
+        },
         "spark": {"conf": {}},  # in this process, two task slots per core
     }
-    path.write_text(f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False))
+    path.write_text(
+        f"{MARKER}; edit freely and remove this line to keep your edits.\n" + yaml.safe_dump(data, sort_keys=False)
+    )
 
 
 def demo_topic(config) -> str:
@@ -160,7 +165,9 @@ def run_demo(config_path: Path, records: int, say: Callable[[str], None], progre
     say(f"4/6 mirror topic '{info.mirror_topic}' on us-east; copying with one Spark micro-batch ...")
     spark = spark_session(config.spark)
     result = engine.run_cycle(config, LINK, spark, mirrors=[topic], progress=progress)
-    say(f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}")
+    say(
+        f"    copied {result.records:,} records ({result.bytes:,} bytes) in {result.duration_s:.1f}s, lag after {result.lag_after}"
+    )
     say("5/6 comparing source and mirror record by record ...")
     n_src, n_dst, mismatch = compare(config, LINK, topic)
     # A group that read 60% of each partition on us-west resumes at the same place on us-east.
@@ -171,5 +178,14 @@ def run_demo(config_path: Path, records: int, say: Callable[[str], None], progre
     commit_group(west, topic, positions)
     synced = engine.sync_offsets(config, LINK, [topic])
     landed = landed_offsets(config, topic)
-    return DemoResult(config_path, topic, n_src, n_dst, not mismatch, mismatch,
-                      {p: (positions[p], landed.get(p)) for p in range(PARTITIONS)}, result, synced)
+    return DemoResult(
+        config_path,
+        topic,
+        n_src,
+        n_dst,
+        not mismatch,
+        mismatch,
+        {p: (positions[p], landed.get(p)) for p in range(PARTITIONS)},
+        result,
+        synced,
+    )

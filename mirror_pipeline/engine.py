@@ -7,7 +7,7 @@ Nothing here imports Dagster.
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.link import health
@@ -15,13 +15,10 @@ from mirror_pipeline.link import required_acls as least_privilege
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_results import OffsetCheckpoint, OffsetSyncResult
 from mirror_pipeline.model.results import CycleResult, MirrorDescription, MirrorInfo
-from mirror_pipeline.operations import all_or_nothing, divergence
+from mirror_pipeline.operations import all_or_nothing, divergence, heartbeats, lifecycle, mirrors, stopping
 from mirror_pipeline.operations import auto_create as auto_create_scan
 from mirror_pipeline.operations import follow as following
-from mirror_pipeline.operations import heartbeats
-from mirror_pipeline.operations import lifecycle, mirrors
 from mirror_pipeline.operations import reverse as reversing
-from mirror_pipeline.operations import stopping
 from mirror_pipeline.operations.all_or_nothing import Incomplete
 from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
@@ -117,9 +114,7 @@ def follow(
     return following.follow(lambda: LinkContext.open(config, link), spark, report, stop, epoch_s, mirrors, scanned)
 
 
-def create_mirror(
-    config: PipelineConfig, link: str, source_topic: str, mirror_topic: str | None = None
-) -> MirrorInfo:
+def create_mirror(config: PipelineConfig, link: str, source_topic: str, mirror_topic: str | None = None) -> MirrorInfo:
     """Create a mirror topic (idempotent for the same source and mirror name)."""
     return ensure_mirror(config, link, source_topic, mirror_topic)[0]
 
@@ -152,8 +147,9 @@ def mirror_overview(config: PipelineConfig, link: str) -> tuple[list[MirrorInfo]
 # --- lifecycle (R-LC) -------------------------------------------------------------
 
 
-def check_lifecycle(config: PipelineConfig, link: str, verb: str, known: Sequence[MirrorInfo],
-                    mirrors: Sequence[str] | None) -> list[MirrorInfo]:
+def check_lifecycle(
+    config: PipelineConfig, link: str, verb: str, known: Sequence[MirrorInfo], mirrors: Sequence[str] | None
+) -> list[MirrorInfo]:
     """The named mirrors (None: all) once `verb` can take every one; else `MirrorRefused` naming each
     that cannot and why. Reads nothing: `known` is the link's mirrors as `list_mirrors` answered.
 
@@ -199,8 +195,15 @@ def delete_mirrors(config: PipelineConfig, link: str, mirrors: Sequence[str]) ->
     return lifecycle.delete(LinkContext.open(config, link), list(mirrors))
 
 
-def reverse(config: PipelineConfig, link: str, mirrors: Sequence[str], reverse_link: str | None = None,
-            start: bool = True, dry_run: bool = False, realign_groups: bool = False) -> LifecycleResult:
+def reverse(
+    config: PipelineConfig,
+    link: str,
+    mirrors: Sequence[str],
+    reverse_link: str | None = None,
+    start: bool = True,
+    dry_run: bool = False,
+    realign_groups: bool = False,
+) -> LifecycleResult:
     """Failback (R-LC-7): the old sources of stopped mirrors become mirrors of them on the reverse link.
 
     `reverse_link` None: the one link the config declares from `link`'s
@@ -212,8 +215,14 @@ def reverse(config: PipelineConfig, link: str, mirrors: Sequence[str], reverse_l
     (their offsets on the old source are stale once the applications moved).
     """
     back = reversing.reverse_link_for(config, link, reverse_link)
-    return reversing.reverse(LinkContext.open(config, link), LinkContext.open(config, back), list(mirrors),
-                             start=start, dry_run=dry_run, realign_groups=realign_groups)
+    return reversing.reverse(
+        LinkContext.open(config, link),
+        LinkContext.open(config, back),
+        list(mirrors),
+        start=start,
+        dry_run=dry_run,
+        realign_groups=realign_groups,
+    )
 
 
 def check_health(config: PipelineConfig, link: str) -> dict[str, str]:
@@ -331,8 +340,16 @@ def required_acls(config: PipelineConfig, link: str, topics: Sequence[str], grou
     ctx = LinkContext.open(config, link)
     dest_groups = [ctx.link.prefix + g if ctx.link.group_prefix_enable and ctx.link.prefix else g for g in groups]
     # The reverse of a declared link: `reverse` may rebuild topics there, saving what it drops first.
-    reversible = any((other.source, other.destination) == (ctx.link.destination, ctx.link.source)
-                     for other in config.links.values())
-    return least_privilege.link_acls(link, ctx.naming, list(topics), list(groups), dest_groups,
-                                     acl_sync=ctx.link.acl_sync_enable, heartbeats=ctx.link.heartbeats_enabled,
-                                     saved_suffix=divergence.SUFFIX if reversible else None)
+    reversible = any(
+        (other.source, other.destination) == (ctx.link.destination, ctx.link.source) for other in config.links.values()
+    )
+    return least_privilege.link_acls(
+        link,
+        ctx.naming,
+        list(topics),
+        list(groups),
+        dest_groups,
+        acl_sync=ctx.link.acl_sync_enable,
+        heartbeats=ctx.link.heartbeats_enabled,
+        saved_suffix=divergence.SUFFIX if reversible else None,
+    )

@@ -8,7 +8,7 @@ patching modules.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -22,7 +22,7 @@ from mirror_pipeline.model.results import CycleResult, MirrorDescription, Mirror
 class MirrorEngine(ConfigurableResource):
     """mirror-pipeline's engine over the links of one configuration file."""
 
-    config_path: Optional[str] = Field(
+    config_path: str | None = Field(
         default=None,
         description=(
             "Path of the mirror-pipeline configuration file. Empty: "
@@ -57,7 +57,7 @@ class MirrorEngine(ConfigurableResource):
         """The newest heartbeat on the link's heartbeats mirror (R-OBS-3); reads the destination only."""
         return engine.heartbeat_status(self.load(), link)
 
-    def link_config_drift(self, link: str, mirrors: Optional[Sequence[str]] = None) -> dict[str, dict]:
+    def link_config_drift(self, link: str, mirrors: Sequence[str] | None = None) -> dict[str, dict]:
         return engine.link_config_drift(self.load(), link, mirrors)
 
     def health_changes(self, link: str) -> dict[str, dict]:
@@ -66,21 +66,35 @@ class MirrorEngine(ConfigurableResource):
     def auto_create_plan(self, link: str) -> engine.AutoCreateResult:
         return engine.auto_create(self.load(), link, dry_run=True)
 
-    def verify_mirrors(self, link: str, spark, mirrors: Optional[Sequence[str]] = None, sample: float = 1.0,
-                       max_bytes_per_second: Optional[int] = None, seed: str = "") -> engine.VerifyResult:
+    def verify_mirrors(
+        self,
+        link: str,
+        spark,
+        mirrors: Sequence[str] | None = None,
+        sample: float = 1.0,
+        max_bytes_per_second: int | None = None,
+        seed: str = "",
+    ) -> engine.VerifyResult:
         """Reads only, but runs a Spark job: called by the `mirror_verified` check in its own runs."""
-        return engine.verify_mirrors(self.load(), link, spark, mirrors=mirrors, sample=sample,
-                                     max_bytes_per_second=max_bytes_per_second, seed=seed)
+        return engine.verify_mirrors(
+            self.load(),
+            link,
+            spark,
+            mirrors=mirrors,
+            sample=sample,
+            max_bytes_per_second=max_bytes_per_second,
+            seed=seed,
+        )
 
     # --- writes: only ever called inside runs -----------------------------------
 
-    def run_cycle(self, link: str, spark, mirrors: Optional[Sequence[str]] = None, progress=None) -> CycleResult:
+    def run_cycle(self, link: str, spark, mirrors: Sequence[str] | None = None, progress=None) -> CycleResult:
         return engine.run_cycle(self.load(), link, spark, mirrors=mirrors, progress=progress)
 
-    def sync_configs(self, link: str, mirrors: Optional[Sequence[str]] = None):
+    def sync_configs(self, link: str, mirrors: Sequence[str] | None = None):
         return engine.sync_configs(self.load(), link, mirrors=mirrors)
 
-    def sync_offsets(self, link: str, mirrors: Optional[Sequence[str]] = None) -> engine.OffsetSyncResult:
+    def sync_offsets(self, link: str, mirrors: Sequence[str] | None = None) -> engine.OffsetSyncResult:
         return engine.sync_offsets(self.load(), link, mirrors=mirrors)
 
     def sync_acls(self, link: str, dry_run: bool = False) -> engine.AclSyncResult:
@@ -98,6 +112,13 @@ class MirrorEngine(ConfigurableResource):
     def failover(self, link: str, mirrors: Sequence[str]) -> engine.LifecycleResult:
         return engine.failover(self.load(), link, mirrors)
 
-    def reverse(self, link: str, mirrors: Sequence[str], reverse_link: Optional[str], start: bool,
-                dry_run: bool = False, realign_groups: bool = False) -> engine.LifecycleResult:
+    def reverse(
+        self,
+        link: str,
+        mirrors: Sequence[str],
+        reverse_link: str | None,
+        start: bool,
+        dry_run: bool = False,
+        realign_groups: bool = False,
+    ) -> engine.LifecycleResult:
         return engine.reverse(self.load(), link, mirrors, reverse_link, start, dry_run, realign_groups)

@@ -8,7 +8,6 @@ session gets those from the configuration file when a run starts (R-CFG-5).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from dagster import InitResourceContext
 from dagster_pyspark import PySparkResource
@@ -22,7 +21,7 @@ from mirror_pipeline.replication.spark_runner import session_from_conf, spark_co
 class MirrorPySparkResource(PySparkResource):
     """PySparkResource whose secret Spark settings come from `config_path` at run time only."""
 
-    config_path: Optional[str] = Field(
+    config_path: str | None = Field(
         default=None, description="The mirror-pipeline configuration file the secret Spark settings are read from."
     )
 
@@ -48,7 +47,4 @@ def pyspark_resource(config: PipelineConfig) -> PySparkResource:
 def secret_settings(config: PipelineConfig) -> dict[str, str]:
     """The Spark settings whose key names a secret or whose value holds one of the file's secrets."""
     secrets = [s for s in config.secret_values() if s]
-    return {
-        k: v for k, v in spark_conf(config.spark).items()
-        if is_secret_key(k) or any(s in str(v) for s in secrets)
-    }
+    return {k: v for k, v in spark_conf(config.spark).items() if is_secret_key(k) or any(s in str(v) for s in secrets)}

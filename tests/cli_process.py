@@ -16,8 +16,13 @@ import pytest
 
 def run_cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`mirror-pipeline ARGS` with `DAGSTER_HOME=home`; its exit code and output, never raising on failure."""
-    return subprocess.run([sys.executable, "-m", "mirror_pipeline", *args], capture_output=True, text=True,
-                          env={**os.environ, "DAGSTER_HOME": str(home)}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mirror_pipeline", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        timeout=timeout,
+    )
 
 
 def stoppable_with_ctrl_c() -> None:
@@ -41,8 +46,14 @@ class UiProcess:
         env.pop("MIRROR_PIPELINE_CONFIG", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirror_pipeline", "ui", "--config", str(config), "--port", str(port)],
-            cwd=config.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, errors="replace", preexec_fn=stoppable_with_ctrl_c,
+            cwd=config.parent,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            preexec_fn=stoppable_with_ctrl_c,
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

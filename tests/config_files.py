@@ -11,8 +11,14 @@ from mirror_pipeline.config.loader import parse_config
 from mirror_pipeline.model.errors import ConfigError
 
 
-def write_pair_config(path: Path, source_bootstrap: str, destination_bootstrap: str, link: str,
-                      link_settings: dict | None = None, defaults: dict | None = None) -> Path:
+def write_pair_config(
+    path: Path,
+    source_bootstrap: str,
+    destination_bootstrap: str,
+    link: str,
+    link_settings: dict | None = None,
+    defaults: dict | None = None,
+) -> Path:
     """A config with clusters us-west -> us-east, one link, and Spark on two local task slots."""
     data = {
         "clusters": {
@@ -28,19 +34,31 @@ def write_pair_config(path: Path, source_bootstrap: str, destination_bootstrap: 
     return path
 
 
-def write_two_way_config(path: Path, west_bootstrap: str, east_bootstrap: str, forward: str, back: str,
-                         tag: str, link_settings: dict | None = None, defaults: dict | None = None) -> Path:
+def write_two_way_config(
+    path: Path,
+    west_bootstrap: str,
+    east_bootstrap: str,
+    forward: str,
+    back: str,
+    tag: str,
+    link_settings: dict | None = None,
+    defaults: dict | None = None,
+) -> Path:
     """Links both ways between the pair (`forward` us-west -> us-east, `back` the other way), each with
     internal topics of its own named after `tag`, so their records never reach other tests' registries."""
 
     def link(source: str, destination: str, side: str) -> dict:
-        own = {f"mirror.{kind}.topic": f"_{tag}-{side}.{kind.replace('.', '-')}"
-               for kind in ("state", "offset.map", "checkpoints")}
+        own = {
+            f"mirror.{kind}.topic": f"_{tag}-{side}.{kind.replace('.', '-')}"
+            for kind in ("state", "offset.map", "checkpoints")
+        }
         return {"source": source, "destination": destination, **own, **(link_settings or {})}
 
     data = {
-        "clusters": {"us-west": {"bootstrap.servers": west_bootstrap},
-                     "us-east": {"bootstrap.servers": east_bootstrap}},
+        "clusters": {
+            "us-west": {"bootstrap.servers": west_bootstrap},
+            "us-east": {"bootstrap.servers": east_bootstrap},
+        },
         "defaults": {"mirror.writer.fence.wait.ms": 4000, **(defaults or {})},
         "links": {forward: link("us-west", "us-east", "we"), back: link("us-east", "us-west", "ew")},
         "spark": {"master": "local[2]"},

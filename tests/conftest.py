@@ -30,8 +30,8 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -109,8 +109,12 @@ def secure_kafka() -> Iterator[LocalKafka]:
 
 
 @contextlib.contextmanager
-def shared_between_runs(sessions_dir: Path, start: Callable[[], object], stop: Callable[[], object],
-                        fresh: Callable[[], object] | None = None) -> Iterator[None]:
+def shared_between_runs(
+    sessions_dir: Path,
+    start: Callable[[], object],
+    stop: Callable[[], object],
+    fresh: Callable[[], object] | None = None,
+) -> Iterator[None]:
     """Servers several pytest runs of one checkout share: each run holds a lease file in
     `sessions_dir`, `start` runs under the leases' lock (after `fresh`, when no other run
     holds a lease), and only the last run to finish calls `stop` (unless KEEP_ENV is set)."""
@@ -140,9 +144,11 @@ def _release(sessions_dir: Path, stop: Callable[[], object], keep: bool) -> None
 
 def _wiper(kafka: LocalKafka, root: Path) -> Callable[[], None]:
     """Wipes `root` when none of its clusters runs: a session starts without earlier sessions' topics."""
+
     def wipe() -> None:
         if not any(info.running for info in kafka.status()):
             shutil.rmtree(root, ignore_errors=True)
+
     return wipe
 
 
@@ -251,9 +257,7 @@ def create_topic(admin: Callable[[str], AdminClient]) -> Callable[..., str]:
     topic (auto-create is off on the local clusters), waits until metadata shows
     all its partitions, and returns its name."""
 
-    def create(
-        bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
-    ) -> str:
+    def create(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
         client = admin(bootstrap)
         futures = client.create_topics(
             [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]

@@ -89,8 +89,10 @@ def blocks(page: Path) -> list[Block]:
         if marker:
             value = _MARKER_VALUE.match(marker.group(1))
             if not value:
-                raise ValueError(f"{page.relative_to(REPO)}:{start}: runbook marker {marker.group(1)!r} is neither "
-                                 "'skip (why)' nor 'exit N (why)'")
+                raise ValueError(
+                    f"{page.relative_to(REPO)}:{start}: runbook marker {marker.group(1)!r} is neither "
+                    "'skip (why)' nor 'exit N (why)'"
+                )
             if value.group(1) == "skip":
                 skip = value.group(3)
             else:

@@ -31,7 +31,9 @@ class Record:
         return (self.partition, self.key, self.value, self.headers, self.timestamp, self.timestamp_type)
 
 
-def read_partition(bootstrap: Cluster, topic: str, partition: int, committed_only: bool = True, timeout: float = 60) -> list[Record]:
+def read_partition(
+    bootstrap: Cluster, topic: str, partition: int, committed_only: bool = True, timeout: float = 60
+) -> list[Record]:
     """Every record of a partition from its log start to its current end."""
     cons = Consumer(
         {

@@ -38,8 +38,9 @@ def settings(secure_kafka, user: str, cluster: int) -> dict:
     return secure_kafka.client_properties(user, cluster)
 
 
-def write_config(path: Path, secure_kafka, src: str, dst: str, tag: str, group: str, env: dict,
-                 overrides: dict | None = None) -> Path:
+def write_config(
+    path: Path, secure_kafka, src: str, dst: str, tag: str, group: str, env: dict, overrides: dict | None = None
+) -> Path:
     """The link's config: passwords as ${VAR} references, as an operator writes them."""
     clusters = {}
     for alias, user, index in (("us-west", src, 0), ("us-east", dst, 1)):
@@ -50,12 +51,18 @@ def write_config(path: Path, secure_kafka, src: str, dst: str, tag: str, group: 
     data = {
         "clusters": clusters,
         "defaults": {"mirror.writer.fence.wait.ms": 4000},
-        "links": {LINK: {
-            "source": "us-west", "destination": "us-east",
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
-            **{f"mirror.{kind}.topic": f"_{tag}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")},
-        }},
+        "links": {
+            LINK: {
+                "source": "us-west",
+                "destination": "us-east",
+                "consumer.offset.sync.enable": True,
+                "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
+                **{
+                    f"mirror.{kind}.topic": f"_{tag}.{kind.replace('.', '-')}"
+                    for kind in ("state", "offset.map", "checkpoints")
+                },
+            }
+        },
         "spark": {"master": "local[2]"},
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -76,8 +83,13 @@ def produce(props: dict, topic: str, count: int, start: int = 0) -> list[KafkaEr
     errors: list[KafkaError] = []
     producer = Producer({**props, "linger.ms": 5, "message.timeout.ms": 15000})
     for i in range(start, start + count):
-        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTITIONS,
-                         on_delivery=lambda err, _msg: err and errors.append(err))
+        producer.produce(
+            topic,
+            key=b"k%d" % i,
+            value=b"v%d" % i,
+            partition=i % PARTITIONS,
+            on_delivery=lambda err, _msg: err and errors.append(err),
+        )
     producer.flush(30)
     return errors
 
@@ -101,5 +113,13 @@ def secured_link(secure_kafka, principals, tmp_path, monkeypatch):
     needed = engine.required_acls(config, LINK, [topic], [group])
     grant(west_admin, "us-west", bindings(grants_from_dicts(needed["source"]), f"User:{principals['src']}"))
     grant(east_admin, "us-east", bindings(grants_from_dicts(needed["destination"]), f"User:{principals['dst']}"))
-    return {"config": config, "path": path, "topic": topic, "group": group, "west": west_admin,
-            "east": east_admin, "env": env, "tag": tag}
+    return {
+        "config": config,
+        "path": path,
+        "topic": topic,
+        "group": group,
+        "west": west_admin,
+        "east": east_admin,
+        "env": env,
+        "tag": tag,
+    }

@@ -23,8 +23,9 @@ from mirror_pipeline.cli.verify import verify
 
 @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mirror-pipeline")
-@click.option("--debug", is_flag=True, envvar=DEBUG_ENV,
-              help=f"On an internal error, print its traceback [also ${DEBUG_ENV}=1].")
+@click.option(
+    "--debug", is_flag=True, envvar=DEBUG_ENV, help=f"On an internal error, print its traceback [also ${DEBUG_ENV}=1]."
+)
 def cli(debug: bool) -> None:
     """Kafka cross-cluster replication: mirror topics copied by Spark, orchestrated by Dagster.
 

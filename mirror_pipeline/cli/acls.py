@@ -11,10 +11,21 @@ from mirror_pipeline.cli.values import GROUP, LINK, TOPIC, NamePattern
 
 @click.command("acls")
 @click.argument("name", type=LINK)
-@click.option("--topic", "topics", multiple=True, required=True, type=NamePattern(TOPIC),
-              help="A source topic the link mirrors: a name, `prefix*`, or `*` (repeat the option).")
-@click.option("--group", "groups", multiple=True, type=NamePattern(GROUP),
-              help="A source consumer group whose offsets it syncs: a name, `prefix*`, or `*` (repeat).")
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    type=NamePattern(TOPIC),
+    help="A source topic the link mirrors: a name, `prefix*`, or `*` (repeat the option).",
+)
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    type=NamePattern(GROUP),
+    help="A source consumer group whose offsets it syncs: a name, `prefix*`, or `*` (repeat).",
+)
 @config_option
 @json_option
 @handle_errors
@@ -35,6 +46,8 @@ def _render(d: dict) -> str:
     parts = []
     for side in ("source", "destination"):
         rows = [[g["resource"], g["pattern"], g["name"], ",".join(g["operations"]), g["why"]] for g in d[side]]
-        parts.append(f"{side} principal (link '{d['link']}'):\n"
-                     + table(["RESOURCE", "PATTERN", "NAME", "OPERATIONS", "WHY"], rows))
+        parts.append(
+            f"{side} principal (link '{d['link']}'):\n"
+            + table(["RESOURCE", "PATTERN", "NAME", "OPERATIONS", "WHY"], rows)
+        )
     return "\n\n".join(parts)

@@ -33,8 +33,9 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -47,9 +48,7 @@ DEBUG_ENV = "MIRROR_PIPELINE_DEBUG"
 # click 8.2+ asks for a group's help this way when no command is given.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
-json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text."
-)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text.")
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
@@ -194,9 +193,12 @@ def refuse_unknown_mirrors(names, known, link: str, given_as: str, as_json: bool
     """Refuse `names` that are not among `known` (the link's mirror topics), naming the argument."""
     unknown = [n for n in names if n not in known]
     if unknown:
-        fail(f"{given_as}: no mirror {', '.join(shown(n) for n in unknown)} on link '{link}'; give mirror topics "
-             f"of the link ({', '.join(sorted(known)) or 'it has none'})" + (", or --all" if given_as == "TOPICS" else ""),
-             as_json)
+        fail(
+            f"{given_as}: no mirror {', '.join(shown(n) for n in unknown)} on link '{link}'; give mirror topics "
+            f"of the link ({', '.join(sorted(known)) or 'it has none'})"
+            + (", or --all" if given_as == "TOPICS" else ""),
+            as_json,
+        )
 
 
 def ensure_dagster_home(home: Path) -> Path:

@@ -23,8 +23,8 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Callable, Sequence
 
 import click
 
@@ -39,8 +39,9 @@ _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
 _MAX_REASON = 300
 
 
-def record_cycle(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
-                 as_json: bool = False) -> None:
+def record_cycle(
+    config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str, as_json: bool = False
+) -> None:
     """One `mirror_data` materialization per mirror the cycle changed (copied to or grew), and per
     mirror named in `mirrors`; with them, the outcomes of the copy asset's checks.
 
@@ -60,8 +61,9 @@ def changed_mirrors(result, named: Sequence[str] = ()) -> list[str]:
     return sorted(changed | set(named))
 
 
-def record_offset_sync(config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str,
-                       as_json: bool = False) -> None:
+def record_offset_sync(
+    config: PipelineConfig, link: str, result, mirrors: Sequence[str] = (), *, origin: str, as_json: bool = False
+) -> None:
     """One `consumer_offsets` materialization per mirror synced (all syncable ones when `mirrors` is empty)."""
     _record(config, as_json, lambda r: r.record_offset_sync(config, link, result, mirrors, origin))
 
@@ -72,9 +74,11 @@ def record_config_sync(config: PipelineConfig, link: str, result, *, origin: str
         _record(config, as_json, lambda r: r.record_config_sync(config, link, result, origin))
 
 
-def record_demo(config: PipelineConfig, link: str, cycle, offset_sync, mirrors: Sequence[str], *,
-                as_json: bool = False) -> None:
+def record_demo(
+    config: PipelineConfig, link: str, cycle, offset_sync, mirrors: Sequence[str], *, as_json: bool = False
+) -> None:
     """The demo's copy and offset sync, with at most one warning for both."""
+
     def both(r) -> None:
         if cycle is not None:
             r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo")
@@ -117,8 +121,11 @@ def _record(config: PipelineConfig, as_json: bool, record: Callable) -> None:
     except Exception as exc:  # the work is done: a record that could not be written is a warning, not a failure
         if debug_requested():
             traceback.print_exception(exc, file=sys.stderr)
-        warn(f"not recorded in the Dagster instance ({os.environ.get('DAGSTER_HOME') or './.dagster-home'}): "
-             f"{reason(exc, config.secret_values())}", as_json)
+        warn(
+            f"not recorded in the Dagster instance ({os.environ.get('DAGSTER_HOME') or './.dagster-home'}): "
+            f"{reason(exc, config.secret_values())}",
+            as_json,
+        )
 
 
 def reason(exc: BaseException, secrets: Sequence[str]) -> str:

@@ -11,7 +11,7 @@ functions. The mirrors become partitions first, so the UI lists them at once.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dagster import AssetCheckEvaluation, AssetMaterialization, DagsterInstance
 
@@ -37,8 +37,7 @@ from mirror_pipeline_dagster.offset_sync import (
 )
 
 
-def record_cycle(config: PipelineConfig, link: str, result: CycleResult, covered: Sequence[str],
-                 origin: str) -> None:
+def record_cycle(config: PipelineConfig, link: str, result: CycleResult, covered: Sequence[str], origin: str) -> None:
     """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization;
     then the copy asset's checks (lag under the threshold, no foreign writes), as a Dagster run records them."""
     names = LinkNames(link)
@@ -56,20 +55,31 @@ def record_cycle(config: PipelineConfig, link: str, result: CycleResult, covered
 
 def _evaluate(instance, key, check) -> None:
     """A check's outcome (an `AssetCheckResult`) recorded outside a run, as the UI shows a run's."""
-    instance.report_runless_asset_event(AssetCheckEvaluation(
-        asset_key=key, check_name=check.check_name, passed=check.passed, severity=check.severity,
-        description=check.description, metadata=check.metadata))
+    instance.report_runless_asset_event(
+        AssetCheckEvaluation(
+            asset_key=key,
+            check_name=check.check_name,
+            passed=check.passed,
+            severity=check.severity,
+            description=check.description,
+            metadata=check.metadata,
+        )
+    )
 
 
 def _materialize(instance, key, partitions: Sequence[str], metadata_of, origin: str) -> None:
     """One runless materialization of `key` per partition, saying which command recorded it."""
     for partition in partitions:
-        instance.report_runless_asset_event(AssetMaterialization(
-            asset_key=key, partition=partition, metadata=metadata_of(partition), description=_by(origin)))
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                asset_key=key, partition=partition, metadata=metadata_of(partition), description=_by(origin)
+            )
+        )
 
 
-def record_offset_sync(config: PipelineConfig, link: str, result: OffsetSyncResult, mirrors: Sequence[str],
-                       origin: str) -> None:
+def record_offset_sync(
+    config: PipelineConfig, link: str, result: OffsetSyncResult, mirrors: Sequence[str], origin: str
+) -> None:
     """Per mirror synced, a `consumer_offsets` materialization; then the `offsets_in_sync` check's outcome."""
     names = LinkNames(link)
     # With no mirror named, the sync covered the link's syncable mirrors (engine.sync_offsets).
@@ -98,8 +108,13 @@ def record_config_sync(config: PipelineConfig, link: str, result: ConfigSyncResu
         check = None  # a cluster stopped answering since the sync: the sync is still recorded
     with _instance() as instance:
         register(instance, names, synced)
-        _materialize(instance, names.mirror_config_key, synced,
-                     lambda m: {**totals, **mirror_config_metadata(result.mirrors[m])}, origin)
+        _materialize(
+            instance,
+            names.mirror_config_key,
+            synced,
+            lambda m: {**totals, **mirror_config_metadata(result.mirrors[m])},
+            origin,
+        )
         if check is not None:
             _evaluate(instance, names.mirror_config_key, check)
 

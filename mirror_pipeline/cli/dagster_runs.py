@@ -27,8 +27,10 @@ def dagster_instance() -> DagsterInstance:
     if not home:
         os.environ["DAGSTER_HOME"] = str(ensure_dagster_home(Path(".dagster-home")))
     elif not Path(home).is_dir():
-        raise ConfigError(f"$DAGSTER_HOME {shown(home)} is not a directory: create it, or unset DAGSTER_HOME "
-                          f"to record runs in ./.dagster-home")
+        raise ConfigError(
+            f"$DAGSTER_HOME {shown(home)} is not a directory: create it, or unset DAGSTER_HOME "
+            f"to record runs in ./.dagster-home"
+        )
     return DagsterInstance.get()
 
 
@@ -40,8 +42,15 @@ def launch_stop_job(verb: str, config_path, link: str, topics: list[str], timeou
     return launch_job(verb, config_path, link, stop_run_config(verb, link, topics, timeout_s), debug)
 
 
-def launch_reverse_job(config_path, link: str, topics: list[str], reverse_link: str | None, start: bool,
-                       realign_groups: bool, debug: bool = False):
+def launch_reverse_job(
+    config_path,
+    link: str,
+    topics: list[str],
+    reverse_link: str | None,
+    start: bool,
+    realign_groups: bool,
+    debug: bool = False,
+):
     """Run the reverse job in-process, recorded in the Dagster instance (see `launch_job`)."""
     run_config = reverse_run_config(link, topics, reverse_link or "", start, realign_groups=realign_groups)
     return launch_job(REVERSE_JOB, config_path, link, run_config, debug)
@@ -94,7 +103,9 @@ def failure_message(events) -> str:
     """What went wrong in a failed run, without a stack trace: each step failure's message, else the run's."""
     failures = [_step_failure(e.step_failure_data) for e in events if e.is_step_failure]
     if not failures:
-        errors = [getattr(e.event_specific_data, "error", None) for e in events if e.is_failure or e.is_resource_init_failure]
+        errors = [
+            getattr(e.event_specific_data, "error", None) for e in events if e.is_failure or e.is_resource_init_failure
+        ]
         failures = [_error_text(error) for error in errors if error is not None]
     return "; ".join(dict.fromkeys(f for f in failures if f)) or "see the run's logs in the Dagster UI"
 

@@ -17,16 +17,29 @@ from mirror_pipeline.engine import describe_mirror
 
 
 @click.command()
-@click.option("--records", type=WholeNumber(1, 10_000_000), default=20_000, show_default=True,
-              help="How many records to produce into the source topic.")
-@click.option("--config", "config_path", type=SafePath(dir_okay=False, path_type=Path), default=Path("mirror.yaml"),
-              callback=writable_file, show_default=True, help="Where to write the demo's config (an existing file of yours is kept).")
+@click.option(
+    "--records",
+    type=WholeNumber(1, 10_000_000),
+    default=20_000,
+    show_default=True,
+    help="How many records to produce into the source topic.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=SafePath(dir_okay=False, path_type=Path),
+    default=Path("mirror.yaml"),
+    callback=writable_file,
+    show_default=True,
+    help="Where to write the demo's config (an existing file of yours is kept).",
+)
 @handle_errors
 def demo(records: int, config_path: Path) -> None:
     """Start a local Kafka pair, mirror a topic through Spark, and compare both sides.
 
     Example: mirror-pipeline demo --records 100000
     """
+
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
             click.echo(f"\r    copied {done:,} of {total:,} records", err=True, nl=False)
@@ -46,7 +59,9 @@ def demo(records: int, config_path: Path) -> None:
     click.echo(render_description(describe_mirror(load_config(config_path), "west-to-east", result.topic).to_dict()))
     click.echo(f"\nconsumer group '{GROUP}' on us-east (offsets preserved, so each lands where it stopped):")
     for partition, (source, landed) in sorted(result.group_offsets.items()):
-        click.echo(f"    partition {partition}: committed {source:,} on us-west -> {landed if landed is None else f'{landed:,}'} on us-east")
+        click.echo(
+            f"    partition {partition}: committed {source:,} on us-west -> {landed if landed is None else f'{landed:,}'} on us-east"
+        )
     if any(source != landed for source, landed in result.group_offsets.values()):
         fail(f"consumer group '{GROUP}' did not land where it stopped on the source")
     click.echo(

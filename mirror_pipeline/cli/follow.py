@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import click
 
@@ -38,23 +38,28 @@ class _Report:
         d = epoch.result.to_dict() if epoch.result else None
         self._line({"epoch": epoch.number, "cycle": d, "error": epoch.error or None}, _epoch_line(epoch, d))
         if epoch.result is not None:  # the mirrors the epoch changed (`record_cycle`)
-            dagster_events.record_cycle(self.config, self.link, epoch.result, as_json=self.as_json,
-                                        origin=f"{self.origin} (epoch {epoch.number})")
+            dagster_events.record_cycle(
+                self.config,
+                self.link,
+                epoch.result,
+                as_json=self.as_json,
+                origin=f"{self.origin} (epoch {epoch.number})",
+            )
 
     def synced(self, kind: str, result, error: str) -> None:
         d = result.to_dict() if result is not None else None
         changed = _sync_changed(kind, d)
         if not changed and not error:
             return  # a sync that changed nothing is not news
-        self._line({"sync": kind, "result": d, "error": error or None},
-                   f"{kind} sync: {error or changed}")
+        self._line({"sync": kind, "result": d, "error": error or None}, f"{kind} sync: {error or changed}")
         if result is None:
             return
         if kind == "config":
             dagster_events.record_config_sync(self.config, self.link, result, origin=self.origin, as_json=self.as_json)
         else:
-            dagster_events.record_offset_sync(self.config, self.link, result, self.mirrors, origin=self.origin,
-                                              as_json=self.as_json)
+            dagster_events.record_offset_sync(
+                self.config, self.link, result, self.mirrors, origin=self.origin, as_json=self.as_json
+            )
 
     def _line(self, data: dict, text: str) -> None:
         click.echo(json.dumps(data, sort_keys=True, default=str) if self.as_json else printable(text))
@@ -66,8 +71,10 @@ def _epoch_line(epoch: Epoch, d: dict | None) -> str:
     if d is None:
         return f"epoch {epoch.number}: not run: {epoch.error}"
     latency = [p["latency_max_ms"] for m in d["mirrors"].values() for p in m["partitions"] if p["latency_records"]]
-    text = (f"epoch {epoch.number}: copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
-            f"over {d['work_units']} partitions; lag after: {d['lag_after']:,}")
+    text = (
+        f"epoch {epoch.number}: copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
+        f"over {d['work_units']} partitions; lag after: {d['lag_after']:,}"
+    )
     if latency:
         text += f"; max latency {max(latency)} ms"
     return text + (f"; {epoch.error}" if epoch.error else "")
@@ -82,8 +89,15 @@ def _sync_changed(kind: str, d: dict | None) -> str:
     return f"{d['committed']} group offset(s) committed" if d.get("committed") else ""
 
 
-def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epoch_s: float, as_json: bool,
-           scanned: bool = False) -> int:
+def follow(
+    config: PipelineConfig,
+    link: str,
+    spark,
+    mirrors: Sequence[str],
+    epoch_s: float,
+    as_json: bool,
+    scanned: bool = False,
+) -> int:
     """Run follow mode until Ctrl-C or SIGTERM; the number of epochs run. `scanned`: auto-create scanned
     just now (the first epoch does not scan again)."""
     stop = threading.Event()
@@ -94,8 +108,9 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
             _cancel_jobs(spark)
             raise KeyboardInterrupt
         stop.set()
-        click.echo(f"stopping after the epoch in flight (at most {epoch_s:.0f}s); Ctrl-C again to stop at once",
-                   err=True)
+        click.echo(
+            f"stopping after the epoch in flight (at most {epoch_s:.0f}s); Ctrl-C again to stop at once", err=True
+        )
 
     # Installed after the session started: PySpark puts its own SIGINT handler in then.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -104,11 +119,14 @@ def follow(config: PipelineConfig, link: str, spark, mirrors: Sequence[str], epo
             if pipes is not None:
                 _stop_when_orphaned(stop)
             if not as_json:
-                click.echo(f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in "
-                           f"flight", err=True)
+                click.echo(
+                    f"following link '{link}' in epochs of {epoch_s:.0f}s; Ctrl-C stops after the epoch in flight",
+                    err=True,
+                )
             report = _Report(config, link, mirrors, as_json, pipes)
-            return engine.follow(config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None,
-                                 scanned=scanned)
+            return engine.follow(
+                config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None, scanned=scanned
+            )
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -128,8 +146,10 @@ def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:
             if os.getppid() != parent:  # reparented: the parent died
                 stop.set()  # first: the line below may find its stderr pipe's reader dead with the worker
                 with contextlib.suppress(OSError):
-                    click.echo("the Dagster run worker that started follow mode is gone: stopping after the epoch "
-                               "in flight", err=True)
+                    click.echo(
+                        "the Dagster run worker that started follow mode is gone: stopping after the epoch in flight",
+                        err=True,
+                    )
                 return
             time.sleep(every_s)
 

@@ -46,8 +46,10 @@ def _chosen(topics: tuple[str, ...], all_mirrors: bool) -> list[str] | None:
 
 
 def _render(d: dict) -> str:
-    rows = [[name, m["before"], m["after"], m["said"] + (f"; then: {m['failed_after']}" if m.get("failed_after") else "")]
-            for name, m in d["mirrors"].items()]
+    rows = [
+        [name, m["before"], m["after"], m["said"] + (f"; then: {m['failed_after']}" if m.get("failed_after") else "")]
+        for name, m in d["mirrors"].items()
+    ]
     done = DONE.get(d.get("verb", ""), "done")
     rows += [[name, m["state"], m["state"], f"not {done}: {m['why']}"] for name, m in d.get("not_done", {}).items()]
     return table(["MIRROR", "BEFORE", "AFTER", "WHAT HAPPENED"], sorted(rows)) if rows else "no mirrors"
@@ -99,8 +101,14 @@ def _simple(verb: str):
 @link_option
 @all_option
 @click.option("--dry-run", is_flag=True, help="Show what is not mirrored yet; change nothing.")
-@click.option("--timeout", "timeout_s", type=Seconds(), default=300.0, show_default=True,
-              help="Seconds to wait for the lag to reach zero (1 to 604800).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=Seconds(),
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for the lag to reach zero (1 to 604800).",
+)
 @config_option
 @json_option
 @handle_errors
@@ -158,12 +166,14 @@ def _stop(verb, topics, link, all_mirrors, dry_run, config_path, as_json, timeou
         return
     # Refused here, every mirror that cannot go named, before a Dagster run is launched and recorded.
     # The job takes names only (no "all" by omission): --all is every mirror the link has now.
-    topics = [m.mirror_topic for m in engine.check_lifecycle(config, link, verb, engine.list_mirrors(config, link),
-                                                             chosen)]
+    topics = [
+        m.mirror_topic for m in engine.check_lifecycle(config, link, verb, engine.list_mirrors(config, link), chosen)
+    ]
     if not topics:
         fail(f"--all: link '{link}' has no mirrors to {verb}", as_json)
-    run_id, success, output = _dagster_runs().launch_stop_job(verb, config.path, link, topics, timeout_s,
-                                                              debug_requested())
+    run_id, success, output = _dagster_runs().launch_stop_job(
+        verb, config.path, link, topics, timeout_s, debug_requested()
+    )
     if not success:
         _run_failed(verb, run_id, output, as_json)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: _render(d) + f"\n\nDagster run {run_id}")
@@ -177,12 +187,19 @@ def _dagster_runs():
 @click.command()
 @click.argument("topics", nargs=-1, required=True, type=TOPIC)
 @link_option
-@click.option("--reverse-link", default=None, type=LINK,
-              help="The link copying the other way [default: the one the config declares].")
+@click.option(
+    "--reverse-link",
+    default=None,
+    type=LINK,
+    help="The link copying the other way [default: the one the config declares].",
+)
 @click.option("--paused", is_flag=True, help="Leave the new mirrors PAUSED (reverse-and-pause) instead of copying.")
-@click.option("--realign-groups", is_flag=True,
-              help="Move consumer groups back to their translation even when that is backwards "
-                   "(their offsets on the old source are stale once the applications moved).")
+@click.option(
+    "--realign-groups",
+    is_flag=True,
+    help="Move consumer groups back to their translation even when that is backwards "
+    "(their offsets on the old source are stale once the applications moved).",
+)
 @click.option("--dry-run", is_flag=True, help="Show per partition what reverse would do and save; change nothing.")
 @config_option
 @json_option
@@ -205,8 +222,9 @@ def reverse(topics, link, reverse_link, paused, realign_groups, dry_run, config_
         emit(engine.reverse(config, link, chosen, reverse_link, dry_run=True).to_dict(), as_json, render_reverse)
         return
     engine.check_lifecycle(config, link, "reverse", engine.list_mirrors(config, link), chosen)
-    run_id, success, output = _dagster_runs().launch_reverse_job(config.path, link, chosen, reverse_link, not paused,
-                                                                 realign_groups, debug_requested())
+    run_id, success, output = _dagster_runs().launch_reverse_job(
+        config.path, link, chosen, reverse_link, not paused, realign_groups, debug_requested()
+    )
     if not success:
         _run_failed("reverse", run_id, output, as_json, render_reverse)
     emit({**output, "dagster_run_id": run_id}, as_json, lambda d: render_reverse(d) + f"\n\nDagster run {run_id}")
@@ -217,17 +235,35 @@ def render_reverse(d: dict) -> str:
         return "no mirrors"
     lines = [f"{name}: not reversed: {m['why']}" for name, m in sorted(d.get("not_done", {}).items())]
     for name, m in sorted(d["mirrors"].items()):
-        lines.append(f"{name} (link '{d['link']}', {m['before']}): followed by '{m.get('new_mirror')}' on link "
-                     f"'{m.get('reverse_link')}' ({m['after'] if m['after'] != m['before'] else 'not yet'}): {m['said']}")
-        rows = [[p["partition"], p["action"], p["source_log_start"], p["source_log_end"], p["mirrored_up_to"],
-                 p["saved_records"], ", ".join(f"{a}..{b - 1}" for a, b in p["saved_ranges"]) or "-", p["reason"]]
-                for p in m.get("partitions", [])]
+        lines.append(
+            f"{name} (link '{d['link']}', {m['before']}): followed by '{m.get('new_mirror')}' on link "
+            f"'{m.get('reverse_link')}' ({m['after'] if m['after'] != m['before'] else 'not yet'}): {m['said']}"
+        )
+        rows = [
+            [
+                p["partition"],
+                p["action"],
+                p["source_log_start"],
+                p["source_log_end"],
+                p["mirrored_up_to"],
+                p["saved_records"],
+                ", ".join(f"{a}..{b - 1}" for a, b in p["saved_ranges"]) or "-",
+                p["reason"],
+            ]
+            for p in m.get("partitions", [])
+        ]
         if rows:
-            lines.append(table(["PARTITION", "ACTION", "LOG-START", "LOG-END", "MIRRORED-UP-TO", "SAVED",
-                                "SAVED OFFSETS", "WHY"], rows))
+            lines.append(
+                table(
+                    ["PARTITION", "ACTION", "LOG-START", "LOG-END", "MIRRORED-UP-TO", "SAVED", "SAVED OFFSETS", "WHY"],
+                    rows,
+                )
+            )
         if m.get("saved_topic"):
-            lines.append(f"saved to: '{m['saved_topic']}' on the old source's cluster (header mirror-pipeline.origin "
-                         f"names each record's partition and offset)")
+            lines.append(
+                f"saved to: '{m['saved_topic']}' on the old source's cluster (header mirror-pipeline.origin "
+                f"names each record's partition and offset)"
+            )
         for g in m.get("consumer_groups", []):
             lines.append(f"group '{g['group']}': {g['status']} {g['partitions']}")
         lines += [f"note: {n}" for n in m.get("offset_sync_notes", [])]
@@ -250,12 +286,21 @@ def _render_preview(d: dict) -> str:
         ["MIRROR", "STATE", "PARTITION", "MIRRORED UP TO", "NOT MIRRORED (records)", "TIME SPAN"], rows
     )
     groups = [
-        [g["destination_group"], name, g["partition"], g["source_offset"], g["lands_at"],
-         "-" if g["destination_offset_before"] is None else g["destination_offset_before"], g["action"]]
-        for name, m in sorted(d.items()) for g in m.get("consumer_groups", [])
+        [
+            g["destination_group"],
+            name,
+            g["partition"],
+            g["source_offset"],
+            g["lands_at"],
+            "-" if g["destination_offset_before"] is None else g["destination_offset_before"],
+            g["action"],
+        ]
+        for name, m in sorted(d.items())
+        for g in m.get("consumer_groups", [])
     ]
     if groups:
         text += "\n\nconsumer groups on the destination after a final offset sync (R-OFS-7):\n\n" + table(
-            ["GROUP", "MIRROR", "PARTITION", "SOURCE OFFSET", "LANDS AT", "NOW AT", "ACTION"], groups)
+            ["GROUP", "MIRROR", "PARTITION", "SOURCE OFFSET", "LANDS AT", "NOW AT", "ACTION"], groups
+        )
     notes = sorted({n for m in d.values() for n in m.get("offset_sync_notes", [])})
     return text + "".join(f"\nnote: {n}" for n in notes)

@@ -37,9 +37,18 @@ def list_(config_path: str | None, as_json: bool) -> None:
     Example: mirror-pipeline link list --json
     """
     config = load(config_path)
-    data = [{"link": l.name, "source": l.source, "destination": l.destination, "prefix": l.prefix} for l in config.links.values()]
-    emit(data, as_json, lambda rows: table(["LINK", "SOURCE", "DESTINATION", "PREFIX"],
-                                           [[r["link"], r["source"], r["destination"], r["prefix"] or "-"] for r in rows]))
+    data = [
+        {"link": l.name, "source": l.source, "destination": l.destination, "prefix": l.prefix}
+        for l in config.links.values()
+    ]
+    emit(
+        data,
+        as_json,
+        lambda rows: table(
+            ["LINK", "SOURCE", "DESTINATION", "PREFIX"],
+            [[r["link"], r["source"], r["destination"], r["prefix"] or "-"] for r in rows],
+        ),
+    )
 
 
 @link.command()
@@ -60,19 +69,32 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
         mirrors, mirrors_unknown = [m.to_dict() for m in engine.list_mirrors(config, name)], ""
     except ClusterUnreachable as exc:
         mirrors, mirrors_unknown = None, str(exc)
-    data = {"link": name, "settings": settings, "mirrors": mirrors, "mirrors_unknown": mirrors_unknown,
-            "source": config.cluster(settings["source"]).redacted(),
-            "destination": config.cluster(settings["destination"]).redacted()}
+    data = {
+        "link": name,
+        "settings": settings,
+        "mirrors": mirrors,
+        "mirrors_unknown": mirrors_unknown,
+        "source": config.cluster(settings["source"]).redacted(),
+        "destination": config.cluster(settings["destination"]).redacted(),
+    }
     if config.link(name).acl_sync_enable:
         data["acl_sync"] = _last_acl_sync(config, name, mirrors_unknown)
     data["heartbeats"] = _heartbeats(config, name, mirrors_unknown)
-    emit(data, as_json, lambda d: "\n".join(
-        [f"link {d['link']}: {settings['source']} -> {settings['destination']}"]
-        + [f"  {k}: {v}" for k, v in sorted(d["settings"].items()) if k not in ("source", "destination")]
-        + [f"  mirrors: unknown: {d['mirrors_unknown']}" if d["mirrors"] is None
-           else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"]
-        + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])
-        + [f"  heartbeats: {d['heartbeats']['sentence']}"]))
+    emit(
+        data,
+        as_json,
+        lambda d: "\n".join(
+            [f"link {d['link']}: {settings['source']} -> {settings['destination']}"]
+            + [f"  {k}: {v}" for k, v in sorted(d["settings"].items()) if k not in ("source", "destination")]
+            + [
+                f"  mirrors: unknown: {d['mirrors_unknown']}"
+                if d["mirrors"] is None
+                else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"
+            ]
+            + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])
+            + [f"  heartbeats: {d['heartbeats']['sentence']}"]
+        ),
+    )
 
 
 def _heartbeats(config, name: str, destination_unknown: str) -> dict:
@@ -108,7 +130,9 @@ def _render_last_acl_sync(last: dict) -> str:
 
 @link.command("sync-configs")
 @click.argument("name", type=LINK)
-@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@click.option(
+    "--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all]."
+)
 @config_option
 @json_option
 @handle_errors
@@ -127,8 +151,9 @@ def sync_configs(name: str, mirrors: tuple[str, ...], config_path: str | None, a
     config = load(config_path, name, given_as="NAME")
     mirrors = tuple(dict.fromkeys(mirrors))
     if mirrors:  # unknown names fail before anything changes
-        refuse_unknown_mirrors(mirrors, {m.mirror_topic for m in engine.list_mirrors(config, name)}, name,
-                               "--mirror", as_json)
+        refuse_unknown_mirrors(
+            mirrors, {m.mirror_topic for m in engine.list_mirrors(config, name)}, name, "--mirror", as_json
+        )
     failed = ""
     try:
         result = engine.sync_configs(config, name, mirrors=list(mirrors) or None)
@@ -141,17 +166,26 @@ def sync_configs(name: str, mirrors: tuple[str, ...], config_path: str | None, a
 
 
 def _render_config_sync(d: dict) -> str:
-    lines = [f"link '{d['link']}': {d['configs_changed']} config(s) changed on "
-             f"{sum(1 for m in d['mirrors'].values() if m['changed'])} of {len(d['mirrors'])} mirror(s) "
-             f"in {d['duration_s']:.1f}s"]
-    rows = [[m, "yes" if r["in_sync"] else "no",
-             ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in r["changed"].items()) or "-",
-             ", ".join(sorted(r["held_back"])) or "-", r["error"] or ""]
-            for m, r in d["mirrors"].items()]
+    lines = [
+        f"link '{d['link']}': {d['configs_changed']} config(s) changed on "
+        f"{sum(1 for m in d['mirrors'].values() if m['changed'])} of {len(d['mirrors'])} mirror(s) "
+        f"in {d['duration_s']:.1f}s"
+    ]
+    rows = [
+        [
+            m,
+            "yes" if r["in_sync"] else "no",
+            ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in r["changed"].items()) or "-",
+            ", ".join(sorted(r["held_back"])) or "-",
+            r["error"] or "",
+        ]
+        for m, r in d["mirrors"].items()
+    ]
     if rows:
         lines += ["", table(["MIRROR", "IN SYNC", "CHANGED", "HELD BACK", "ERROR"], rows)]
-    lines += [f"skipped {m}: it is {state} (only ACTIVE and PAUSED mirrors are synced)"
-              for m, state in d["skipped"].items()]
+    lines += [
+        f"skipped {m}: it is {state} (only ACTIVE and PAUSED mirrors are synced)" for m, state in d["skipped"].items()
+    ]
     return "\n".join(lines)
 
 
@@ -182,23 +216,36 @@ def _render_acl_sync(d: dict) -> str:
     if not d["enabled"]:
         return d["message"]
     verb = ("would create", "would delete") if d["dry_run"] else ("created", "deleted")
-    lines = [f"link '{d['link']}'{' (dry run)' if d['dry_run'] else ''}: {d['selected']} of {d['source_bindings']} "
-             f"source binding(s) selected; {len(d['created'])} {verb[0]}, {len(d['deleted'])} {verb[1]}, "
-             f"{d['in_sync_bindings']} already in place, {d['foreign']} destination binding(s) not the link's "
-             f"(left alone)"]
+    lines = [
+        f"link '{d['link']}'{' (dry run)' if d['dry_run'] else ''}: {d['selected']} of {d['source_bindings']} "
+        f"source binding(s) selected; {len(d['created'])} {verb[0]}, {len(d['deleted'])} {verb[1]}, "
+        f"{d['in_sync_bindings']} already in place, {d['foreign']} destination binding(s) not the link's "
+        f"(left alone)"
+    ]
     rows = [[verb[0], *_binding_cells(b)] for b in d["created"]] + [[verb[1], *_binding_cells(b)] for b in d["deleted"]]
     if rows:
-        lines += ["", table(["ACTION", "RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
-                            rows)]
+        lines += [
+            "",
+            table(["ACTION", "RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"], rows),
+        ]
     lines += [f"skipped {_binding_text(s['binding'])}: {s['reason']}" for s in d["skipped"]]
     return "\n".join(lines)
 
 
 def _binding_cells(b: dict) -> list[str]:
-    return [b["resourceType"], b["name"], b["patternType"], b["principal"], b["host"], b["operation"],
-            b["permissionType"]]
+    return [
+        b["resourceType"],
+        b["name"],
+        b["patternType"],
+        b["principal"],
+        b["host"],
+        b["operation"],
+        b["permissionType"],
+    ]
 
 
 def _binding_text(b: dict) -> str:
-    return f"{b['permissionType']} {b['principal']} {b['operation']} on {b['resourceType']} {b['patternType']} " \
-           f"'{b['name']}'"
+    return (
+        f"{b['permissionType']} {b['principal']} {b['operation']} on {b['resourceType']} {b['patternType']} "
+        f"'{b['name']}'"
+    )

@@ -23,8 +23,9 @@ def check_host_text(host: str) -> None:
 def check_port_free(host: str, port: int, likely: str = "another Dagster UI?") -> None:
     """One clear line now, rather than the webserver's logs later."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except (socket.gaierror, UnicodeError) as exc:
         fail(f"--host {shown(host)}: cannot be resolved ({getattr(exc, 'strerror', None) or exc})")
     with socket.socket(family, kind, proto) as probe:
@@ -34,8 +35,10 @@ def check_port_free(host: str, port: int, likely: str = "another Dagster UI?") -
             probe.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                fail(f"--port {port}: {host_port(host, port)} is already in use ({likely}); "
-                     f"stop what listens there or pick another port with --port")
+                fail(
+                    f"--port {port}: {host_port(host, port)} is already in use ({likely}); "
+                    f"stop what listens there or pick another port with --port"
+                )
             if exc.errno == errno.EACCES:
                 fail(f"--port {port}: not allowed to listen on {host_port(host, port)}; pick a port above 1023")
             fail(f"--host {shown(host)}: cannot listen on {host_port(host, port)} ({exc.strerror or exc})")

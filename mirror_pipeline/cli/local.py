@@ -112,14 +112,13 @@ def up(count: int | None, root: Path | None, base_port: int | None, security: st
     elapsed = time.monotonic() - started
     clients, env_file = _link_settings(kafka)
     emit(
-        [
-            {**i.to_dict(), "security": security, "client": clients[i.name], "env_file": env_file}
-            for i in infos
-        ],
+        [{**i.to_dict(), "security": security, "client": clients[i.name], "env_file": env_file} for i in infos],
         as_json,
-        lambda _: "\n".join(_line(i, security) for i in infos)
-        + f"\nready in {elapsed:.1f} s"
-        + _render_settings(kafka, clients, env_file),
+        lambda _: (
+            "\n".join(_line(i, security) for i in infos)
+            + f"\nready in {elapsed:.1f} s"
+            + _render_settings(kafka, clients, env_file)
+        ),
     )
 
 
@@ -169,8 +168,7 @@ def down(root: Path | None, as_json: bool) -> None:
     emit(
         [i.to_dict() for i in stopped],
         as_json,
-        lambda _: "\n".join(f"stopped {i.name} (pid {i.pid})" for i in stopped)
-        or "no local Kafka cluster was running",
+        lambda _: "\n".join(f"stopped {i.name} (pid {i.pid})" for i in stopped) or "no local Kafka cluster was running",
     )
 
 

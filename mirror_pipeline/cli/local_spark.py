@@ -40,11 +40,19 @@ def spark() -> None:
 
 @spark.command()
 @dir_option
-@click.option("--master-port", type=WholeNumber(1024, 65535 - 1 - 2 * WORKERS), default=None,
-              help=f"The master's port; its web UI and the workers take the next {1 + 2 * WORKERS} "
-              f"[default: as last time, else {DEFAULT_MASTER_PORT}].")
-@click.option("--connect-port", type=WholeNumber(1024, 65535), default=None,
-              help=f"The Spark Connect server's port [default: as last time, else {DEFAULT_CONNECT_PORT}].")
+@click.option(
+    "--master-port",
+    type=WholeNumber(1024, 65535 - 1 - 2 * WORKERS),
+    default=None,
+    help=f"The master's port; its web UI and the workers take the next {1 + 2 * WORKERS} "
+    f"[default: as last time, else {DEFAULT_MASTER_PORT}].",
+)
+@click.option(
+    "--connect-port",
+    type=WholeNumber(1024, 65535),
+    default=None,
+    help=f"The Spark Connect server's port [default: as last time, else {DEFAULT_CONNECT_PORT}].",
+)
 @json_option
 @handle_errors
 def up(root: Path | None, master_port: int | None, connect_port: int | None, as_json: bool) -> None:

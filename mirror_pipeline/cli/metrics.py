@@ -24,9 +24,17 @@ from mirror_pipeline.model.states import state_summary
 DEFAULT_PORT = 9464  # the usual exporter port; below Linux's ephemeral range (32768-60999)
 DEFAULT_INTERVAL_S = 15.0
 
-_link_filter = click.option("--link", "links", type=LINK, multiple=True, help="Only this link (repeatable) [default: all].")
-_window = click.option("--window", "window_s", type=click.FloatRange(1, 86400), default=DEFAULT_WINDOW_S,
-                       show_default=True, help="Length of the sliding window, in seconds.")
+_link_filter = click.option(
+    "--link", "links", type=LINK, multiple=True, help="Only this link (repeatable) [default: all]."
+)
+_window = click.option(
+    "--window",
+    "window_s",
+    type=click.FloatRange(1, 86400),
+    default=DEFAULT_WINDOW_S,
+    show_default=True,
+    help="Length of the sliding window, in seconds.",
+)
 
 
 @click.group()
@@ -38,15 +46,24 @@ def metrics() -> None:
 @config_option
 @_link_filter
 @_window
-@click.option("--host", "-H", default="127.0.0.1", show_default=True,
-              help="Address to listen on (0.0.0.0: every interface).")
-@click.option("--port", "-p", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="Port to listen on.")
-@click.option("--interval", "interval_s", type=click.FloatRange(1, 3600), default=DEFAULT_INTERVAL_S,
-              show_default=True, help="Seconds between two samplings of lag and states.")
+@click.option(
+    "--host", "-H", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface)."
+)
+@click.option(
+    "--port", "-p", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True, help="Port to listen on."
+)
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(1, 3600),
+    default=DEFAULT_INTERVAL_S,
+    show_default=True,
+    help="Seconds between two samplings of lag and states.",
+)
 @handle_errors
-def serve(config_path: str | None, links: tuple[str, ...], window_s: float, host: str, port: int,
-          interval_s: float) -> None:
+def serve(
+    config_path: str | None, links: tuple[str, ...], window_s: float, host: str, port: int, interval_s: float
+) -> None:
     """Serve the metrics in Prometheus text format at http://HOST:PORT/metrics until Ctrl-C.
 
     \b
@@ -64,9 +81,11 @@ def serve(config_path: str | None, links: tuple[str, ...], window_s: float, host
         signal.signal(sig, lambda *_: stop.set())
     with dagster_events.dagster_runs().dagster_instance() as instance:
         state = exporter.LinkMetrics(config, instance, window_s, links=list(dict.fromkeys(links)))
-        click.echo(f"Serving metrics of link(s) {', '.join(state.links) or 'none'} at "
-                   f"http://{host}:{port}/metrics (window {window_s:g}s, sampled every {interval_s:g}s; "
-                   "Ctrl-C stops)")
+        click.echo(
+            f"Serving metrics of link(s) {', '.join(state.links) or 'none'} at "
+            f"http://{host}:{port}/metrics (window {window_s:g}s, sampled every {interval_s:g}s; "
+            "Ctrl-C stops)"
+        )
         try:
             exporter.serve(state, host, port, interval_s, lambda line: click.echo(f"warning: {line}", err=True), stop)
         except KeyboardInterrupt:
@@ -95,8 +114,12 @@ def show(config_path: str | None, links: tuple[str, ...], window_s: float, as_js
         state = exporter.LinkMetrics(config, instance, window_s, links=list(dict.fromkeys(links)))
         state.sample()
         rows = state.rows()
-        out = {"window_s": window_s, "metrics": rows, "mirrors_per_state": state.states,
-               "not_sampled": {link: why for link, why in state.errors.items() if why}}
+        out = {
+            "window_s": window_s,
+            "metrics": rows,
+            "mirrors_per_state": state.states,
+            "not_sampled": {link: why for link, why in state.errors.items() if why},
+        }
     emit(out, as_json, _render)
 
 
@@ -105,10 +128,14 @@ def _render(out: dict) -> str:
         value = row.get(stat)
         return "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
 
-    rows = [[r["link"], r["topic"] or "(link)", r["metric"], *(figure(r, s) for s in ("count", "min", "max", "avg", "sum"))]
-            for r in out["metrics"]]
-    lines = [f"Window: last {out['window_s']:g}s",
-             table(["LINK", "TOPIC", "METRIC", "COUNT", "MIN", "MAX", "AVG", "SUM"], rows)]
+    rows = [
+        [r["link"], r["topic"] or "(link)", r["metric"], *(figure(r, s) for s in ("count", "min", "max", "avg", "sum"))]
+        for r in out["metrics"]
+    ]
+    lines = [
+        f"Window: last {out['window_s']:g}s",
+        table(["LINK", "TOPIC", "METRIC", "COUNT", "MIN", "MAX", "AVG", "SUM"], rows),
+    ]
     for link, counts in sorted(out["mirrors_per_state"].items()):
         lines.append(f"{link}: {state_summary(counts)}")
     for link, why in sorted(out["not_sampled"].items()):

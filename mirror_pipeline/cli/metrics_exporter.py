@@ -115,8 +115,14 @@ class LinkMetrics:
             for topic in [LINK_WIDE, *mirrors[link]]:
                 for metric in METRICS:
                     stats = snap.get((metric, link, topic))
-                    rows.append({"metric": metric, "link": link, "topic": topic or None,
-                                 **(stats.to_dict() if stats else {"count": 0, "sum": 0.0})})
+                    rows.append(
+                        {
+                            "metric": metric,
+                            "link": link,
+                            "topic": topic or None,
+                            **(stats.to_dict() if stats else {"count": 0, "sum": 0.0}),
+                        }
+                    )
         return rows
 
 
@@ -134,7 +140,8 @@ class PrometheusCollector(Collector):
             labels = ["link", "topic", "stat"] if row["topic"] else ["link", "stat"]
             if name not in families:
                 families[name] = GaugeMetricFamily(
-                    name, f"{row['metric']} per {scope} over the window: {UNITS[row['metric']]}", labels=labels)
+                    name, f"{row['metric']} per {scope} over the window: {UNITS[row['metric']]}", labels=labels
+                )
             for stat in STATS:
                 if stat in row:
                     values = [row["link"], row["topic"], stat] if row["topic"] else [row["link"], stat]
@@ -145,12 +152,17 @@ class PrometheusCollector(Collector):
     def _state_families(self):
         metrics = self.metrics
         mirrors = GaugeMetricFamily(f"{PREFIX}_link_mirrors", "mirrors of the link per state", labels=["link", "state"])
-        up = GaugeMetricFamily(f"{PREFIX}_link_sample_success",
-                               "1 when the last sampling of the link's clusters succeeded", labels=["link"])
+        up = GaugeMetricFamily(
+            f"{PREFIX}_link_sample_success",
+            "1 when the last sampling of the link's clusters succeeded",
+            labels=["link"],
+        )
         heartbeat = GaugeMetricFamily(
             f"{PREFIX}_link_heartbeat_age_seconds",
             "how long ago the source wrote the newest heartbeat found on the mirror, at the last sample "
-            "(links with emit.heartbeats.enabled that have one)", labels=["link"])
+            "(links with emit.heartbeats.enabled that have one)",
+            labels=["link"],
+        )
         with metrics._lock:
             for link in metrics.links:
                 for state, count in sorted(metrics.states.get(link, {}).items()):

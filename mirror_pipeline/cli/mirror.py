@@ -21,7 +21,12 @@ def mirror() -> None:
 @mirror.command()
 @click.argument("source_topic", type=TOPIC)
 @link_option
-@click.option("--mirror-topic", type=TOPIC, default=None, help="Name on the destination [default: the link's naming of SOURCE_TOPIC].")
+@click.option(
+    "--mirror-topic",
+    type=TOPIC,
+    default=None,
+    help="Name on the destination [default: the link's naming of SOURCE_TOPIC].",
+)
 @config_option
 @json_option
 @handle_errors
@@ -62,9 +67,11 @@ def list_(link: str, config_path: str | None, as_json: bool) -> None:
     emit(
         data,
         as_json,
-        lambda rows: table(["MIRROR", "SOURCE", "STATE"], [[r["mirror_topic"], r["source_topic"], r["state"]] for r in rows])
-        if rows
-        else f"no mirrors on link '{link}'",
+        lambda rows: (
+            table(["MIRROR", "SOURCE", "STATE"], [[r["mirror_topic"], r["source_topic"], r["state"]] for r in rows])
+            if rows
+            else f"no mirrors on link '{link}'"
+        ),
     )
 
 
@@ -85,7 +92,7 @@ def describe(mirror_topic: str, link: str, config_path: str | None, as_json: boo
 def _when(ts: float) -> str:
     import datetime
 
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _known(value) -> str:
@@ -110,19 +117,25 @@ def render_description(d: dict) -> str:
         r = d["reverse_of"]
         progress = "" if r.get("phase") == "done" else f"; in progress ({r.get('phase')}): run reverse again to finish"
         saved = f"; records it would have dropped saved to '{r['saved_topic']}'" if r.get("saved_topic") else ""
-        head.append(f"reversed:   made by reverse of mirror '{r.get('mirror')}' on link '{r.get('link')}' "
-                    f"({r.get('action')}){saved}{progress}")
+        head.append(
+            f"reversed:   made by reverse of mirror '{r.get('mirror')}' on link '{r.get('link')}' "
+            f"({r.get('action')}){saved}{progress}"
+        )
     if d.get("read_only"):
         head.append(f"read-only:  {d['read_only']}")
     if d["failing_since"]:
-        head.append(f"failing:    source topic unusable since {_when(d['failing_since'])}; FAILED after the retry timeout")
+        head.append(
+            f"failing:    source topic unusable since {_when(d['failing_since'])}; FAILED after the retry timeout"
+        )
     if d["state"] == "STOPPED":
         offsets = ", ".join(f"p{p}={o}" for p, o in sorted(d["last_source_offsets"].items(), key=lambda kv: int(kv[0])))
         head.append(f"stopped:    {_when(d['stopped_at'])}; last source offsets fetched: {offsets}")
     cfg = d.get("config") or {}
     if cfg.get("in_sync") is not None:
-        drift = ", ".join(f"{k}: {v[0]} -> {v[1]}" if isinstance(v, (list, tuple)) else f"{k}={v}"
-                          for k, v in sorted((cfg.get("drift") or {}).items()))
+        drift = ", ".join(
+            f"{k}: {v[0]} -> {v[1]}" if isinstance(v, (list, tuple)) else f"{k}={v}"
+            for k, v in sorted((cfg.get("drift") or {}).items())
+        )
         lag_s = (cfg.get("config_sync_lag_ms") or 0) / 1000
         head.append(f"config:     {'in sync' if cfg['in_sync'] else 'drift: ' + drift}; config-sync lag {lag_s:.0f}s")
         if cfg.get("overridden"):
@@ -132,11 +145,20 @@ def render_description(d: dict) -> str:
         when = "applied when it stopped" if d["state"] == "STOPPED" else "held back until promote/failover"
         head.append(f"source timestamp settings {when}: {held}")
     rows = [
-        [p["partition"], _known(p["source_log_start"]), _known(p["source_log_end"]), p["mirror_log_start"],
-         p["mirror_log_end"], _known(p["next_source_offset"]), _known(p["lag"]),
-         "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)"]
+        [
+            p["partition"],
+            _known(p["source_log_start"]),
+            _known(p["source_log_end"]),
+            p["mirror_log_start"],
+            p["mirror_log_end"],
+            _known(p["next_source_offset"]),
+            _known(p["lag"]),
+            "preserved" if p["offsets_preserved"] else f"map ({p['offset_map_runs']} runs)",
+        ]
         for p in d["partitions"]
     ]
-    return "\n".join(head) + "\n\n" + table(
-        ["PARTITION", "SRC-START", "SRC-END", "MIRROR-START", "MIRROR-END", "NEXT-SRC", "LAG", "OFFSETS"], rows
+    return (
+        "\n".join(head)
+        + "\n\n"
+        + table(["PARTITION", "SRC-START", "SRC-END", "MIRROR-START", "MIRROR-END", "NEXT-SRC", "LAG", "OFFSETS"], rows)
     )

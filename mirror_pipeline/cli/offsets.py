@@ -29,7 +29,9 @@ def offsets() -> None:
 
 @offsets.command()
 @link_option
-@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
+@click.option(
+    "--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all]."
+)
 @config_option
 @json_option
 @handle_errors
@@ -46,7 +48,9 @@ def sync(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: 
     result = synced.to_dict()
     emit(result, as_json, _render_sync)
     # Recorded as materializations of the link's `consumer_offsets` asset, as a Dagster run records them.
-    dagster_events.record_offset_sync(config, link, synced, chosen, origin=f"offsets sync --link {link}", as_json=as_json)
+    dagster_events.record_offset_sync(
+        config, link, synced, chosen, origin=f"offsets sync --link {link}", as_json=as_json
+    )
     failed = [g["source_group"] for g in result["groups"] if g["status"].startswith("error")]
     if failed:
         fail(f"offsets of {len(failed)} group(s) could not be synced: {', '.join(failed)}", as_json)
@@ -64,11 +68,23 @@ def _render_sync(d: dict) -> str:
         if not g["partitions"]:
             rows.append([g["source_group"], g["destination_group"], "", "", "", "", "", g["status"]])
         for p in g["partitions"]:
-            rows.append([g["source_group"], g["destination_group"], p["mirror_topic"], p["partition"],
-                         _dash(p["source_offset"]), p["translated_offset"], _dash(p["previous_offset"]),
-                         p["action"] if g["status"] == "synced" else f"{p['action']} ({g['status']})"])
+            rows.append(
+                [
+                    g["source_group"],
+                    g["destination_group"],
+                    p["mirror_topic"],
+                    p["partition"],
+                    _dash(p["source_offset"]),
+                    p["translated_offset"],
+                    _dash(p["previous_offset"]),
+                    p["action"] if g["status"] == "synced" else f"{p['action']} ({g['status']})",
+                ]
+            )
     if rows:
-        lines += ["", table(["GROUP", "DEST-GROUP", "MIRROR", "PARTITION", "SOURCE", "LANDS-AT", "BEFORE", "ACTION"], rows)]
+        lines += [
+            "",
+            table(["GROUP", "DEST-GROUP", "MIRROR", "PARTITION", "SOURCE", "LANDS-AT", "BEFORE", "ACTION"], rows),
+        ]
     return "\n".join(lines)
 
 
@@ -78,10 +94,21 @@ def _dash(value) -> str:
 
 @offsets.command()
 @link_option
-@click.option("--group", "groups", type=GROUP, multiple=True,
-              help="Only this group, by its source or destination name (repeatable) [default: all].")
-@click.option("--output", "output", type=SafePath(dir_okay=False, writable=True), default=None, callback=writable_file,
-              help="Write the CSV to this file [default: standard output].")
+@click.option(
+    "--group",
+    "groups",
+    type=GROUP,
+    multiple=True,
+    help="Only this group, by its source or destination name (repeatable) [default: all].",
+)
+@click.option(
+    "--output",
+    "output",
+    type=SafePath(dir_okay=False, writable=True),
+    default=None,
+    callback=writable_file,
+    help="Write the CSV to this file [default: standard output].",
+)
 @config_option
 @json_option
 @handle_errors
@@ -98,20 +125,33 @@ def export(link: str, groups: tuple[str, ...], output: str | None, config_path: 
     """
     checkpoints = engine.export_offsets(load(config_path, link), link, list(groups) or None)
     if not checkpoints:
-        fail(f"link '{link}' has no offset checkpoints yet: run `mirror-pipeline offsets sync --link {link}` first", as_json)
+        fail(
+            f"link '{link}' has no offset checkpoints yet: run `mirror-pipeline offsets sync --link {link}` first",
+            as_json,
+        )
     with_group = len(groups) != 1
     text = reset_plan(checkpoints, with_group)
     if output:
         with open(output, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
     if as_json:
-        emit({"link": link, "output": output, "format": "group,topic,partition,offset" if with_group else "topic,partition,offset",
-              "checkpoints": [c.to_dict() for c in checkpoints]}, True, str)
+        emit(
+            {
+                "link": link,
+                "output": output,
+                "format": "group,topic,partition,offset" if with_group else "topic,partition,offset",
+                "checkpoints": [c.to_dict() for c in checkpoints],
+            },
+            True,
+            str,
+        )
     elif output:
         dest_groups = sorted({c.destination_group for c in checkpoints})
         how = f"--group {dest_groups[0]}" if len(dest_groups) == 1 else "--all-groups (or one --group per group)"
-        click.echo(f"wrote {len(checkpoints)} offset(s) of {len(dest_groups)} group(s) to {output}; apply on the "
-                   f"destination with: kafka-consumer-groups --reset-offsets --from-file {output} {how} --execute")
+        click.echo(
+            f"wrote {len(checkpoints)} offset(s) of {len(dest_groups)} group(s) to {output}; apply on the "
+            f"destination with: kafka-consumer-groups --reset-offsets --from-file {output} {how} --execute"
+        )
     else:
         click.echo(text, nl=False)
 
@@ -130,24 +170,40 @@ def reset_plan(checkpoints, with_group: bool) -> str:
 @link_option
 @click.option("--topic", type=TOPIC, required=True, help="The source topic, or its mirror topic.")
 @click.option("--partition", type=PARTITION, required=True, help="A partition of the topic (0 to 2**31-1).")
-@click.option("--offset", type=OFFSET, required=True,
-              help="A consumer position on the source: the next offset to read (0 to 2**63-1).")
-@click.option("--mode", type=click.Choice(["exact", "timestamp"]), default=None,
-              help="Translation mode [default: the link's offset.translation.mode].")
+@click.option(
+    "--offset",
+    type=OFFSET,
+    required=True,
+    help="A consumer position on the source: the next offset to read (0 to 2**63-1).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["exact", "timestamp"]),
+    default=None,
+    help="Translation mode [default: the link's offset.translation.mode].",
+)
 @config_option
 @json_option
 @handle_errors
-def translate(link: str, topic: str, partition: int, offset: int, mode: str | None, config_path: str | None, as_json: bool) -> None:
+def translate(
+    link: str, topic: str, partition: int, offset: int, mode: str | None, config_path: str | None, as_json: bool
+) -> None:
     """Where a source position lands on the mirror (R-OFS-2, R-OFS-6).
 
     Example: mirror-pipeline offsets translate --link west-to-east --topic orders --partition 0 --offset 1200
     """
-    emit(engine.translate_offset(load(config_path, link), link, topic, partition, offset, mode), as_json, _render_translation)
+    emit(
+        engine.translate_offset(load(config_path, link), link, topic, partition, offset, mode),
+        as_json,
+        _render_translation,
+    )
 
 
 def _render_translation(d: dict) -> str:
-    text = (f"{d['source_topic']}[{d['partition']}] offset {d['source_offset']} -> {d['mirror_topic']}[{d['partition']}] "
-            f"offset {d['translated_offset']} ({d['mode']}; mirror log {d['mirror_log_start']}..{d['mirror_log_end']})")
+    text = (
+        f"{d['source_topic']}[{d['partition']}] offset {d['source_offset']} -> {d['mirror_topic']}[{d['partition']}] "
+        f"offset {d['translated_offset']} ({d['mode']}; mirror log {d['mirror_log_start']}..{d['mirror_log_end']})"
+    )
     if d["beyond_mirror"]:
         text += "\nthe position is past what is mirrored: it lands on the mirror's log end"
     return text

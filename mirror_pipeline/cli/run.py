@@ -33,16 +33,27 @@ from mirror_pipeline.replication.spark_runner import LazySession, spark_session
 
 @click.command()
 @link_option
-@click.option("--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all].")
-@click.option("--follow", is_flag=True,
-              help="Keep copying as records arrive (always-on), epoch after epoch, until Ctrl-C or SIGTERM.")
-@click.option("--epoch-seconds", type=click.FloatRange(1, 3600), default=DEFAULT_EPOCH_S, show_default=True,
-              help="With --follow: how long each epoch's tasks copy before the epoch is recorded and replanned.")
+@click.option(
+    "--mirror", "mirrors", type=TOPIC, multiple=True, help="Only this mirror topic (repeatable) [default: all]."
+)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep copying as records arrive (always-on), epoch after epoch, until Ctrl-C or SIGTERM.",
+)
+@click.option(
+    "--epoch-seconds",
+    type=click.FloatRange(1, 3600),
+    default=DEFAULT_EPOCH_S,
+    show_default=True,
+    help="With --follow: how long each epoch's tasks copy before the epoch is recorded and replanned.",
+)
 @config_option
 @json_option
 @handle_errors
-def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float, config_path: str | None,
-        as_json: bool) -> None:
+def run(
+    link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float, config_path: str | None, as_json: bool
+) -> None:
     """Run one replication cycle of a link: plan, copy in one Spark job, record.
 
     With auto.create.mirror.topics.enable on, the source topics the filters
@@ -67,10 +78,14 @@ def run(link: str, mirrors: tuple[str, ...], follow: bool, epoch_seconds: float,
     created = engine.auto_create(config, link) if auto_create else None
     if follow:
         if created is not None:  # one line of JSON, like each epoch's
-            click.echo(json.dumps({"auto_create": created.to_dict()}, sort_keys=True, default=str) if as_json
-                       else printable(_render_auto_create(created.to_dict())))
-        following.follow(config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json,
-                         scanned=created is not None)
+            click.echo(
+                json.dumps({"auto_create": created.to_dict()}, sort_keys=True, default=str)
+                if as_json
+                else printable(_render_auto_create(created.to_dict()))
+            )
+        following.follow(
+            config, link, spark_session(config.spark), mirrors, epoch_seconds, as_json, scanned=created is not None
+        )
         return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
     spark = LazySession(config.spark)
@@ -137,22 +152,33 @@ def _render_cycle(d: dict) -> str:
             if not p["records"] and not p["lag_after"]:
                 idle += 1
                 continue
-            rows.append([name, p["partition"], f"{p['source_from']}..{p['source_until']}",
-                         f"{p['dest_from']}..{p['dest_until']}", p["records"], p["lag_after"],
-                         p["latency_max_ms"] if p["latency_records"] else "-"])
+            rows.append(
+                [
+                    name,
+                    p["partition"],
+                    f"{p['source_from']}..{p['source_until']}",
+                    f"{p['dest_from']}..{p['dest_until']}",
+                    p["records"],
+                    p["lag_after"],
+                    p["latency_max_ms"] if p["latency_records"] else "-",
+                ]
+            )
     text = (
         f"link '{d['link']}': copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
         f"over {d['work_units']} work units; lag after: {d['lag_after']:,}"
     )
     if rows:
-        text += "\n\n" + table(["MIRROR", "PARTITION", "SOURCE RANGE", "MIRROR RANGE", "RECORDS", "LAG",
-                                "MAX LATENCY MS"], rows)
+        text += "\n\n" + table(
+            ["MIRROR", "PARTITION", "SOURCE RANGE", "MIRROR RANGE", "RECORDS", "LAG", "MAX LATENCY MS"], rows
+        )
     if idle:
         text += ("\n" if rows else "\n\n") + f"{idle:,} partition(s) up to date with nothing to copy (not listed)"
     waiting = d.get("not_listed_yet") or []
     if waiting:
-        text += (f"\n{len(waiting):,} mirror(s) created moments ago not copied yet: the destination does not list "
-                 f"their topics yet; the next run copies them ({_first_names(waiting)})")
+        text += (
+            f"\n{len(waiting):,} mirror(s) created moments ago not copied yet: the destination does not list "
+            f"their topics yet; the next run copies them ({_first_names(waiting)})"
+        )
     return text
 
 

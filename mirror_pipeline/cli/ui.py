@@ -50,9 +50,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 import click
 import yaml
@@ -70,12 +71,24 @@ DEFAULT_PORT = 3000  # Dagster's own default; below Linux's ephemeral range (327
 MODULE = "mirror_pipeline_dagster.definitions"
 LOCATION = "mirror-pipeline"
 
+
 @click.command()
 @config_option
-@click.option("--host", "-H", default=DEFAULT_HOST, show_default=True,
-              help="Address the UI listens on (0.0.0.0: every interface).")
-@click.option("--port", "-p", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="Port the UI listens on.")
+@click.option(
+    "--host",
+    "-H",
+    default=DEFAULT_HOST,
+    show_default=True,
+    help="Address the UI listens on (0.0.0.0: every interface).",
+)
+@click.option(
+    "--port",
+    "-p",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="Port the UI listens on.",
+)
 @handle_errors
 def ui(config_path: str | None, host: str, port: int) -> None:
     """Start the Dagster UI and the Dagster daemon for the config's links; Ctrl-C stops both.
@@ -97,27 +110,53 @@ def ui(config_path: str | None, host: str, port: int) -> None:
     env = {**os.environ, CONFIG_ENV_VAR: str(config_file), "DAGSTER_HOME": str(home)}
     url = _url(host, port)
     links = ", ".join(sorted(config.links)) or "none"
-    click.echo(f"Starting the Dagster UI and daemon for {printable(str(config_file))} (links: {printable(links)}), "
-               f"DAGSTER_HOME={printable(str(home))}")
+    click.echo(
+        f"Starting the Dagster UI and daemon for {printable(str(config_file))} (links: {printable(links)}), "
+        f"DAGSTER_HOME={printable(str(home))}"
+    )
     with ExitStack() as stack:
         run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mirror-pipeline-ui-")))
         code_socket = run_dir / "code.sock"
         workspace = run_dir / "workspace.yaml"
-        workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-            "socket": str(code_socket), "host": "localhost", "location_name": LOCATION}}]}))
+        workspace.write_text(
+            yaml.safe_dump(
+                {
+                    "load_from": [
+                        {"grpc_server": {"socket": str(code_socket), "host": "localhost", "location_name": LOCATION}}
+                    ]
+                }
+            )
+        )
         children = Children()
         stack.callback(children.stop)
         previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
         stack.callback(lambda: [signal.signal(sig, handler) for sig, handler in previous.items()])
         try:
-            children.start("the Dagster code server", [
-                *_tool("dagster", "dagster"), "code-server", "start", "-m", MODULE, "--location-name", LOCATION,
-                "--socket", str(code_socket)], env, ready=lambda: _accepts(code_socket))
+            children.start(
+                "the Dagster code server",
+                [
+                    *_tool("dagster", "dagster"),
+                    "code-server",
+                    "start",
+                    "-m",
+                    MODULE,
+                    "--location-name",
+                    LOCATION,
+                    "--socket",
+                    str(code_socket),
+                ],
+                env,
+                ready=lambda: _accepts(code_socket),
+            )
             _wait_for(children, lambda: _accepts(code_socket))  # it binds once the definitions are loaded
-            children.start("dagster-daemon", [*_tool("dagster-daemon", "dagster._daemon"), "run",
-                                               "-w", str(workspace)], env)
-            children.start("dagster-webserver", [*_tool("dagster-webserver", "dagster_webserver"),
-                                                  "-w", str(workspace), "-h", host, "-p", str(port)], env)
+            children.start(
+                "dagster-daemon", [*_tool("dagster-daemon", "dagster._daemon"), "run", "-w", str(workspace)], env
+            )
+            children.start(
+                "dagster-webserver",
+                [*_tool("dagster-webserver", "dagster_webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
+                env,
+            )
             _wait_for(children, lambda: _answers(f"{url}/server_info"))
             click.echo(f"Dagster UI: {url}  (Ctrl-C stops the UI and the daemon)")
             children.supervise()
@@ -145,19 +184,25 @@ def _dagster_home() -> Path:
     else:
         home = Path(given).resolve()
         if not home.is_dir():
-            raise ConfigError(f"$DAGSTER_HOME {shown(given)} is not a directory: create it, or unset DAGSTER_HOME "
-                              f"to use ./.dagster-home")
+            raise ConfigError(
+                f"$DAGSTER_HOME {shown(given)} is not a directory: create it, or unset DAGSTER_HOME "
+                f"to use ./.dagster-home"
+            )
         if not (home / "dagster.yaml").exists():
             ensure_dagster_home(home)
-            click.echo(f"Wrote the project's Dagster settings (deploy/dagster.yaml) to "
-                       f"{printable(str(home / 'dagster.yaml'))}")
+            click.echo(
+                f"Wrote the project's Dagster settings (deploy/dagster.yaml) to {printable(str(home / 'dagster.yaml'))}"
+            )
     from dagster import DagsterInstance  # Dagster takes seconds to import: only this command needs it here
 
     with DagsterInstance.from_config(str(home)) as instance:  # creates the storage (SQLite) before the children
         if not instance.run_monitoring_enabled:
-            click.echo(f"warning: {printable(str(home / 'dagster.yaml'))} has no run monitoring: a run whose "
-                       f"worker dies stays STARTED and holds its link's runs back; add the `run_launcher` and "
-                       f"`run_monitoring` sections of the project's deploy/dagster.yaml", err=True)
+            click.echo(
+                f"warning: {printable(str(home / 'dagster.yaml'))} has no run monitoring: a run whose "
+                f"worker dies stays STARTED and holds its link's runs back; add the `run_launcher` and "
+                f"`run_monitoring` sections of the project's deploy/dagster.yaml",
+                err=True,
+            )
     return home
 
 

@@ -21,8 +21,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import click
 
@@ -73,8 +73,9 @@ class Children:
         self._spawn(child)
 
     def _spawn(self, child: _Child) -> None:
-        child.proc = subprocess.Popen(child.argv, env=child.env, stdin=subprocess.DEVNULL, start_new_session=True,
-                                      preexec_fn=_child_signals)
+        child.proc = subprocess.Popen(
+            child.argv, env=child.env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_child_signals
+        )
         child.started_at = time.monotonic()
 
     def exited(self) -> tuple[str, int] | None:
@@ -99,8 +100,10 @@ class Children:
         wait_s = backoff_s(child.quick_deaths)
         _end_group(proc, sleep=time.sleep)  # Ctrl-C meanwhile stops the UI
         child.restarts += 1
-        self._log(f"mirror-pipeline ui: {child.name} {how_it_ended(proc.returncode)} after {lived_s:.0f} s; "
-                  f"starting it again in {wait_s:.0f} s (restart {child.restarts})")
+        self._log(
+            f"mirror-pipeline ui: {child.name} {how_it_ended(proc.returncode)} after {lived_s:.0f} s; "
+            f"starting it again in {wait_s:.0f} s (restart {child.restarts})"
+        )
         time.sleep(wait_s)
         self._spawn(child)
         if child.ready is not None:

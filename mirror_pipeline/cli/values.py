@@ -147,11 +147,15 @@ def writable_file(ctx, param, value):
         return value
     folder = Path(value).parent
     if not folder.is_dir():
-        raise click.BadParameter(f"the folder {shown(str(folder))} does not exist; create it, or give a path in "
-                                 f"an existing folder", ctx, param)
+        raise click.BadParameter(
+            f"the folder {shown(str(folder))} does not exist; create it, or give a path in an existing folder",
+            ctx,
+            param,
+        )
     if not Path(value).exists() and not os.access(folder, os.W_OK):
-        raise click.BadParameter(f"the folder {shown(str(folder))} is not writable; give a path in a folder you "
-                                 f"can write to", ctx, param)
+        raise click.BadParameter(
+            f"the folder {shown(str(folder))} is not writable; give a path in a folder you can write to", ctx, param
+        )
     return value
 
 

@@ -42,18 +42,35 @@ class Fraction(click.ParamType):
 @click.command()
 @click.argument("mirror_topics", metavar="TOPIC...", nargs=-1, required=True, type=TOPIC)
 @link_option
-@click.option("--sample", type=Fraction(), default=1.0, show_default=True,
-              help="Share of the checksum ranges to compare, spread over each partition.")
+@click.option(
+    "--sample",
+    type=Fraction(),
+    default=1.0,
+    show_default=True,
+    help="Share of the checksum ranges to compare, spread over each partition.",
+)
 @click.option("--from", "from_offset", type=OFFSET, default=None, help="First source offset to compare.")
-@click.option("--until", "until_offset", type=OFFSET, default=None,
-              help="Compare source offsets below this one.")
-@click.option("--max-bytes-per-second", "max_bytes_per_second", type=BYTES_PER_SECOND, default=None,
-              help="Cap on what the verify reads from both clusters together [default: no cap].")
+@click.option("--until", "until_offset", type=OFFSET, default=None, help="Compare source offsets below this one.")
+@click.option(
+    "--max-bytes-per-second",
+    "max_bytes_per_second",
+    type=BYTES_PER_SECOND,
+    default=None,
+    help="Cap on what the verify reads from both clusters together [default: no cap].",
+)
 @config_option
 @json_option
 @handle_errors
-def verify(mirror_topics: tuple[str, ...], link: str, sample: float, from_offset: int | None,
-           until_offset: int | None, max_bytes_per_second: int | None, config_path: str | None, as_json: bool) -> None:
+def verify(
+    mirror_topics: tuple[str, ...],
+    link: str,
+    sample: float,
+    from_offset: int | None,
+    until_offset: int | None,
+    max_bytes_per_second: int | None,
+    config_path: str | None,
+    as_json: bool,
+) -> None:
     """Compare mirror topics with their sources over their common range.
 
     Per partition and range of records, the checksums of both sides (offsets,
@@ -82,11 +99,15 @@ def verify(mirror_topics: tuple[str, ...], link: str, sample: float, from_offset
     known = {m.mirror_topic for m in engine.list_mirrors(config, link)}
     unknown = [t for t in dict.fromkeys(mirror_topics) if t not in known]
     if unknown:
-        fail(f"TOPIC: no mirror {', '.join(shown(t) for t in unknown)} on link '{link}'; give mirror topics of the "
-             f"link ({', '.join(sorted(known)) or 'it has none'})", as_json)
+        fail(
+            f"TOPIC: no mirror {', '.join(shown(t) for t in unknown)} on link '{link}'; give mirror topics of the "
+            f"link ({', '.join(sorted(known)) or 'it has none'})",
+            as_json,
+        )
     spark = spark_session(config.spark)
-    result = engine.verify_mirrors(config, link, spark, list(dict.fromkeys(mirror_topics)), sample, from_offset,
-                                   until_offset, max_bytes_per_second)
+    result = engine.verify_mirrors(
+        config, link, spark, list(dict.fromkeys(mirror_topics)), sample, from_offset, until_offset, max_bytes_per_second
+    )
     emit(result.to_dict(), as_json, render_verify)
     if not result.identical:
         fail("; ".join(result.problems()), as_json)
@@ -95,13 +116,23 @@ def verify(mirror_topics: tuple[str, ...], link: str, sample: float, from_offset
 def render_verify(d: dict) -> str:
     share = "every range" if d["sample"] >= 1 else f"a {d['sample']:g} sample of the ranges"
     verdict = "identical" if d["identical"] else d["verdict"].upper()
-    lines = [f"link '{d['link']}': {verdict}: compared {d['source_records']:,} records ({share}, "
-             f"{d['bytes_read']:,} bytes read) in {d['duration_s']:.1f}s over {d['tasks']} tasks"]
+    lines = [
+        f"link '{d['link']}': {verdict}: compared {d['source_records']:,} records ({share}, "
+        f"{d['bytes_read']:,} bytes read) in {d['duration_s']:.1f}s over {d['tasks']} tasks"
+    ]
     rows = []
     for name, m in d["mirrors"].items():
         for p in m["partitions"]:
-            rows.append([name, p["partition"], f"{p['source_from']}..{p['source_until']}",
-                         f"{p['ranges_checked']}/{p['ranges_total']}", p["source_records"], _verdict(p)])
+            rows.append(
+                [
+                    name,
+                    p["partition"],
+                    f"{p['source_from']}..{p['source_until']}",
+                    f"{p['ranges_checked']}/{p['ranges_total']}",
+                    p["source_records"],
+                    _verdict(p),
+                ]
+            )
     if rows:
         lines += ["", table(["MIRROR", "PARTITION", "SOURCE RANGE", "RANGES", "RECORDS", "RESULT"], rows)]
     for name, m in d["mirrors"].items():
@@ -131,21 +162,27 @@ def _verdict(p: dict) -> str:
 
 def _foreign(p: dict) -> str:
     n, first, last = p["foreign_records"], p["foreign_from"], p["foreign_until"] - 1
-    return (f"{n} record{'' if n == 1 else 's'} the link did not write at mirror "
-            f"{f'offset {first}' if n == 1 else f'offsets {first}..{last}'}")
+    return (
+        f"{n} record{'' if n == 1 else 's'} the link did not write at mirror "
+        f"{f'offset {first}' if n == 1 else f'offsets {first}..{last}'}"
+    )
 
 
 def _render_mismatch(m: dict) -> list[str]:
-    lines = [f"  first difference at source offset {m['source_offset']}, mirror offset "
-             f"{'none' if m['mirror_offset'] is None else m['mirror_offset']}: {m['reason']}"]
+    lines = [
+        f"  first difference at source offset {m['source_offset']}, mirror offset "
+        f"{'none' if m['mirror_offset'] is None else m['mirror_offset']}: {m['reason']}"
+    ]
     for side in ("source", "mirror"):
         r = m[side]
         if r is None:
             lines.append(f"  {side}: no record")
             continue
-        lines.append(f"  {side}: offset {r['offset']}, key {_length(r['key_length'])}, value "
-                     f"{_length(r['value_length'])}, digest {r['digest']}, headers [{', '.join(r['header_names'])}], "
-                     f"timestamp {r['timestamp']} (type {r['timestamp_type']})")
+        lines.append(
+            f"  {side}: offset {r['offset']}, key {_length(r['key_length'])}, value "
+            f"{_length(r['value_length'])}, digest {r['digest']}, headers [{', '.join(r['header_names'])}], "
+            f"timestamp {r['timestamp']} (type {r['timestamp_type']})"
+        )
     return lines
 
 

@@ -19,8 +19,9 @@ names, so this module needs no Kafka client (`kafka.acls` converts).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from mirror_pipeline.config.filters import FilterType, include_exclude, kind_of, parse_json, show_key, unknown_key_hint
 from mirror_pipeline.model.errors import ConfigError
@@ -32,8 +33,20 @@ RESOURCE_TYPES = (ANY, "topic", "group", "cluster", "transactional_id")
 # `match`: every binding that applies to the named resource (its literal name,
 # the `*` wildcard and every prefix of it), as in Kafka.
 PATTERN_TYPES = (ANY, "match", "literal", "prefixed")
-OPERATIONS = (ANY, "all", "read", "write", "create", "delete", "alter", "describe", "cluster_action",
-              "describe_configs", "alter_configs", "idempotent_write")
+OPERATIONS = (
+    ANY,
+    "all",
+    "read",
+    "write",
+    "create",
+    "delete",
+    "alter",
+    "describe",
+    "cluster_action",
+    "describe_configs",
+    "alter_configs",
+    "idempotent_write",
+)
 PERMISSION_TYPES = (ANY, "allow", "deny")
 WILDCARD = "*"
 
@@ -86,10 +99,12 @@ class AclFilter:
 
     def _matches_access(self, b: BindingKey) -> bool:
         """Kafka's AccessControlEntryFilter.matches."""
-        return ((self.principal is None or self.principal == b.principal)
-                and (self.host is None or self.host == b.host)
-                and self.operation in (ANY, b.operation)
-                and self.permission_type in (ANY, b.permission_type))
+        return (
+            (self.principal is None or self.principal == b.principal)
+            and (self.host is None or self.host == b.host)
+            and self.operation in (ANY, b.operation)
+            and self.permission_type in (ANY, b.permission_type)
+        )
 
     def to_json(self) -> dict:
         resource = {"resourceType": self.resource_type, "patternType": self.pattern_type}
@@ -166,23 +181,28 @@ def _parse_entry(entry: Any, at: str) -> AclFilter:
     _check_mapping(access, f"{at}.accessFilter", _ACCESS_KEYS, "principal, host, operation and permissionType")
     filter_type = FilterType.INCLUDE
     if entry.get("filterType") is not None:
-        filter_type = FilterType(_choice(entry["filterType"], ("INCLUDE", "EXCLUDE"), f"{at}.filterType",
-                                         "filter type", upper=True))
+        filter_type = FilterType(
+            _choice(entry["filterType"], ("INCLUDE", "EXCLUDE"), f"{at}.filterType", "filter type", upper=True)
+        )
     principal = _text(access.get("principal"), f"{at}.accessFilter.principal")
     if principal is not None and not _looks_like_principal(principal):
-        raise _Invalid(f"{at}.accessFilter.principal: expected a principal such as User:alice, "
-                       f"got {show_key(principal)}")
+        raise _Invalid(
+            f"{at}.accessFilter.principal: expected a principal such as User:alice, got {show_key(principal)}"
+        )
     return AclFilter(
-        resource_type=_choice(resource.get("resourceType"), RESOURCE_TYPES, f"{at}.resourceFilter.resourceType",
-                              "resource type"),
+        resource_type=_choice(
+            resource.get("resourceType"), RESOURCE_TYPES, f"{at}.resourceFilter.resourceType", "resource type"
+        ),
         name=_text(resource.get("name"), f"{at}.resourceFilter.name"),
-        pattern_type=_choice(resource.get("patternType"), PATTERN_TYPES, f"{at}.resourceFilter.patternType",
-                             "pattern type"),
+        pattern_type=_choice(
+            resource.get("patternType"), PATTERN_TYPES, f"{at}.resourceFilter.patternType", "pattern type"
+        ),
         principal=principal,
         host=_text(access.get("host"), f"{at}.accessFilter.host"),
         operation=_choice(access.get("operation"), OPERATIONS, f"{at}.accessFilter.operation", "operation"),
-        permission_type=_choice(access.get("permissionType"), PERMISSION_TYPES,
-                                f"{at}.accessFilter.permissionType", "permission type"),
+        permission_type=_choice(
+            access.get("permissionType"), PERMISSION_TYPES, f"{at}.accessFilter.permissionType", "permission type"
+        ),
         filter_type=filter_type,
     )
 

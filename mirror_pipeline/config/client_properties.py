@@ -35,8 +35,8 @@ import ipaddress
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
@@ -46,14 +46,20 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 # Properties that name a file the client reads; True: a directory (or `probe`) is fine too.
 _FILES = {
-    "ssl.ca.location": True, "https.ca.location": True, "ssl.certificate.location": False,
-    "ssl.key.location": False, "ssl.keystore.location": False, "ssl.crl.location": False,
-    "sasl.kerberos.keytab": False, "sasl.oauthbearer.assertion.private.key.file": False,
+    "ssl.ca.location": True,
+    "https.ca.location": True,
+    "ssl.certificate.location": False,
+    "ssl.key.location": False,
+    "ssl.keystore.location": False,
+    "ssl.crl.location": False,
+    "sasl.kerberos.keytab": False,
+    "sasl.oauthbearer.assertion.private.key.file": False,
     "sasl.oauthbearer.assertion.jwt.template.file": False,
 }
 # Set through confluent-kafka's Python API (callables, mappings), never from a file.
-_PYTHON_ONLY = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "logger", "on_delivery",
-                          "on_commit", "default.topic.config"})
+_PYTHON_ONLY = frozenset(
+    {"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "logger", "on_delivery", "on_commit", "default.topic.config"}
+)
 _NOT_PROBED = frozenset({"bootstrap.servers", "plugin.library.paths", "ssl.engine.location"})
 _ENUMS = {
     "security.protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
@@ -67,8 +73,9 @@ _ENUMS = {
     "isolation.level": "read_uncommitted or read_committed",
     "auto.offset.reset": "smallest, earliest, beginning, largest, latest, end or error",
 }
-_BOOTSTRAP_ALLOWED = ("allowed: a comma-separated list of host:port (an IPv6 address as [address]:port), "
-                      "each port 1-65535")
+_BOOTSTRAP_ALLOWED = (
+    "allowed: a comma-separated list of host:port (an IPv6 address as [address]:port), each port 1-65535"
+)
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _RANGE = re.compile(r"allowed range (-?\d+)\.\.(-?\d+)")
 _SSL_FILE_KEY = re.compile(r"\b(ssl\.[a-z.]+(?:location|pem)|https\.ca\.location)\b")
@@ -95,16 +102,23 @@ def client_property_problems(at: str, props: Mapping[str, str]) -> list[str]:
         problems += _bootstrap_problems(servers)
     for key in props:
         if key in _PYTHON_ONLY:
-            problems.append((key, "is a confluent-kafka Python callback or object, which a configuration "
-                                  "file cannot set; remove it"))
+            problems.append(
+                (
+                    key,
+                    "is a confluent-kafka Python callback or object, which a configuration file cannot set; remove it",
+                )
+            )
         elif key == "metadata.broker.list":
             problems.append((key, "is librdkafka's other name for bootstrap.servers; set bootstrap.servers only"))
     problems += _sasl_problems(props) + _file_problems({k: v for k, v in props.items() if k not in refused})
     bad = {key for key, _ in problems}
     # A value refused for its control characters is probed without them: librdkafka judges the rest,
     # and its absence does not read as a missing property (`sasl.password`).
-    probed = {k: _control(k).sub("", v) if k in refused else v for k, v in props.items()
-              if k not in bad and k not in _NOT_PROBED}
+    probed = {
+        k: _control(k).sub("", v) if k in refused else v
+        for k, v in props.items()
+        if k not in bad and k not in _NOT_PROBED
+    }
     problems = control + problems
     problems += _probe_problems(probed)
     return [f"{at}.{key}: {reason}" if key else f"{at}: {reason}" for key, reason in problems]
@@ -168,11 +182,19 @@ def _control_problems(props: Mapping[str, str]) -> list[tuple[str, str]]:
         if is_secret_key(key):  # not even which character: the value is a secret
             what = "holds a control character"
         else:
-            what = f"holds {'a control character' if len(found) == 1 else 'control characters'} " \
-                   f"({', '.join(f'U+{ord(c):04X}' for c in found)})"
+            what = (
+                f"holds {'a control character' if len(found) == 1 else 'control characters'} "
+                f"({', '.join(f'U+{ord(c):04X}' for c in found)})"
+            )
         trailing = not _CONTROL.search(value.rstrip("\n"))
-        hint = ("; it ends with a line break, as a YAML block scalar (| or >) or a value read from a file "
-                "keeps one: write |- or >-, or strip it") if trailing else ""
+        hint = (
+            (
+                "; it ends with a line break, as a YAML block scalar (| or >) or a value read from a file "
+                "keeps one: write |- or >-, or strip it"
+            )
+            if trailing
+            else ""
+        )
         problems.append((key, f"{what}{hint}; {_CONTROL_ALLOWED}"))
     return problems
 
@@ -184,10 +206,18 @@ def _sasl_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:
         problems.append((None, "sasl.mechanism and sasl.mechanisms are one property; set only one"))
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     if protocol in PROTOCOLS and protocol not in _SASL_PROTOCOLS:
-        problems += [(key, f"has no effect unless security.protocol is SASL_PLAINTEXT or SASL_SSL; set "
-                           f"security.protocol to one of them, or remove {key}") for key in mechanisms]
-    if props.get("sasl.oauthbearer.method", "").lower() == "oidc" and \
-            not props.get("sasl.oauthbearer.token.endpoint.url", "").strip():
+        problems += [
+            (
+                key,
+                f"has no effect unless security.protocol is SASL_PLAINTEXT or SASL_SSL; set "
+                f"security.protocol to one of them, or remove {key}",
+            )
+            for key in mechanisms
+        ]
+    if (
+        props.get("sasl.oauthbearer.method", "").lower() == "oidc"
+        and not props.get("sasl.oauthbearer.token.endpoint.url", "").strip()
+    ):
         problems.append(("sasl.oauthbearer.method", "oidc needs sasl.oauthbearer.token.endpoint.url; set it"))
     return problems
 
@@ -224,8 +254,11 @@ def _probe_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:
             return [_combination(props, refused)]
         # A name or a value refused as it was set: find each such property on its own
         # (only such refusals count, as one property alone may lack what it needs).
-        single = [(key, _single_reason(key, err)) for key in props
-                  if (err := _refusal(client, {key: props[key]})) is not None and not _at_creation(err)]
+        single = [
+            (key, _single_reason(key, err))
+            for key in props
+            if (err := _refusal(client, {key: props[key]})) is not None and not _at_creation(err)
+        ]
         return single or [_combination(props, refused)]
     return []
 
@@ -257,14 +290,17 @@ def _refusal(client: type, props: Mapping[str, str]) -> tuple[str, str] | None:
 def _single_reason(key: str, refused: tuple[str, str]) -> str:
     name, text = refused
     if "No such configuration property" in text:
-        return ("is not a librdkafka client property; allowed: the properties of librdkafka's "
-                "CONFIGURATION.md (Java client names such as ssl.truststore.location do not apply)")
+        return (
+            "is not a librdkafka client property; allowed: the properties of librdkafka's "
+            "CONFIGURATION.md (Java client names such as ssl.truststore.location do not apply)"
+        )
     if "TrustStore" in text:
-        return ("Java TrustStores are not supported by librdkafka; allowed: ssl.ca.location with a "
-                "PEM certificate file")
+        return "Java TrustStores are not supported by librdkafka; allowed: ssl.ca.location with a PEM certificate file"
     if "JAAS" in text:
-        return ("Java JAAS configuration is not supported by librdkafka; allowed: sasl.username and "
-                "sasl.password (PLAIN, SCRAM) or the sasl.oauthbearer.* properties")
+        return (
+            "Java JAAS configuration is not supported by librdkafka; allowed: sasl.username and "
+            "sasl.password (PLAIN, SCRAM) or the sasl.oauthbearer.* properties"
+        )
     if "not settable" in text or "dedicated" in text:
         return "cannot be set from a configuration file; remove it"
     if match := _RANGE.search(text):
@@ -286,14 +322,18 @@ def _combination(props: Mapping[str, str], refused: tuple[str, str]) -> tuple[st
         return mechanism, f"is not a SASL mechanism; allowed: {_ENUMS['sasl.mechanism']}"
     if "No provider for SASL mechanism" in text:
         what = "names" if mechanism in props else "is not set, so librdkafka uses GSSAPI,"
-        return mechanism, (f"{what} a SASL mechanism this build of librdkafka lacks; allowed here: PLAIN, "
-                           "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+        return mechanism, (
+            f"{what} a SASL mechanism this build of librdkafka lacks; allowed here: PLAIN, "
+            "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+        )
     if (match := _SSL_FILE_KEY.search(text)) and match.group(1) in props:
-        return match.group(1), ("cannot be loaded: not a valid certificate, key or keystore, or a wrong "
-                                "password for it")
+        return match.group(1), (
+            "cannot be loaded: not a valid certificate, key or keystore, or a wrong password for it"
+        )
     mentioned = sorted(key for key in props if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.])", text))
     if len(mentioned) == 1:
         return mentioned[0], f"is refused by librdkafka together with the other properties ({name})"
     named = f" ({', '.join(mentioned)})" if mentioned else ""
-    return None, (f"librdkafka refuses this combination of client properties{named} ({name}); "
-                  "see librdkafka's CONFIGURATION.md")
+    return None, (
+        f"librdkafka refuses this combination of client properties{named} ({name}); see librdkafka's CONFIGURATION.md"
+    )

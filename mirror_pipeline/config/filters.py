@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterator
+from typing import Any
 
 from mirror_pipeline.config.safe_yaml import shape_problem
 from mirror_pipeline.model.errors import ConfigError
@@ -166,10 +167,7 @@ def _parse_items(value: Any, list_key: str) -> Iterator[NameFilter]:
         except ValueError as exc:
             raise _Invalid(str(exc)) from None
     if not isinstance(value, dict):
-        raise _Invalid(
-            f"expected a mapping with key '{list_key}' (or the same as a JSON string), "
-            f"got {kind_of(value)}"
-        )
+        raise _Invalid(f"expected a mapping with key '{list_key}' (or the same as a JSON string), got {kind_of(value)}")
     for key in value:
         if key != list_key:
             raise _Invalid(unknown_key_hint(key, [list_key]) + f"; expected only '{list_key}'")
@@ -184,9 +182,7 @@ def _parse_items(value: Any, list_key: str) -> Iterator[NameFilter]:
 
 def _parse_item(item: Any, at: str) -> NameFilter:
     if not isinstance(item, dict):
-        raise _Invalid(
-            f"{at}: expected a mapping with name, patternType and filterType, got {kind_of(item)}"
-        )
+        raise _Invalid(f"{at}: expected a mapping with name, patternType and filterType, got {kind_of(item)}")
     for key in item:
         if key not in _ITEM_KEYS:
             raise _Invalid(f"{at}: {unknown_key_hint(key, _ITEM_KEYS)}")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -79,8 +80,11 @@ def _stringify_conf(value: Any) -> Any:
     for key, item in value.items():
         text = _scalar_text(item)
         if text is None:  # never the value itself: the key may be a secret's (R-CFG-5)
-            raise PydanticCustomError("setting", "expected a single value (string, number or boolean), got {got}",
-                                      {"key": _key_text(key), "got": kind_of(item)})
+            raise PydanticCustomError(
+                "setting",
+                "expected a single value (string, number or boolean), got {got}",
+                {"key": _key_text(key), "got": kind_of(item)},
+            )
         out[key] = text
     return out
 
@@ -121,12 +125,16 @@ class SparkSettings(BaseModel):
 
     master: Annotated[str, Field(min_length=1)] = Field(
         default_factory=default_local_master,
-        description="Spark master URL (`local[4]`, `spark://host:7077`); default `local[N]`, two task slots per core")
+        description="Spark master URL (`local[4]`, `spark://host:7077`); default `local[N]`, two task slots per core",
+    )
     remote: Annotated[str | None, AfterValidator(check_connect_url)] = Field(
-        None, description="a Spark Connect server (`sc://host:15002`) to run the copies on instead of a master")
+        None, description="a Spark Connect server (`sc://host:15002`) to run the copies on instead of a master"
+    )
     conf: Annotated[dict[str, str], BeforeValidator(_stringify_conf)] = Field(
-        default_factory=dict, description="Spark settings for the session (`spark.executor.memory: 2g`); secret "
-                                          "values reach the session at run time only")
+        default_factory=dict,
+        description="Spark settings for the session (`spark.executor.memory: 2g`); secret "
+        "values reach the session at run time only",
+    )
 
     @model_validator(mode="after")
     def _master_or_remote(self) -> SparkSettings:
@@ -171,8 +179,11 @@ class PipelineConfig:
         return {
             "clusters": {alias: c.redacted() for alias, c in self.clusters.items()},
             "links": {name: link.to_dict() for name, link in self.links.items()},
-            "spark": {"master": self.spark.master, "conf": redact(self.spark.conf),
-                      **({"remote": redact_connect_url(self.spark.remote)} if self.spark.remote else {})},
+            "spark": {
+                "master": self.spark.master,
+                "conf": redact(self.spark.conf),
+                **({"remote": redact_connect_url(self.spark.remote)} if self.spark.remote else {}),
+            },
         }
 
 
@@ -201,13 +212,13 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return parse_config(data, name, env, path=resolved)
 
 
-def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str] | None = None,
-                 *, path: Path | None = None) -> PipelineConfig:
+def parse_config(
+    data: Any, source_name: str = "<config>", env: Mapping[str, str] | None = None, *, path: Path | None = None
+) -> PipelineConfig:
     """Validate an already-parsed config mapping; `source_name` starts every error."""
     env = os.environ if env is None else env
     if not isinstance(data, dict):
-        raise ConfigError(f"{source_name}: expected a mapping with clusters: and links:, "
-                          f"got {kind_of(data)}")
+        raise ConfigError(f"{source_name}: expected a mapping with clusters: and links:, got {kind_of(data)}")
     secrets = ConfigSecrets.of(data)
     if shape := shape_problem(data):
         raise ConfigError(f"{source_name}: {secrets.scrubbed(shape)}")
@@ -219,8 +230,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
     if not raw_clusters:
         problems.append("clusters: at least one cluster is required")
     elif not isinstance(raw_clusters, dict):
-        problems.append(f"clusters: expected a mapping of alias to client properties, "
-                        f"got {kind_of(raw_clusters)}")
+        problems.append(f"clusters: expected a mapping of alias to client properties, got {kind_of(raw_clusters)}")
     else:
         for alias, raw in raw_clusters.items():
             cluster = _parse_cluster(alias, raw, env, problems, secrets)
@@ -251,8 +261,7 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             problems.append(f"links: link name {show_key(name)} {_NAME_RULE}")
         elif not isinstance(raw, dict):
-            problems.append(f"{at}: expected a mapping with source, destination and settings, "
-                            f"got {kind_of(raw)}")
+            problems.append(f"{at}: expected a mapping with source, destination and settings, got {kind_of(raw)}")
         else:
             link, found = build_link(name, {**usable_defaults, **raw}, at)
             problems += found + _check_aliases(raw, at, raw_clusters)
@@ -264,19 +273,21 @@ def parse_config(data: Any, source_name: str = "<config>", env: Mapping[str, str
         raise ConfigError("\n".join(f"{source_name}: {secrets.scrubbed(p)}" for p in problems))
     for warning in loop_warnings(links.values()):
         log.warning("%s: %s", source_name, warning)
-    return PipelineConfig(path=path, clusters=clusters, links=links, spark=spark,
-                          secret_fragments=tuple(fragments))
+    return PipelineConfig(path=path, clusters=clusters, links=links, spark=spark, secret_fragments=tuple(fragments))
 
 
 def _check_aliases(raw_link: dict, at: str, raw_clusters: Any) -> list[str]:
     known = raw_clusters if isinstance(raw_clusters, dict) else {}
-    return [f"{at}.{role}: unknown cluster {show_key(raw_link[role])}; known clusters: {_names(known)}"
-            for role in ("source", "destination")
-            if isinstance(raw_link.get(role), str) and raw_link[role] not in known]
+    return [
+        f"{at}.{role}: unknown cluster {show_key(raw_link[role])}; known clusters: {_names(known)}"
+        for role in ("source", "destination")
+        if isinstance(raw_link.get(role), str) and raw_link[role] not in known
+    ]
 
 
-def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[str],
-                   secrets: ConfigSecrets) -> ClusterConfig | None:
+def _parse_cluster(
+    alias: Any, raw: Any, env: Mapping[str, str], problems: list[str], secrets: ConfigSecrets
+) -> ClusterConfig | None:
     at = f"clusters.{alias}"
     if not isinstance(alias, str) or not _NAME.fullmatch(alias):
         problems.append(f"clusters: alias {show_key(alias)} {_NAME_RULE}")
@@ -289,15 +300,18 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[
     fragments: list[str] = []
     for key, value in raw.items():
         if not isinstance(key, str) or len(key) > _PROPERTY_MAX or not _PROPERTY.fullmatch(key):
-            problems.append(f"{at}: {show_key(key)} is not a client property name "
-                            "(librdkafka names are lowercase and dotted, e.g. bootstrap.servers)")
+            problems.append(
+                f"{at}: {show_key(key)} is not a client property name "
+                "(librdkafka names are lowercase and dotted, e.g. bootstrap.servers)"
+            )
             continue
         text = _scalar_text(value)
         secret = is_secret_key(key)
         if text is None:  # said by its kind only, and a list hint only where a list makes sense
             hint = "; write a list as one comma-separated string" if isinstance(value, list) and not secret else ""
-            problems.append(f"{at}.{key}: expected a single value (string, number or boolean), "
-                            f"got {kind_of(value)}{hint}")
+            problems.append(
+                f"{at}.{key}: expected a single value (string, number or boolean), got {kind_of(value)}{hint}"
+            )
             continue
         parts: list[str] = []
         properties[key] = _expand(text, env, f"{at}.{key}", problems, parts)
@@ -319,8 +333,9 @@ def _parse_cluster(alias: Any, raw: Any, env: Mapping[str, str], problems: list[
     return ClusterConfig(alias, properties, tuple(fragments))
 
 
-def _parse_spark(raw: Any, env: Mapping[str, str], problems: list[str],
-                 fragments: list[str], secrets: ConfigSecrets) -> SparkSettings:
+def _parse_spark(
+    raw: Any, env: Mapping[str, str], problems: list[str], fragments: list[str], secrets: ConfigSecrets
+) -> SparkSettings:
     if raw is None:
         return SparkSettings()
     if not isinstance(raw, dict):
@@ -387,8 +402,10 @@ def _expand(text: str, env: Mapping[str, str], at: str, problems: list[str], sub
 
     expanded = _ENV_TOKEN.sub(substitute, text)
     if malformed:
-        problems.append(f"{at}: has a '${{' that does not start a complete reference; allowed: "
-                        "${NAME} (NAME: a letter or _, then letters, digits or _), or $${ for a literal ${")
+        problems.append(
+            f"{at}: has a '${{' that does not start a complete reference; allowed: "
+            "${NAME} (NAME: a letter or _, then letters, digits or _), or $${ for a literal ${"
+        )
     if missing:
         names = ", ".join(dict.fromkeys(missing))
         verb = "is" if len(set(missing)) == 1 else "are"

@@ -9,7 +9,8 @@ scrub in a parsed configuration, wherever a secret key sits.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 REDACTED = "***"
 
@@ -26,11 +27,7 @@ _ALNUM = r"[^\W_]"
 def is_secret_key(key: str) -> bool:
     """True when the value of client/Spark property `key` must never be shown."""
     k = key.lower()
-    return (
-        k in _SECRET_KEYS
-        or any(word in k for word in _SECRET_WORDS)
-        or k.endswith(_SECRET_SUFFIXES)
-    )
+    return k in _SECRET_KEYS or any(word in k for word in _SECRET_WORDS) or k.endswith(_SECRET_SUFFIXES)
 
 
 def redact(props: Mapping[str, Any]) -> dict:

@@ -54,7 +54,7 @@ _SHOWN_DEFAULT = {
 _ALLOWED = {
     "cluster.link.prefix": "topic-name characters",
     "replication.policy.class": "`DefaultReplicationPolicy`, `IdentityReplicationPolicy` (or their MirrorMaker 2 "
-                                "class names), `module.Class` of a ReplicationPolicy subclass",
+    "class names), `module.Class` of a ReplicationPolicy subclass",
     "replication.policy.separator": "1 to 8 topic-name characters",
     "mirror.link.principal": "a Kafka principal such as `User:mirror` (not a wildcard)",
 }
@@ -66,18 +66,24 @@ def render() -> str:
     unknown = (set(_SHOWN_DEFAULT) | set(_ALLOWED)) - named
     if unknown:
         raise ValueError(f"the reference describes settings that do not exist: {sorted(unknown)}")
-    parts = [_HEADER, "## Link settings\n",
-             "Under `links.<name>` (with `source` and `destination`, the cluster aliases) or `defaults`.\n",
-             _table(LinkSettings.model_fields.values(), with_allowed=True),
-             "\n## `spark`\n", _table(SparkSettings.model_fields.items(), with_allowed=False)]
+    parts = [
+        _HEADER,
+        "## Link settings\n",
+        "Under `links.<name>` (with `source` and `destination`, the cluster aliases) or `defaults`.\n",
+        _table(LinkSettings.model_fields.values(), with_allowed=True),
+        "\n## `spark`\n",
+        _table(SparkSettings.model_fields.items(), with_allowed=False),
+    ]
     return "\n".join(parts)
 
 
 def _table(fields, with_allowed: bool) -> str:
-    rows = ["| setting | default | allowed | what it does |" if with_allowed else "| setting | default | what it does |",
-            "| --- | --- | --- | --- |" if with_allowed else "| --- | --- | --- |"]
+    rows = [
+        "| setting | default | allowed | what it does |" if with_allowed else "| setting | default | what it does |",
+        "| --- | --- | --- | --- |" if with_allowed else "| --- | --- | --- |",
+    ]
     for item in fields:
-        name, field = (item if isinstance(item, tuple) else (item.alias, item))
+        name, field = item if isinstance(item, tuple) else (item.alias, item)
         cells = [f"`{name}`", _SHOWN_DEFAULT.get(name) or _default(field)]
         cells += [_ALLOWED.get(name) or _allowed(field)] if with_allowed else []
         cells.append(_cell(field.description))
@@ -95,8 +101,14 @@ def _default(field: FieldInfo) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):
-        size = next((f" ({value // unit} {name})" for unit, name in _SIZES
-                     if field.alias.endswith("bytes") and value >= unit and value % unit == 0), "")
+        size = next(
+            (
+                f" ({value // unit} {name})"
+                for unit, name in _SIZES
+                if field.alias.endswith("bytes") and value >= unit and value % unit == 0
+            ),
+            "",
+        )
         return f"{value}{size}"
     return f"`{value}`"
 

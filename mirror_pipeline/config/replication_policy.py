@@ -15,7 +15,7 @@ add one by dotted class path:
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mirror_pipeline.config.user_modules import import_user_module
 from mirror_pipeline.model.errors import ConfigError
@@ -77,9 +77,16 @@ class ReplicationPolicy:
     # Whether a hand-picked mirror name may differ from `mirror_topic(source)`.
     allows_renaming = True
 
-    def __init__(self, source_alias: str, destination_alias: str, separator: str = ".",
-                 prefix: str = "", internal_names: dict[str, str] | None = None,
-                 reserved: Iterable[str] = (), link: str = ""):
+    def __init__(
+        self,
+        source_alias: str,
+        destination_alias: str,
+        separator: str = ".",
+        prefix: str = "",
+        internal_names: dict[str, str] | None = None,
+        reserved: Iterable[str] = (),
+        link: str = "",
+    ):
         self.source_alias = source_alias
         self.link = link
         self.destination_alias = destination_alias
@@ -101,9 +108,7 @@ class ReplicationPolicy:
                 f"'{mirror_topic}' cannot be chosen by hand"
             )
         if self.prefix and not mirror_topic.startswith(self.prefix):
-            raise ConfigError(
-                f"mirror topic '{mirror_topic}' must start with the link prefix '{self.prefix}'"
-            )
+            raise ConfigError(f"mirror topic '{mirror_topic}' must start with the link prefix '{self.prefix}'")
 
     def topic_source(self, topic: str) -> str | None:
         """The cluster alias a topic's name says it was mirrored from; None: a local topic."""
@@ -188,8 +193,11 @@ class IdentityReplicationPolicy(ReplicationPolicy):
     allows_renaming = False
 
 
-_BUILT_IN = {LINK_NAMING: LinkNaming, DEFAULT_POLICY: DefaultReplicationPolicy,
-             IDENTITY_POLICY: IdentityReplicationPolicy}
+_BUILT_IN = {
+    LINK_NAMING: LinkNaming,
+    DEFAULT_POLICY: DefaultReplicationPolicy,
+    IDENTITY_POLICY: IdentityReplicationPolicy,
+}
 
 
 def policy_class(spec: str) -> type[ReplicationPolicy]:
@@ -199,8 +207,9 @@ def policy_class(spec: str) -> type[ReplicationPolicy]:
         return _BUILT_IN[_POLICY_ALIASES[spec]]
     module_name, _, class_name = spec.rpartition(".")
     if not module_name:
-        raise ConfigError(f"unknown policy '{spec}': use {DEFAULT_POLICY}, {IDENTITY_POLICY} "
-                          f"or a dotted path module.Class")
+        raise ConfigError(
+            f"unknown policy '{spec}': use {DEFAULT_POLICY}, {IDENTITY_POLICY} or a dotted path module.Class"
+        )
     module = import_user_module(module_name, spec)
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, ReplicationPolicy)):
@@ -221,8 +230,15 @@ def configured_internal_names(link) -> dict[str, str]:
 def policy_for(link, reserved: Iterable[str] = ()) -> ReplicationPolicy:
     """The link's policy object; `reserved` adds internal topic names other links chose."""
     cls = policy_class(link.policy_class)
-    return cls(link.source, link.destination, link.policy_separator, link.prefix or "",
-               configured_internal_names(link), reserved, link=link.name)
+    return cls(
+        link.source,
+        link.destination,
+        link.policy_separator,
+        link.prefix or "",
+        configured_internal_names(link),
+        reserved,
+        link=link.name,
+    )
 
 
 def naming_for(link) -> ReplicationPolicy:
@@ -279,7 +295,8 @@ def heartbeat_collisions(links) -> list[str]:
     return [
         f"links {', '.join(repr(l.name) for l in sharing)} would all mirror their heartbeats to '{mirror}' on "
         f"cluster '{destination}' (emit.heartbeats.enabled): give each but one its own mirror.heartbeats.topic"
-        for (destination, mirror), sharing in sorted(by_mirror.items()) if len(sharing) > 1
+        for (destination, mirror), sharing in sorted(by_mirror.items())
+        if len(sharing) > 1
     ]
 
 

@@ -35,8 +35,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # A number written with more digits than this stays the text it was written as.
 _MAX_NUMBER_CHARS = 100
 
-_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_config_text(path: Path, name: str, not_found_hint: str = "") -> str:
@@ -64,8 +68,10 @@ def read_config_text(path: Path, name: str, not_found_hint: str = "") -> str:
     finally:
         os.close(fd)
     if size > MAX_FILE_BYTES:
-        raise ConfigError(f"{name}: grew past {MAX_FILE_BYTES} bytes while it was being read; "
-                          f"a configuration file may be at most {MAX_FILE_BYTES} bytes (1 MiB)")
+        raise ConfigError(
+            f"{name}: grew past {MAX_FILE_BYTES} bytes while it was being read; "
+            f"a configuration file may be at most {MAX_FILE_BYTES} bytes (1 MiB)"
+        )
     try:
         text = b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError:
@@ -81,8 +87,9 @@ def _check_file(info: os.stat_result, name: str) -> None:
         kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), "not a regular file")
         raise ConfigError(f"{name}: is {kind}, not a configuration file; it must be a regular file")
     if info.st_size > MAX_FILE_BYTES:
-        raise ConfigError(f"{name}: is {info.st_size} bytes; a configuration file may be at most "
-                          f"{MAX_FILE_BYTES} bytes (1 MiB)")
+        raise ConfigError(
+            f"{name}: is {info.st_size} bytes; a configuration file may be at most {MAX_FILE_BYTES} bytes (1 MiB)"
+        )
 
 
 class _Loader(yaml.SafeLoader):
@@ -108,8 +115,12 @@ class _Loader(yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise yaml.composer.ComposerError(
-                    None, None, f"alias '{_short(event.anchor)}' refers to a node that contains it; "
-                    "an alias may only repeat a complete node", event.start_mark)
+                    None,
+                    None,
+                    f"alias '{_short(event.anchor)}' refers to a node that contains it; "
+                    "an alias may only repeat a complete node",
+                    event.start_mark,
+                )
             nodes, height = self._anchored.get(event.anchor, (1, 1))
             self._grow(nodes, self._depth + height, event.start_mark)
             return super().compose_node(parent, index)
@@ -132,12 +143,19 @@ class _Loader(yaml.SafeLoader):
         self._deepest = max(self._deepest, depth)
         if depth > MAX_DEPTH:
             raise yaml.composer.ComposerError(
-                None, None, f"nested more than {MAX_DEPTH} levels deep (aliases included); "
-                "a configuration needs far fewer", mark)
+                None,
+                None,
+                f"nested more than {MAX_DEPTH} levels deep (aliases included); a configuration needs far fewer",
+                mark,
+            )
         if self._nodes > MAX_NODES:
             raise yaml.composer.ComposerError(
-                None, None, f"more than {MAX_NODES} values, counting every alias as the values it "
-                "repeats; a configuration needs far fewer (an alias bomb?)", mark)
+                None,
+                None,
+                f"more than {MAX_NODES} values, counting every alias as the values it "
+                "repeats; a configuration needs far fewer (an alias bomb?)",
+                mark,
+            )
 
     def construct_scalar(self, node):
         value = super().construct_scalar(node)
@@ -156,7 +174,8 @@ class _Loader(yaml.SafeLoader):
                 continue
             if key_node.value in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{_short(key_node.value)}'", key_node.start_mark)
+                    None, None, f"duplicate key '{_short(key_node.value)}'", key_node.start_mark
+                )
             seen.add(key_node.value)
         return super().construct_mapping(node, deep)
 
@@ -179,6 +198,7 @@ def _number_or_text(construct):
         except (ValueError, OverflowError):
             return node.value
         return value if str(value) == node.value else node.value
+
     return build
 
 
@@ -220,15 +240,19 @@ def shape_problem(value: Any) -> str | None:
         if nodes > MAX_NODES:
             return f"more than {MAX_NODES} values; a configuration needs far fewer"
         if isinstance(item, str) and _SURROGATE.search(item):
-            return (f"{where}a string holds an escaped lone surrogate (\\uD800 to \\uDFFF), which is "
-                    "not text; allowed: any Unicode character (beyond U+FFFF as \\U0001F600 or a pair)")
+            return (
+                f"{where}a string holds an escaped lone surrogate (\\uD800 to \\uDFFF), which is "
+                "not text; allowed: any Unicode character (beyond U+FFFF as \\U0001F600 or a pair)"
+            )
         if isinstance(item, dict):
             for key, part in item.items():
                 if isinstance(key, int) and abs(key) >= 10**_MAX_NUMBER_CHARS:
                     return f"{where}a key is a number of more than {_MAX_NUMBER_CHARS} digits; allowed: names"
                 if isinstance(key, str) and _SURROGATE.search(key):
-                    return (f"{where}a key holds an escaped lone surrogate (\\uD800 to \\uDFFF), which "
-                            "is not text; allowed: any Unicode character (beyond U+FFFF as \\U0001F600 or a pair)")
+                    return (
+                        f"{where}a key holds an escaped lone surrogate (\\uD800 to \\uDFFF), which "
+                        "is not text; allowed: any Unicode character (beyond U+FFFF as \\U0001F600 or a pair)"
+                    )
                 stack.append((part, depth + 1, _join(path, key)))
         elif isinstance(item, (list, tuple, set, frozenset)):
             stack.extend((part, depth + 1, f"{path}[{i}]") for i, part in enumerate(item))

@@ -21,8 +21,9 @@ are not secret, then does two things with them:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub, scrub_words
 
@@ -72,8 +73,9 @@ def _walk(data: Any) -> Iterator[tuple[int, str, str, bool]]:
                 child = _SECRET if secret_key else (_INSIDE_SECRET if kind else _SHOWN)
                 stack.append((value, _step(path, key), child, depth + 1))
         elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend((value, f"{path}[{i}]", _INSIDE_SECRET if kind else _SHOWN, depth + 1)
-                         for i, value in enumerate(item))
+            stack.extend(
+                (value, f"{path}[{i}]", _INSIDE_SECRET if kind else _SHOWN, depth + 1) for i, value in enumerate(item)
+            )
         elif (text := leaf_text(item)) is not None:
             yield kind, path, text, False
 
@@ -133,5 +135,6 @@ class ConfigSecrets:
             found[where, is_key] = (
                 f"{what} the same value as the secret {secret_at} (a YAML alias, a copy or the same "
                 "environment variable?); what is not secret is shown (link list and describe, topic and "
-                "client names, logs), so it must not hold a secret: give it a value of its own")
+                "client names, logs), so it must not hold a secret: give it a value of its own"
+            )
         return list(found.values())

@@ -24,8 +24,9 @@ the loader's scrubbing of secrets (a YAML alias can move one here) is complete.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pydantic_core import PydanticCustomError
 
@@ -45,7 +46,11 @@ SYNC_MS = (1, 86_400_000, "one day: the sync runs on a cron schedule, which repe
 RETRY_TIMEOUT_MS = (1, 2**31 - 1, "Kafka's int32 limit for ms settings, about 24.8 days")
 UNIT_MAX_BYTES = (1, 2**40, "1 TiB: one Spark task's share of one cycle")
 CHUNK_MAX_RECORDS = (1, 1_000_000, "a chunk is queued in the writer at once, whose queue holds 1000000 records")
-ALIGNMENT_MAX_RECORDS = (0, 1_000_000, "placeholders are produced in one go: they must fit the writer's queue and land within a minute")
+ALIGNMENT_MAX_RECORDS = (
+    0,
+    1_000_000,
+    "placeholders are produced in one go: they must fit the writer's queue and land within a minute",
+)
 FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is derived from it")
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
 # The Dagster daemon evaluates a sensor at most every 5 s (its sensor loop's floor), so less means nothing.
@@ -58,7 +63,11 @@ HEARTBEAT_INTERVAL_S = (1, 3600, "an hour: a probe rarer than that says little a
 DEFAULT_TASK_MEMORY_BYTES = 256 * 1024**2
 MIN_TASK_MEMORY_BYTES = 16 * 1024**2
 TASK_MEMORY_BYTES = (MIN_TASK_MEMORY_BYTES, 64 * 1024**3, "64 GiB: one Spark task's buffers")
-FRESHNESS_MS = (60_000, 7 * 86_400_000, "a week; the replicate schedule runs every minute, so under a minute is always late")
+FRESHNESS_MS = (
+    60_000,
+    7 * 86_400_000,
+    "a week; the replicate schedule runs every minute, so under a minute is always late",
+)
 
 
 def show(value: Any) -> str:
@@ -69,8 +78,7 @@ def show(value: Any) -> str:
 
 
 def invalid(expected: str, value: Any) -> PydanticCustomError:
-    return PydanticCustomError("setting", "expected {expected}, got {got}",
-                               {"expected": expected, "got": show(value)})
+    return PydanticCustomError("setting", "expected {expected}, got {got}", {"expected": expected, "got": show(value)})
 
 
 def boolean(value: Any) -> bool:
@@ -92,6 +100,7 @@ class Bounds:
 
 def whole_number(low: int, high: int, why: str) -> Callable[[Any], int]:
     """A whole number from `low` to `high` (an int or its decimal digits); `why` explains `high`."""
+
     def check(value: Any) -> int:
         if isinstance(value, str) and value.isascii() and value.isdigit():
             digits = value.lstrip("0") or "0"
@@ -99,16 +108,21 @@ def whole_number(low: int, high: int, why: str) -> Callable[[Any], int]:
         elif isinstance(value, bool) or not isinstance(value, int):
             raise invalid("a whole number", value)
         if value < low:
-            raise PydanticCustomError("setting", "must be greater than 0" if low == 1
-                                      else "must be greater than or equal to {low}", {"low": low})
+            raise PydanticCustomError(
+                "setting",
+                "must be greater than 0" if low == 1 else "must be greater than or equal to {low}",
+                {"low": low},
+            )
         if value > high:
             raise PydanticCustomError("setting", "must be at most {high} ({why})", {"high": high, "why": why})
         return value
+
     return check
 
 
 def topic_part(empty_is_none: bool) -> Callable[[Any], str | None]:
     """A prefix (`empty_is_none`) or a whole topic name; None when not set."""
+
     def check(value: Any) -> str | None:
         if value is None or (empty_is_none and value == ""):
             return None
@@ -117,16 +131,19 @@ def topic_part(empty_is_none: bool) -> Callable[[Any], str | None]:
         if not empty_is_none and value in (".", ".."):
             raise invalid(f"a topic name (up to 249 characters from {TOPIC_CHARS}, not '.' or '..')", value)
         return value
+
     return check
 
 
 def separator(value: Any) -> str:
     if value == "":
-        raise PydanticCustomError("setting", "must have at least 1 character; allowed: 1 to {most} "
-                                  "characters from {chars}", {"most": SEPARATOR_MAX, "chars": TOPIC_CHARS})
+        raise PydanticCustomError(
+            "setting",
+            "must have at least 1 character; allowed: 1 to {most} characters from {chars}",
+            {"most": SEPARATOR_MAX, "chars": TOPIC_CHARS},
+        )
     if not isinstance(value, str) or not _SEPARATOR.fullmatch(value):
-        raise invalid(f"1 to {SEPARATOR_MAX} characters from {TOPIC_CHARS} (it becomes part of topic names)",
-                      value)
+        raise invalid(f"1 to {SEPARATOR_MAX} characters from {TOPIC_CHARS} (it becomes part of topic names)", value)
     return value
 
 
@@ -134,8 +151,9 @@ def policy_class(value: Any) -> str:
     if value is None or value == "":
         return ""
     if not isinstance(value, str) or len(value) > 200 or not _CLASS_PATH.fullmatch(value):
-        raise invalid("DefaultReplicationPolicy, IdentityReplicationPolicy or a dotted "
-                      "path to a replication policy class", value)
+        raise invalid(
+            "DefaultReplicationPolicy, IdentityReplicationPolicy or a dotted path to a replication policy class", value
+        )
     return value
 
 
@@ -161,8 +179,8 @@ def filters(list_key: str) -> Callable[[Any], NameFilters]:
             return NameFilters.parse(value, list_key=list_key, where="@")
         except ConfigError as exc:
             # The location is rebuilt from pydantic's error path; keep only the reason.
-            raise PydanticCustomError("filters", "{reason}",
-                                      {"reason": str(exc).removeprefix("@: ")}) from None
+            raise PydanticCustomError("filters", "{reason}", {"reason": str(exc).removeprefix("@: ")}) from None
+
     return parse
 
 
@@ -186,11 +204,14 @@ def internal_name_clash(names: Mapping[str, tuple[str | None, str]]) -> tuple[st
         if key in seen:
             other, other_name, other_configured = seen[key]
             # Blame a configured name: two defaults never collide.
-            blamed, against, shown = (setting, other, other_name) if configured or not other_configured \
-                else (other, setting, name)
-            what = "is the same name as" if other_name == name else \
-                "collides (Kafka treats '.' and '_' alike in topic names) with"
-            return blamed, (f"{what} {against} ('{shown}'); every internal topic of a link needs "
-                            f"a name of its own")
+            blamed, against, shown = (
+                (setting, other, other_name) if configured or not other_configured else (other, setting, name)
+            )
+            what = (
+                "is the same name as"
+                if other_name == name
+                else "collides (Kafka treats '.' and '_' alike in topic names) with"
+            )
+            return blamed, (f"{what} {against} ('{shown}'); every internal topic of a link needs a name of its own")
         seen[key] = (setting, name, configured is not None)
     return None

@@ -37,32 +37,38 @@ def import_user_module(module_name: str, spec: str) -> ModuleType:
     """The module `module_name` of policy `spec`, if the rule above lets it be imported."""
     top = module_name.partition(".")[0]
     if top in sys.stdlib_module_names or top == "__main__":
-        raise ConfigError(f"'{spec}' names a module of Python's standard library, which holds no "
-                          "replication policy; use DefaultReplicationPolicy, IdentityReplicationPolicy "
-                          "or a dotted path to your own module.Class")
+        raise ConfigError(
+            f"'{spec}' names a module of Python's standard library, which holds no "
+            "replication policy; use DefaultReplicationPolicy, IdentityReplicationPolicy "
+            "or a dotted path to your own module.Class"
+        )
     try:
         found = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         found = None
     if found is None:
-        raise ConfigError(f"cannot import module '{module_name}' for policy '{spec}': "
-                          f"No module named '{top}'")
+        raise ConfigError(f"cannot import module '{module_name}' for policy '{spec}': No module named '{top}'")
     location = _location(found)
     if location is not None and _is_under(location, _stdlib_dirs()) and not _is_under(location, _site_dirs()):
-        raise ConfigError(f"'{spec}' names a module of Python's standard library, which holds no "
-                          "replication policy; use a dotted path to your own module.Class")
+        raise ConfigError(
+            f"'{spec}' names a module of Python's standard library, which holds no "
+            "replication policy; use a dotted path to your own module.Class"
+        )
     if location is not None and _is_under(location, _site_dirs()) and not _is_plugin(top):
-        raise ConfigError(f"'{spec}' names a module of an installed package that is not a "
-                          f"mirror-pipeline plugin; allowed: your own module (on the path or in a "
-                          f"package that requires {_DISTRIBUTION})")
+        raise ConfigError(
+            f"'{spec}' names a module of an installed package that is not a "
+            f"mirror-pipeline plugin; allowed: your own module (on the path or in a "
+            f"package that requires {_DISTRIBUTION})"
+        )
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import module '{module_name}' for policy '{spec}': {exc}") from None
     except (Exception, SystemExit) as exc:
         # The module's own failure: its type only, the text may quote anything.
-        raise ConfigError(f"cannot import module '{module_name}' for policy '{spec}': "
-                          f"importing it raised {type(exc).__name__}") from None
+        raise ConfigError(
+            f"cannot import module '{module_name}' for policy '{spec}': importing it raised {type(exc).__name__}"
+        ) from None
 
 
 def _location(found) -> Path | None:

@@ -18,8 +18,8 @@ rather than DescribeAcls.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Iterable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -41,16 +41,23 @@ from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, Mirror
 CLUSTER_RESOURCE_NAME = "kafka-cluster"
 
 # Every binding of the cluster (DescribeAcls' "all").
-ANY_BINDING = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                               AclOperation.ANY, AclPermissionType.ANY)
+ANY_BINDING = AclBindingFilter(
+    ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+)
 
 # The JSON form's keys, in the order of `binding_key`.
 FIELDS = ("resourceType", "name", "patternType", "principal", "host", "operation", "permissionType")
 
-_AUTHORIZATION = frozenset({KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                            KafkaError.GROUP_AUTHORIZATION_FAILED})
-_UNREACHABLE = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
-                          KafkaError.REQUEST_TIMED_OUT})
+_AUTHORIZATION = frozenset(
+    {
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+    }
+)
+_UNREACHABLE = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT}
+)
 
 
 # --- the JSON form ----------------------------------------------------------------------
@@ -125,16 +132,30 @@ def binding_from_dict(data: dict) -> AclBinding:
 def binding_from_key(key: BindingKey) -> AclBinding:
     """The binding a key stands for; raises MirrorError when it is not one (an `any` in it, say)."""
     try:
-        return AclBinding(resource_type_of(key.resource_type), key.name, pattern_type_of(key.pattern_type),
-                          key.principal, key.host, operation_of(key.operation), permission_of(key.permission_type))
+        return AclBinding(
+            resource_type_of(key.resource_type),
+            key.name,
+            pattern_type_of(key.pattern_type),
+            key.principal,
+            key.host,
+            operation_of(key.operation),
+            permission_of(key.permission_type),
+        )
     except (ValueError, TypeError) as exc:
         raise MirrorError(f"not an ACL binding: {exc}") from None
 
 
 def exact_filter(binding: AclBinding) -> AclBindingFilter:
     """A filter that matches `binding` and nothing else (LITERAL/PREFIXED names match as written)."""
-    return AclBindingFilter(binding.restype, binding.name, binding.resource_pattern_type, binding.principal,
-                            binding.host, binding.operation, binding.permission_type)
+    return AclBindingFilter(
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission_type,
+    )
 
 
 # --- admin calls ------------------------------------------------------------------------
@@ -161,8 +182,12 @@ def _acl_errors(alias: str, doing: str, right: str) -> Iterator[None]:
             raise
 
 
-def describe_bindings(admin: AdminClient, alias: str, binding_filter: AclBindingFilter = ANY_BINDING,
-                      timeout: float = kc.REQUEST_TIMEOUT_S) -> list[AclBinding]:
+def describe_bindings(
+    admin: AdminClient,
+    alias: str,
+    binding_filter: AclBindingFilter = ANY_BINDING,
+    timeout: float = kc.REQUEST_TIMEOUT_S,
+) -> list[AclBinding]:
     """The cluster's bindings that `binding_filter` matches, sorted by `binding_key`.
 
     librdkafka drops DescribeAcls' error code: a principal that may not
@@ -175,8 +200,9 @@ def describe_bindings(admin: AdminClient, alias: str, binding_filter: AclBinding
     created faithfully.
     """
     if not may_on_cluster(admin, alias, AclOperation.DESCRIBE, timeout):
-        raise MirrorRefused(f"cluster '{alias}': the link's principal may not describe ACLs "
-                            f"(needs DESCRIBE on the cluster)")
+        raise MirrorRefused(
+            f"cluster '{alias}': the link's principal may not describe ACLs (needs DESCRIBE on the cluster)"
+        )
     with _acl_errors(alias, "describe ACLs", "DESCRIBE"):
         found = admin.describe_acls(binding_filter, request_timeout=timeout).result()
     return sorted((b for b in found if _nameable(b)), key=binding_key)
@@ -187,8 +213,9 @@ def _nameable(binding: AclBinding) -> bool:
     return all(e.name != "UNKNOWN" for e in enums)
 
 
-def may_on_cluster(admin: AdminClient, alias: str, operation: AclOperation,
-                   timeout: float = kc.REQUEST_TIMEOUT_S) -> bool:
+def may_on_cluster(
+    admin: AdminClient, alias: str, operation: AclOperation, timeout: float = kc.REQUEST_TIMEOUT_S
+) -> bool:
     """Whether the link's principal may do `operation` on the CLUSTER resource (the broker says,
     implied rights included: ALTER implies DESCRIBE)."""
     with _acl_errors(alias, "describe the cluster", "DESCRIBE"):
@@ -197,8 +224,9 @@ def may_on_cluster(admin: AdminClient, alias: str, operation: AclOperation,
     return operation in granted or AclOperation.ALL in granted
 
 
-def create_bindings(admin: AdminClient, alias: str, bindings: Iterable[AclBinding],
-                    timeout: float = kc.REQUEST_TIMEOUT_S) -> None:
+def create_bindings(
+    admin: AdminClient, alias: str, bindings: Iterable[AclBinding], timeout: float = kc.REQUEST_TIMEOUT_S
+) -> None:
     """Create every binding (creating one that exists is a no-op for Kafka).
 
     All are tried; the first failure is raised afterwards, so one refused
@@ -212,8 +240,9 @@ def create_bindings(admin: AdminClient, alias: str, bindings: Iterable[AclBindin
     _results(alias, "create ACLs", [futures[b] for b in wanted])
 
 
-def delete_bindings(admin: AdminClient, alias: str, bindings: Iterable[AclBinding],
-                    timeout: float = kc.REQUEST_TIMEOUT_S) -> list[AclBinding]:
+def delete_bindings(
+    admin: AdminClient, alias: str, bindings: Iterable[AclBinding], timeout: float = kc.REQUEST_TIMEOUT_S
+) -> list[AclBinding]:
     """Delete each binding by an exact-match filter; returns the bindings the cluster deleted."""
     filters = [exact_filter(b) for b in sorted(set(bindings), key=binding_key)]
     if not filters:
@@ -255,7 +284,8 @@ def authorizer_enabled(admin: AdminClient, alias: str, timeout: float = kc.REQUE
                 raise
     try:
         admin.delete_acls([exact_filter(_NEVER_A_BINDING)], request_timeout=timeout)[
-            exact_filter(_NEVER_A_BINDING)].result()
+            exact_filter(_NEVER_A_BINDING)
+        ].result()
     except KafkaException as exc:
         code = kc.error_code(exc)
         if code == KafkaError.SECURITY_DISABLED:
@@ -267,8 +297,15 @@ def authorizer_enabled(admin: AdminClient, alias: str, timeout: float = kc.REQUE
 
 
 # `/` is in no topic name: no one grants this.
-_NEVER_A_BINDING = AclBinding(ResourceType.TOPIC, "mirror-pipeline/authorizer-probe", ResourcePatternType.LITERAL,
-                              "User:mirror-pipeline/authorizer-probe", "*", AclOperation.READ, AclPermissionType.DENY)
+_NEVER_A_BINDING = AclBinding(
+    ResourceType.TOPIC,
+    "mirror-pipeline/authorizer-probe",
+    ResourcePatternType.LITERAL,
+    "User:mirror-pipeline/authorizer-probe",
+    "*",
+    AclOperation.READ,
+    AclPermissionType.DENY,
+)
 
 
 def _broker_config(admin: AdminClient, name: str, timeout: float) -> str:

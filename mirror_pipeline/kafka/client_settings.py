@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # Speed settings for every client, which the cluster's own properties may change.
 # - `reconnect.backoff.ms`: a new client's first request to a broker it learned

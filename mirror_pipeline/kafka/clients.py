@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Container, Iterable, Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -49,7 +49,9 @@ def admin_client(conf: dict) -> AdminClient:
     failures = HandshakeFailures()
     admin = AdminClient({**conf, "logger": quiet_logger(), "error_cb": failures})
     admin.handshake_failures = failures
-    admin.handshake_conf = {k: v for k, v in conf.items() if k in ("sasl.mechanism", "sasl.mechanisms", "sasl.username")}
+    admin.handshake_conf = {
+        k: v for k, v in conf.items() if k in ("sasl.mechanism", "sasl.mechanisms", "sasl.username")
+    }
     return admin
 
 
@@ -178,7 +180,9 @@ def produce_all(
     with kafka_errors(what):
         prod = producer(conf)
         for key, value in records:
-            prod.produce(topic, key=key, value=value, on_delivery=lambda err, _msg: err and failures.append(err), **target)
+            prod.produce(
+                topic, key=key, value=value, on_delivery=lambda err, _msg: err and failures.append(err), **target
+            )
             prod.poll(0)
         remaining = prod.flush(timeout)
     if failures:
@@ -208,10 +212,12 @@ def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: flo
             admin.poll(0)  # serves the error callback, which hears of handshake failures
             if failures is not None and failures.last is not None:
                 raise ClusterUnreachable(
-                    f"cluster '{alias}' ({bootstrap}): {explain(failures.last, admin.handshake_conf)}") from None
+                    f"cluster '{alias}' ({bootstrap}): {explain(failures.last, admin.handshake_conf)}"
+                ) from None
             if time.monotonic() >= deadline:
                 raise ClusterUnreachable(
-                    f"cluster '{alias}' ({bootstrap}) did not answer within {timeout:.0f}s: {error_reason(exc)}") from None
+                    f"cluster '{alias}' ({bootstrap}) did not answer within {timeout:.0f}s: {error_reason(exc)}"
+                ) from None
 
 
 # A metadata request is retried this often while a cluster is probed.
@@ -232,9 +238,11 @@ def topic_partitions(admin: AdminClient, topic: str, alias: str, timeout: float 
     if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return None
     if meta.error is not None and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-        raise MirrorError(f"cluster '{alias}': the link's principal may not see topic '{topic}' "
-                          f"(TOPIC_AUTHORIZATION_FAILED: it needs DESCRIBE on it; `mirror-pipeline link acls` "
-                          f"lists every right the link needs)")
+        raise MirrorError(
+            f"cluster '{alias}': the link's principal may not see topic '{topic}' "
+            f"(TOPIC_AUTHORIZATION_FAILED: it needs DESCRIBE on it; `mirror-pipeline link acls` "
+            f"lists every right the link needs)"
+        )
     if meta.error is not None:
         raise MirrorError(f"cluster '{alias}': topic '{topic}': {meta.error.str()}")
     return len(meta.partitions)
@@ -284,9 +292,13 @@ def list_offsets(
                 err = exc.args[0]
                 unknown = err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
                 if unknown and time.monotonic() - started > UNKNOWN_GRACE_S:
-                    raise TopicNotFound(f"cluster '{alias}': topic '{tp.topic}' partition {tp.partition} does not exist") from None
+                    raise TopicNotFound(
+                        f"cluster '{alias}': topic '{tp.topic}' partition {tp.partition} does not exist"
+                    ) from None
                 if not unknown and (err.fatal() or err.code() in _FINAL):
-                    raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}") from None
+                    raise ClusterUnreachable(
+                        f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}"
+                    ) from None
                 if err.code() == KafkaError._NOENT:
                     leaderless.add(tp.topic)
                 retry = (tp, err)
@@ -339,5 +351,7 @@ def watermark(cons: Consumer, topic: str, partition: int, timeout: float = REQUE
         except KafkaException as exc:
             err = exc.args[0]
             if err.fatal() or err.code() in _FINAL or time.monotonic() > deadline:
-                raise MirrorError(f"'{topic}' partition {partition}: reading its offsets failed: {err.name()}") from None
+                raise MirrorError(
+                    f"'{topic}' partition {partition}: reading its offsets failed: {err.name()}"
+                ) from None
             time.sleep(0.2)

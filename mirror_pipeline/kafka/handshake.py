@@ -13,7 +13,7 @@ password; librdkafka's own text is not quoted beyond the TLS reason it gives.
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaError
 
@@ -52,17 +52,23 @@ def explain(error: KafkaError, conf: Mapping[str, object]) -> str:
     text = error.str()
     if error.code() == KafkaError._SSL:
         if "certificate verify failed" in text:
-            return ("TLS handshake failed: the broker's certificate is not signed by a CA the client trusts "
-                    "(check ssl.ca.location)")
+            return (
+                "TLS handshake failed: the broker's certificate is not signed by a CA the client trusts "
+                "(check ssl.ca.location)"
+            )
         if "alert" in text or "certificate required" in text:
-            return ("TLS handshake failed: the broker refused the client's certificate "
-                    "(check ssl.certificate.location and ssl.key.location)")
+            return (
+                "TLS handshake failed: the broker refused the client's certificate "
+                "(check ssl.certificate.location and ssl.key.location)"
+            )
         return "TLS handshake failed (check security.protocol and the ssl.* settings)"
     mechanism = str(conf.get("sasl.mechanism") or conf.get("sasl.mechanisms") or "GSSAPI")
     user = conf.get("sasl.username")
     who = f" of user '{user}'" if user else ""
-    return (f"authentication failed: the broker refused the SASL {mechanism} login{who} "
-            f"(check sasl.username and sasl.password)")
+    return (
+        f"authentication failed: the broker refused the SASL {mechanism} login{who} "
+        f"(check sasl.username and sasl.password)"
+    )
 
 
 class DropConnectionFailureLogs(logging.Filter):

@@ -9,7 +9,7 @@ reader of their own (`link.topic_reading`), which first settles their end.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from confluent_kafka import Message, TopicPartition
 
@@ -21,8 +21,9 @@ from mirror_pipeline.model.errors import MirrorError
 READ_IDLE_S = 30.0
 
 
-def committed_records(conf: dict, topic: str, partition: int, start: int, end: int,
-                      idle_timeout: float = READ_IDLE_S) -> Iterator[Message]:
+def committed_records(
+    conf: dict, topic: str, partition: int, start: int, end: int, idle_timeout: float = READ_IDLE_S
+) -> Iterator[Message]:
     """The committed records of `topic[partition]` with offsets in [start, end), in order.
 
     Aborted records and transaction markers are not records: the consumer's
@@ -41,8 +42,9 @@ def committed_records(conf: dict, topic: str, partition: int, start: int, end: i
                 msgs = cons.consume(10000, 0.2)
                 for msg in msgs:
                     if msg.error() is not None:
-                        raise MirrorError(f"'{topic}' partition {partition}: reading from offset {start} failed: "
-                                          f"{msg.error().str()}")
+                        raise MirrorError(
+                            f"'{topic}' partition {partition}: reading from offset {start} failed: {msg.error().str()}"
+                        )
                     if msg.offset() >= end:
                         return
                     yield msg
@@ -51,7 +53,9 @@ def committed_records(conf: dict, topic: str, partition: int, start: int, end: i
                 if cons.position([TopicPartition(topic, partition)])[0].offset >= end:
                     return
                 if time.monotonic() - idle_since > idle_timeout:
-                    raise MirrorError(f"'{topic}' partition {partition}: no progress reading towards offset {end} "
-                                      f"for {idle_timeout:.0f}s (a transaction still open?)")
+                    raise MirrorError(
+                        f"'{topic}' partition {partition}: no progress reading towards offset {end} "
+                        f"for {idle_timeout:.0f}s (a transaction still open?)"
+                    )
     finally:
         cons.close()

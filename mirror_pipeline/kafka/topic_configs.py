@@ -77,8 +77,9 @@ def describe_topic_configs(admin: AdminClient, topic: str, alias: str, timeout: 
     return describe_topics_configs(admin, [topic], alias, timeout)[topic]
 
 
-def describe_topics_configs(admin: AdminClient, topics: list[str], alias: str,
-                            timeout: float = 15.0) -> dict[str, dict[str, str]]:
+def describe_topics_configs(
+    admin: AdminClient, topics: list[str], alias: str, timeout: float = 15.0
+) -> dict[str, dict[str, str]]:
     """Effective configs of several topics, asked in one request: topic -> configs."""
     resources = {topic: ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)}
     if not resources:
@@ -91,7 +92,8 @@ def describe_topics_configs(admin: AdminClient, topics: list[str], alias: str,
         except KafkaException as exc:
             if kc.error_code(exc) in kc.UNKNOWN_TOPIC:
                 raise TopicNotFound(f"cluster '{alias}': topic '{topic}' does not exist") from None
-            raise ClusterUnreachable(f"cluster '{alias}': describing configs of '{topic}' failed: "
-                                     f"{kc.error_name(exc)}") from None
+            raise ClusterUnreachable(
+                f"cluster '{alias}': describing configs of '{topic}' failed: {kc.error_name(exc)}"
+            ) from None
         out[topic] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
     return out

@@ -28,8 +28,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from confluent_kafka.admin import AdminClient
 
@@ -62,8 +62,12 @@ class CompactedView:
     def continues(self, topic_id: str, end: int, now: float) -> bool:
         """Whether reading on from `self.end` gives the topic's view: the same
         topic, not gone back, and no tombstone past `self.end` cleaned away yet."""
-        return (self.topic_id is not None and topic_id == self.topic_id and end >= self.end
-                and now - self.read_started <= self.max_age_s)
+        return (
+            self.topic_id is not None
+            and topic_id == self.topic_id
+            and end >= self.end
+            and now - self.read_started <= self.max_age_s
+        )
 
     def reset(self, topic_id: str | None, max_age_s: float) -> None:
         self.topic_id, self.end, self.latest, self.max_age_s = topic_id, 0, {}, max_age_s
@@ -156,8 +160,10 @@ def read_compacted(conf: dict, admin: AdminClient, topic: str, alias: str, clust
             if topic_identity(admin, topic, alias) == identity:
                 return ViewSnapshot(dict(view.latest), view.end)
             view.reset(None, 0.0)  # recreated while read: the records may come from both topics
-        raise MirrorError(f"cluster '{alias}': internal topic '{topic}' was recreated while it was being read, "
-                          f"{READ_ATTEMPTS} times in a row; nothing was decided from it. Retry")
+        raise MirrorError(
+            f"cluster '{alias}': internal topic '{topic}' was recreated while it was being read, "
+            f"{READ_ATTEMPTS} times in a row; nothing was decided from it. Retry"
+        )
 
 
 def _max_age_s(admin: AdminClient, topic: str, alias: str) -> float:

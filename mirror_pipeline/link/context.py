@@ -41,15 +41,23 @@ class LinkContext:
     _internal: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, config: PipelineConfig, link_name: str) -> "LinkContext":
+    def open(cls, config: PipelineConfig, link_name: str) -> LinkContext:
         link = config.link(link_name)
         source, dest = config.cluster(link.source), config.cluster(link.destination)
         naming = policy_for(link, reserved=reserved_names(config))
         configured = configured_internal_names(link)
-        store = StateStore(link.name, dest.alias, dict(dest.properties),
-                           naming.internal_topic("state"), configured.get("offset-map"))
-        ctx = cls(config, link, source, dest, naming, store,
-                  {kind: name for kind, name in configured.items() if kind in PER_LINK_KINDS})
+        store = StateStore(
+            link.name, dest.alias, dict(dest.properties), naming.internal_topic("state"), configured.get("offset-map")
+        )
+        ctx = cls(
+            config,
+            link,
+            source,
+            dest,
+            naming,
+            store,
+            {kind: name for kind, name in configured.items() if kind in PER_LINK_KINDS},
+        )
         store.find_offset_map = lambda: ctx._settle("offset-map")
         return ctx
 
@@ -94,7 +102,8 @@ class LinkContext:
         everything = state.mirrors
         orphaned = {
             link: sorted(
-                m for m, info in mirrors.items()
+                m
+                for m, info in mirrors.items()
                 if info.state != "STOPPED" and info.source_cluster in self.config.clusters
             )
             for link, mirrors in everything.items()
@@ -122,7 +131,9 @@ class LinkContext:
         unknown = [t for t in topics if t not in registry]
         if unknown:
             known = ", ".join(sorted(registry)) or "none"
-            raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' (mirrors: {known})")
+            raise MirrorRefused(
+                f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' (mirrors: {known})"
+            )
         return [registry[t] for t in topics]
 
     def record_naming(self) -> None:
@@ -130,8 +141,11 @@ class LinkContext:
         it (its file and its links) and the internal topics its state is in."""
         for kind in PER_LINK_KINDS:
             self._settle(kind)
-        record = {**naming_record(self.link), **self._declared_by(),
-                  **{_setting(self.link, kind): name for kind, name in self._internal.items()}}
+        record = {
+            **naming_record(self.link),
+            **self._declared_by(),
+            **{_setting(self.link, kind): name for kind, name in self._internal.items()},
+        }
         if getattr(self, "_recorded_naming", None) != record:
             self.store.put_link_record(record)
             self._recorded_naming = record
@@ -148,7 +162,8 @@ class LinkContext:
             return True
         here = self._declared_by()
         return record.get("declared.in") == here["declared.in"] or bool(
-            set(record["declared.with"]) & set(here["declared.with"]))
+            set(record["declared.with"]) & set(here["declared.with"])
+        )
 
     def _check_naming(self, recorded: dict | None, mirrors: dict[str, MirrorInfo]) -> None:
         """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""

@@ -11,8 +11,8 @@ decides: the health sensor calls it and writes nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link import read_probe
@@ -57,19 +57,29 @@ def reachability_changes(
                 changes.append((n, transition(m, SOURCE_UNAVAILABLE, why)))
         elif other_cluster(m, source_id):
             if m.state in (ACTIVE, SOURCE_UNAVAILABLE):
-                changes.append((n, transition(
-                    m, LINK_FAILED,
-                    f"cluster '{source_alias}' answers with cluster id {source_id}, not {m.source_cluster_id} "
-                    f"that the mirror was created from",
-                )))
+                changes.append(
+                    (
+                        n,
+                        transition(
+                            m,
+                            LINK_FAILED,
+                            f"cluster '{source_alias}' answers with cluster id {source_id}, not {m.source_cluster_id} "
+                            f"that the mirror was created from",
+                        ),
+                    )
+                )
         elif m.state in (SOURCE_UNAVAILABLE, LINK_FAILED):
             changes.append((n, transition(m, ACTIVE, f"source cluster '{source_alias}' answers again")))
     return changes
 
 
 def source_failure_changes(
-    current: Mapping[str, MirrorInfo], names: Iterable[str], failures: Mapping[str, str],
-    diverged: Mapping[str, str], now: float, timeout_s: float,
+    current: Mapping[str, MirrorInfo],
+    names: Iterable[str],
+    failures: Mapping[str, str],
+    diverged: Mapping[str, str],
+    now: float,
+    timeout_s: float,
 ) -> Changes:
     """A source topic gone or unreadable for longer than the retry timeout fails its mirror (R-LC-5).
 
@@ -154,12 +164,12 @@ def health_changes(ctx: LinkContext) -> dict[str, dict]:
         after = {**registry, **planned}
         copyable = [after[n] for n in sorted(watched) if not other_cluster(after[n], source_id) and may_copy(after[n])]
         failures = _topic_failures(ctx, copyable)
-        planned.update(source_failure_changes(
-            after, {m.mirror_topic for m in copyable}, failures, {}, time.time(), ctx.link.retry_timeout_ms / 1000))
-    return {
-        n: {"before": registry[n].state, "after": m.state, "reason": m.reason}
-        for n, m in sorted(planned.items())
-    }
+        planned.update(
+            source_failure_changes(
+                after, {m.mirror_topic for m in copyable}, failures, {}, time.time(), ctx.link.retry_timeout_ms / 1000
+            )
+        )
+    return {n: {"before": registry[n].state, "after": m.state, "reason": m.reason} for n, m in sorted(planned.items())}
 
 
 def _source_id(ctx: LinkContext) -> tuple[str | None, str]:
@@ -178,7 +188,9 @@ def _topic_failures(ctx: LinkContext, mirrors: list[MirrorInfo]) -> dict[str, st
     for m in mirrors:
         try:
             if kc.topic_partitions(ctx.source_admin, m.source_topic, ctx.source.alias) is None:
-                failures[m.mirror_topic] = f"source topic '{m.source_topic}' no longer exists on cluster '{ctx.source.alias}'"
+                failures[m.mirror_topic] = (
+                    f"source topic '{m.source_topic}' no longer exists on cluster '{ctx.source.alias}'"
+                )
         except ClusterUnreachable:
             raise
         except MirrorError as exc:

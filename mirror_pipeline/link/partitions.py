@@ -41,7 +41,9 @@ def source_partitions(ctx: LinkContext, info: MirrorInfo) -> int:
     except MirrorError as exc:  # e.g. the link's principal lost read permission
         raise SourceTopicUnusable(str(exc)) from None
     if src is None:
-        raise SourceTopicUnusable(f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'")
+        raise SourceTopicUnusable(
+            f"source topic '{info.source_topic}' no longer exists on cluster '{ctx.source.alias}'"
+        )
     return src
 
 
@@ -51,11 +53,14 @@ def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
     dst = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     if dst is None:
         if time.time() - info.created_at < NEW_TOPIC_GRACE_S:
-            raise MirrorTopicNotListedYet(f"mirror topic '{info.mirror_topic}' is not listed by cluster "
-                                          f"'{ctx.dest.alias}' yet")
+            raise MirrorTopicNotListedYet(
+                f"mirror topic '{info.mirror_topic}' is not listed by cluster '{ctx.dest.alias}' yet"
+            )
         raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
     if src > dst:
-        fut = ctx.dest_admin.create_partitions([NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S)
+        fut = ctx.dest_admin.create_partitions(
+            [NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S
+        )
         with kc.kafka_errors(f"mirror '{info.mirror_topic}': adding partitions failed"):
             fut[info.mirror_topic].result()
         # Asking for the topic's metadata also refreshes the client's cache,
@@ -63,7 +68,9 @@ def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
         deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
         while kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) != src:
             if time.monotonic() > deadline:
-                raise MirrorError(f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s")
+                raise MirrorError(
+                    f"mirror '{info.mirror_topic}': new partitions did not appear within {kc.REQUEST_TIMEOUT_S:.0f}s"
+                )
             time.sleep(0.2)
         log.info("%s: grew from %d to %d partitions", info.mirror_topic, dst, src)
         return src, src - dst
@@ -79,5 +86,8 @@ def settled_partitions(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[str, i
         return {}
     source = kc.partition_counts(ctx.source_admin, ctx.source.alias)
     dest = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
-    return {m.mirror_topic: dest[m.mirror_topic] for m in infos
-            if m.source_topic in source and m.mirror_topic in dest and source[m.source_topic] == dest[m.mirror_topic]}
+    return {
+        m.mirror_topic: dest[m.mirror_topic]
+        for m in infos
+        if m.source_topic in source and m.mirror_topic in dest and source[m.source_topic] == dest[m.mirror_topic]
+    }

@@ -18,8 +18,8 @@ refuses it rather than create a mirror it could not show to be readable.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 
@@ -78,9 +78,11 @@ def refusals(ctx: LinkContext, topics: Iterable[str]) -> dict[str, MirrorRefused
     alias = ctx.source.alias
     out = {t: MirrorRefused(cannot_read(ctx, t, why)) for t, why in found.denied.items()}
     for t in found.unanswered:
-        out[t] = MirrorRefused(f"source topic '{t}' on cluster '{alias}': no Fetch answer within "
-                               f"{READ_PROBE_S:.0f}s, so the link's credentials could not be shown to read it; "
-                               f"nothing was created, try again")
+        out[t] = MirrorRefused(
+            f"source topic '{t}' on cluster '{alias}': no Fetch answer within "
+            f"{READ_PROBE_S:.0f}s, so the link's credentials could not be shown to read it; "
+            f"nothing was created, try again"
+        )
     return out
 
 
@@ -93,9 +95,11 @@ def _denied(ctx: LinkContext, topic: str) -> str:
     """Why a Fetch was refused, for an operator: who is refused, and the right to grant."""
     principal = source_principal(ctx)
     who = f"the link's source principal {principal}" if principal else "the link's source principal"
-    return (f"{who} may see topic '{topic}' but not read it (TOPIC_AUTHORIZATION_FAILED on a Fetch: "
-            f"it needs READ on the topic, not only DESCRIBE; `mirror-pipeline link acls {ctx.link.name} "
-            f"--topic {topic}` lists every right the link needs)")
+    return (
+        f"{who} may see topic '{topic}' but not read it (TOPIC_AUTHORIZATION_FAILED on a Fetch: "
+        f"it needs READ on the topic, not only DESCRIBE; `mirror-pipeline link acls {ctx.link.name} "
+        f"--topic {topic}` lists every right the link needs)"
+    )
 
 
 def source_principal(ctx: LinkContext) -> str | None:
@@ -103,7 +107,10 @@ def source_principal(ctx: LinkContext) -> str | None:
     props = ctx.source.properties
     mechanism = str(props.get("sasl.mechanism", props.get("sasl.mechanisms", ""))).upper()
     username = props.get("sasl.username")
-    if str(props.get("security.protocol", "")).upper().startswith("SASL") and mechanism in _USERNAME_MECHANISMS \
-            and username:
+    if (
+        str(props.get("security.protocol", "")).upper().startswith("SASL")
+        and mechanism in _USERNAME_MECHANISMS
+        and username
+    ):
         return f"User:{username}"
     return None

@@ -43,8 +43,13 @@ class Grant:
     why: str
 
     def to_dict(self) -> dict:
-        return {"resource": self.resource, "name": self.name, "pattern": self.pattern,
-                "operations": list(self.operations), "why": self.why}
+        return {
+            "resource": self.resource,
+            "name": self.name,
+            "pattern": self.pattern,
+            "operations": list(self.operations),
+            "why": self.why,
+        }
 
 
 def pattern_of(text: str) -> tuple[str, str]:
@@ -54,58 +59,138 @@ def pattern_of(text: str) -> tuple[str, str]:
     return text, "literal"
 
 
-def source_grants(link: str, topics: list[str], groups: list[str], acl_sync: bool = False,
-                  heartbeats_topic: str | None = None) -> list[Grant]:
+def source_grants(
+    link: str, topics: list[str], groups: list[str], acl_sync: bool = False, heartbeats_topic: str | None = None
+) -> list[Grant]:
     """What the source principal needs: reads only, unless the link writes heartbeats there."""
-    grants = [Grant("topic", name, pattern, ("DESCRIBE", "READ", "DESCRIBE_CONFIGS"),
-                    "list offsets, read records read_committed, copy configs")
-              for name, pattern in map(pattern_of, topics)]
+    grants = [
+        Grant(
+            "topic",
+            name,
+            pattern,
+            ("DESCRIBE", "READ", "DESCRIBE_CONFIGS"),
+            "list offsets, read records read_committed, copy configs",
+        )
+        for name, pattern in map(pattern_of, topics)
+    ]
     if heartbeats_topic:
-        grants.append(Grant("topic", heartbeats_topic, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
-                            "write the link's heartbeats and mirror them (emit.heartbeats.enabled)"))
-    grants += [Grant("group", name, pattern, ("DESCRIBE",), "read the group's committed offsets (offset sync)")
-               for name, pattern in map(pattern_of, groups)]
+        grants.append(
+            Grant(
+                "topic",
+                heartbeats_topic,
+                "literal",
+                ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
+                "write the link's heartbeats and mirror them (emit.heartbeats.enabled)",
+            )
+        )
+    grants += [
+        Grant("group", name, pattern, ("DESCRIBE",), "read the group's committed offsets (offset sync)")
+        for name, pattern in map(pattern_of, groups)
+    ]
     grants.append(_own_group_ids(link))
     if acl_sync:
-        grants.append(Grant("cluster", CLUSTER_RESOURCE_NAME, "literal", ("DESCRIBE",),
-                            "read the ACL bindings that ACL sync copies (acl.sync.enable)"))
+        grants.append(
+            Grant(
+                "cluster",
+                CLUSTER_RESOURCE_NAME,
+                "literal",
+                ("DESCRIBE",),
+                "read the ACL bindings that ACL sync copies (acl.sync.enable)",
+            )
+        )
     return grants
 
 
 def _own_group_ids(link: str) -> Grant:
     # librdkafka needs a group id even for a consumer that only assigns partitions and never
     # commits, and looks its coordinator up (FindCoordinator needs DESCRIBE on the group).
-    return Grant("group", f"mirror-pipeline.{link}.", "prefixed", ("DESCRIBE",),
-                 "the link's consumers' group ids (they never join or commit)")
+    return Grant(
+        "group",
+        f"mirror-pipeline.{link}.",
+        "prefixed",
+        ("DESCRIBE",),
+        "the link's consumers' group ids (they never join or commit)",
+    )
 
 
-def destination_grants(link: str, mirror_topics: list[str], internal_topics: list[str], groups: list[str],
-                       heartbeats_mirror: str | None = None, saved_suffix: str | None = None) -> list[Grant]:
+def destination_grants(
+    link: str,
+    mirror_topics: list[str],
+    internal_topics: list[str],
+    groups: list[str],
+    heartbeats_mirror: str | None = None,
+    saved_suffix: str | None = None,
+) -> list[Grant]:
     """What the destination principal needs: own the mirrors and the link's internal topics.
 
     `saved_suffix`: the link is a reverse link, and a reverse's rebuild saves
     divergent records to `<mirror><saved_suffix>` (literal mirror names only).
     """
-    grants = [Grant("topic", name, pattern, MIRROR_OPERATIONS,
-                    "create mirrors, copy into them, sync configs, add partitions, align log starts, delete mirrors")
-              for name, pattern in map(pattern_of, mirror_topics)]
+    grants = [
+        Grant(
+            "topic",
+            name,
+            pattern,
+            MIRROR_OPERATIONS,
+            "create mirrors, copy into them, sync configs, add partitions, align log starts, delete mirrors",
+        )
+        for name, pattern in map(pattern_of, mirror_topics)
+    ]
     if saved_suffix:
-        grants += [Grant("topic", name + saved_suffix, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE"),
-                         "reverse (failback): save the records a rebuild of the old source would drop")
-                   for name, pattern in map(pattern_of, mirror_topics) if pattern == "literal" and name != "*"]
+        grants += [
+            Grant(
+                "topic",
+                name + saved_suffix,
+                "literal",
+                ("CREATE", "DESCRIBE", "READ", "WRITE"),
+                "reverse (failback): save the records a rebuild of the old source would drop",
+            )
+            for name, pattern in map(pattern_of, mirror_topics)
+            if pattern == "literal" and name != "*"
+        ]
     if heartbeats_mirror:
-        grants.append(Grant("topic", heartbeats_mirror, "literal", MIRROR_OPERATIONS,
-                            "the mirror of the link's heartbeats (emit.heartbeats.enabled)"))
-    grants += [Grant("topic", name, "literal", ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
-                     "the link's state, offset maps and checkpoints")
-               for name in internal_topics]
-    grants.append(Grant("transactional_id", f"mirror-pipeline/{link}/", "prefixed", ("DESCRIBE", "WRITE"),
-                        "one fenced writer per mirror partition and for the link's state"))
-    grants += [Grant("group", name, pattern, ("DESCRIBE", "READ"), "commit translated offsets (offset sync)")
-               for name, pattern in map(pattern_of, groups)]
+        grants.append(
+            Grant(
+                "topic",
+                heartbeats_mirror,
+                "literal",
+                MIRROR_OPERATIONS,
+                "the mirror of the link's heartbeats (emit.heartbeats.enabled)",
+            )
+        )
+    grants += [
+        Grant(
+            "topic",
+            name,
+            "literal",
+            ("CREATE", "DESCRIBE", "READ", "WRITE", "DESCRIBE_CONFIGS"),
+            "the link's state, offset maps and checkpoints",
+        )
+        for name in internal_topics
+    ]
+    grants.append(
+        Grant(
+            "transactional_id",
+            f"mirror-pipeline/{link}/",
+            "prefixed",
+            ("DESCRIBE", "WRITE"),
+            "one fenced writer per mirror partition and for the link's state",
+        )
+    )
+    grants += [
+        Grant("group", name, pattern, ("DESCRIBE", "READ"), "commit translated offsets (offset sync)")
+        for name, pattern in map(pattern_of, groups)
+    ]
     grants.append(_own_group_ids(link))
-    grants.append(Grant("cluster", CLUSTER_RESOURCE_NAME, "literal", ("DESCRIBE", "ALTER"),
-                        "keep mirrors read-only: read and write the ACLs of mirror topics (R-ACL-3)"))
+    grants.append(
+        Grant(
+            "cluster",
+            CLUSTER_RESOURCE_NAME,
+            "literal",
+            ("DESCRIBE", "ALTER"),
+            "keep mirrors read-only: read and write the ACLs of mirror topics (R-ACL-3)",
+        )
+    )
     return grants
 
 
@@ -116,8 +201,11 @@ def bindings(grants: list[Grant], principal: str) -> list[AclBinding]:
         restype = ResourceType.BROKER if grant.resource == "cluster" else ResourceType[grant.resource.upper()]
         pattern = ResourcePatternType[grant.pattern.upper()]
         for operation in grant.operations:
-            out.append(AclBinding(restype, grant.name, pattern, principal, "*", AclOperation[operation],
-                                  AclPermissionType.ALLOW))
+            out.append(
+                AclBinding(
+                    restype, grant.name, pattern, principal, "*", AclOperation[operation], AclPermissionType.ALLOW
+                )
+            )
     return out
 
 
@@ -136,9 +224,16 @@ def mirror_patterns(naming: ReplicationPolicy, topics: list[str]) -> list[str]:
     return out
 
 
-def link_acls(link: str, naming: ReplicationPolicy, topics: list[str], groups: list[str],
-              dest_groups: list[str], acl_sync: bool = False, heartbeats: bool = False,
-              saved_suffix: str | None = None) -> dict:
+def link_acls(
+    link: str,
+    naming: ReplicationPolicy,
+    topics: list[str],
+    groups: list[str],
+    dest_groups: list[str],
+    acl_sync: bool = False,
+    heartbeats: bool = False,
+    saved_suffix: str | None = None,
+) -> dict:
     """Both principals' grants for a link mirroring `topics` and syncing `groups` (as `dest_groups` there).
 
     `saved_suffix`: the link is the reverse of another link (see `destination_grants`).
@@ -148,8 +243,12 @@ def link_acls(link: str, naming: ReplicationPolicy, topics: list[str], groups: l
     mirror_heartbeats = naming.heartbeats_mirror_topic() if heartbeats else None
     return {
         "source": [g.to_dict() for g in source_grants(link, topics, groups, acl_sync, source_heartbeats)],
-        "destination": [g.to_dict() for g in destination_grants(link, mirror_patterns(naming, topics), internal,
-                                                                dest_groups, mirror_heartbeats, saved_suffix)],
+        "destination": [
+            g.to_dict()
+            for g in destination_grants(
+                link, mirror_patterns(naming, topics), internal, dest_groups, mirror_heartbeats, saved_suffix
+            )
+        ],
     }
 
 

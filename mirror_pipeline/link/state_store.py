@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -51,11 +51,23 @@ from mirror_pipeline.model.states import may_copy
 
 # Names that moved to their own modules and are still imported from here.
 __all__ = [
-    "STATE_TOPIC_CONFIG", "STATE_WRITE_ATTEMPTS",
-    "Registry", "SegmentSnapshot", "SegmentWriter", "SlotWriter", "StateStore", "TransactionalWriter",
-    "acl_key", "ensure_internal_topics", "link_key", "mirror_key", "read_topic", "segment_key",
+    "STATE_TOPIC_CONFIG",
+    "STATE_WRITE_ATTEMPTS",
+    "Registry",
+    "SegmentSnapshot",
+    "SegmentWriter",
+    "SlotWriter",
+    "StateStore",
+    "TransactionalWriter",
+    "acl_key",
+    "ensure_internal_topics",
+    "link_key",
+    "mirror_key",
+    "read_topic",
+    "segment_key",
     "segment_starts_since",
-    "state_writer_id", "transactional_id",
+    "state_writer_id",
+    "transactional_id",
 ]
 
 STATE_TOPIC_CONFIG = {
@@ -114,8 +126,9 @@ def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hi
                 ) from None
 
 
-def segment_starts_since(conf: dict, admin: AdminClient, offset_map_topic: str, alias: str, link: str,
-                         since: int) -> dict[tuple[str, int], int]:
+def segment_starts_since(
+    conf: dict, admin: AdminClient, offset_map_topic: str, alias: str, link: str, since: int
+) -> dict[tuple[str, int], int]:
     """(mirror, partition) -> the highest start of a segment of `link` written at or after offset
     `since` of the offset-map topic (deletions left out): what other writers announced since a plan."""
     newest: dict[tuple[str, int], int] = {}
@@ -133,8 +146,15 @@ class StateStore:
     """`offset_map_topic` None: which topic holds the link's offset maps is read from its
     state when first needed, by `find_offset_map` (see `LinkContext.registry`)."""
 
-    def __init__(self, link: str, dest_alias: str, dest_properties: dict, state_topic: str,
-                 offset_map_topic: str | None, find_offset_map: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        link: str,
+        dest_alias: str,
+        dest_properties: dict,
+        state_topic: str,
+        offset_map_topic: str | None,
+        find_offset_map: Callable[[], None] | None = None,
+    ):
         self.link = link
         self.dest_alias = dest_alias
         self.state_topic = state_topic
@@ -179,8 +199,12 @@ class StateStore:
 
     def ensure_topics(self) -> None:
         """Create the internal topics when missing (a cluster that forbids it can pre-create them)."""
-        ensure_internal_topics(self.admin, self.dest_alias, [self.state_topic, self.offset_map_topic],
-                               "or set mirror.state.topic / mirror.offset.map.topic")
+        ensure_internal_topics(
+            self.admin,
+            self.dest_alias,
+            [self.state_topic, self.offset_map_topic],
+            "or set mirror.state.topic / mirror.offset.map.topic",
+        )
 
     # --- mirror registry ------------------------------------------------------------
     def read_mirrors(self) -> dict[str, MirrorInfo]:
@@ -199,10 +223,10 @@ class StateStore:
         links: dict[str, dict] = {}
         for key, value in state[0].items():
             if key.startswith("mirror/"):
-                link, mirror = key[len("mirror/"):].split("/", 1)
+                link, mirror = key[len("mirror/") :].split("/", 1)
                 mirrors.setdefault(link, {})[mirror] = MirrorInfo.from_dict(json.loads(value))
             elif key.startswith("link/"):
-                links[key[len("link/"):]] = json.loads(value)
+                links[key[len("link/") :]] = json.loads(value)
         return Registry(mirrors, links)
 
     def copyable(self) -> set[str]:
@@ -238,7 +262,9 @@ class StateStore:
 
         return self.update_mirrors(decide_all).get(mirror)
 
-    def update_mirrors(self, decide: Callable[[dict[str, MirrorInfo]], Iterable[tuple[str, MirrorInfo | None]]]) -> dict[str, MirrorInfo]:
+    def update_mirrors(
+        self, decide: Callable[[dict[str, MirrorInfo]], Iterable[tuple[str, MirrorInfo | None]]]
+    ) -> dict[str, MirrorInfo]:
         """Change this link's mirror records as `decide(current records)` says, decided from the records as they are.
 
         Invariant (compare-and-set by fencing): every change is decided from a
@@ -258,8 +284,13 @@ class StateStore:
                 writer.fence()
                 current = self.read_mirrors()
                 changes = list(decide(dict(current)))
-                writer.write([(mirror_key(self.link, name), None if info is None else json.dumps(info.to_dict()).encode())
-                              for name, info in changes], doing="recording mirror state")
+                writer.write(
+                    [
+                        (mirror_key(self.link, name), None if info is None else json.dumps(info.to_dict()).encode())
+                        for name, info in changes
+                    ],
+                    doing="recording mirror state",
+                )
                 for name, info in changes:
                     if info is None:
                         current.pop(name, None)
@@ -275,8 +306,12 @@ class StateStore:
         raise AssertionError("unreachable")
 
     def _write_plain(self, topic: str, key: str, value: bytes | None) -> None:
-        kc.produce_all(self.conf("state-writer"), topic, [(key.encode(), value)],
-                       f"cluster '{self.dest_alias}': writing state to '{topic}' failed")
+        kc.produce_all(
+            self.conf("state-writer"),
+            topic,
+            [(key.encode(), value)],
+            f"cluster '{self.dest_alias}': writing state to '{topic}' failed",
+        )
 
     # --- offset-map segments ------------------------------------------------------------
     def read_segments(self, mirrors: Iterable[str] | None = None) -> SegmentSnapshot:
@@ -294,5 +329,3 @@ class StateStore:
             if wanted is None or mirror in wanted:
                 by_partition[(mirror, int(partition))].append((key, Segment.from_json(latest[key])))
         return SegmentSnapshot(dict(by_partition), end)
-
-

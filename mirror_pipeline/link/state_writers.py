@@ -10,8 +10,8 @@ compare-and-set.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -40,8 +40,12 @@ class TransactionalWriter:
         self.topic = topic
         self.where = where or f"link '{link}' state"
         self._producer = kc.producer(
-            kc.client_config(dest_properties, link, "state-writer",
-                             **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+            kc.client_config(
+                dest_properties,
+                link,
+                "state-writer",
+                **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS},
+            )
         )
 
     def fence(self, timeout: float = 30.0, learn_cluster: bool = False) -> None:
@@ -96,12 +100,21 @@ class SlotWriter(TransactionalWriter):
     """
 
     def __init__(self, dest_properties: dict, link: str, slot: int, offset_map_topic: str):
-        super().__init__(dest_properties, link, slot_transactional_id(link, slot), offset_map_topic,
-                         where=f"link '{link}' writer slot {slot}")
+        super().__init__(
+            dest_properties,
+            link,
+            slot_transactional_id(link, slot),
+            offset_map_topic,
+            where=f"link '{link}' writer slot {slot}",
+        )
         self.link, self.slot = link, slot
 
-    def write_segments(self, puts: Iterable[tuple[str, int, Segment]] = (), deletes: Iterable[str] = (),
-                       doing: str = "recording progress") -> None:
+    def write_segments(
+        self,
+        puts: Iterable[tuple[str, int, Segment]] = (),
+        deletes: Iterable[str] = (),
+        doing: str = "recording progress",
+    ) -> None:
         """Write (mirror, partition, segment)s and delete segment keys, in one transaction."""
         records = [(segment_key(self.link, mirror, p, seg.dest_start), seg.to_json()) for mirror, p, seg in puts]
         self.write(records + [(key, None) for key in deletes], doing)
@@ -114,10 +127,19 @@ class SegmentWriter:
     partition of the slot); built on a `SlotWriter` it shares that one.
     """
 
-    def __init__(self, dest_properties: dict, link: str, mirror: str, partition: int, offset_map_topic: str,
-                 slot_writer: SlotWriter | None = None):
+    def __init__(
+        self,
+        dest_properties: dict,
+        link: str,
+        mirror: str,
+        partition: int,
+        offset_map_topic: str,
+        slot_writer: SlotWriter | None = None,
+    ):
         self._owned = slot_writer is None
-        self.slot_writer = slot_writer or SlotWriter(dest_properties, link, writer_slot(mirror, partition), offset_map_topic)
+        self.slot_writer = slot_writer or SlotWriter(
+            dest_properties, link, writer_slot(mirror, partition), offset_map_topic
+        )
         self.link, self.mirror, self.partition = link, mirror, partition
         self.where = f"mirror '{mirror}' partition {partition}"
 
@@ -137,8 +159,9 @@ class SegmentWriter:
 
 
 @contextmanager
-def fenced_writers(dest_properties: dict, link: str, offset_map_topic: str,
-                   partitions: Iterable[tuple[str, int]]) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
+def fenced_writers(
+    dest_properties: dict, link: str, offset_map_topic: str, partitions: Iterable[tuple[str, int]]
+) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
     """The writers of (mirror, partition)s, fenced: one writer per slot, shared by its partitions;
     all closed on exit (see `fenced_batches` for the invariant a caller keeps)."""
     slots: dict[int, SlotWriter] = {}
@@ -156,8 +179,9 @@ def fenced_writers(dest_properties: dict, link: str, offset_map_topic: str,
             writer.close()
 
 
-def fenced_batches(dest_properties: dict, link: str, offset_map_topic: str,
-                   partitions: Sequence[tuple[str, int]]) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
+def fenced_batches(
+    dest_properties: dict, link: str, offset_map_topic: str, partitions: Sequence[tuple[str, int]]
+) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
     """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH slots at a time; a batch's
     writers are closed before the next batch is fenced.
 
@@ -172,6 +196,6 @@ def fenced_batches(dest_properties: dict, link: str, offset_map_topic: str,
         by_slot.setdefault(writer_slot(mirror, p), []).append((mirror, p))
     slots = sorted(by_slot)
     for i in range(0, len(slots), FENCE_BATCH):
-        batch = [tp for slot in slots[i:i + FENCE_BATCH] for tp in by_slot[slot]]
+        batch = [tp for slot in slots[i : i + FENCE_BATCH] for tp in by_slot[slot]]
         with fenced_writers(dest_properties, link, offset_map_topic, batch) as writers:
             yield writers

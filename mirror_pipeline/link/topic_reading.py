@@ -10,7 +10,7 @@ from another of the same name, for readers that remember what they read.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -48,8 +48,15 @@ def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTL
         time.sleep(0.05)
 
 
-def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: int = 0, timeout: float = 30.0,
-               end: int | None = None) -> Iterator[tuple[str, bytes | None, int]]:
+def read_topic(
+    conf: dict,
+    admin: AdminClient,
+    topic: str,
+    alias: str,
+    start: int = 0,
+    timeout: float = 30.0,
+    end: int | None = None,
+) -> Iterator[tuple[str, bytes | None, int]]:
     """Every committed (key, value, offset) of a single-partition topic from `start` to `end`
     (default: its settled end, see `topic_end`)."""
     end = topic_end(admin, topic, alias) if end is None else end
@@ -70,7 +77,9 @@ def read_topic(conf: dict, admin: AdminClient, topic: str, alias: str, start: in
             if cons.position([TopicPartition(topic, 0)])[0].offset >= end:
                 return
             if time.monotonic() > deadline:
-                raise MirrorError(f"cluster '{alias}': reading '{topic}' did not reach offset {end} within {timeout:.0f}s")
+                raise MirrorError(
+                    f"cluster '{alias}': reading '{topic}' did not reach offset {end} within {timeout:.0f}s"
+                )
     finally:
         cons.close()
 
@@ -85,10 +94,14 @@ def topic_identity(admin: AdminClient, topic: str, alias: str, timeout: float = 
         if code in kc.UNKNOWN_TOPIC:
             return None
         if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            raise MirrorError(f"cluster '{alias}': the link's principal may not see topic '{topic}' "
-                              f"(TOPIC_AUTHORIZATION_FAILED: it needs DESCRIBE on it; `mirror-pipeline link acls` "
-                              f"lists every right the link needs)") from None
-        raise ClusterUnreachable(f"cluster '{alias}': describing topic '{topic}' failed: {kc.error_reason(exc)}") from None
+            raise MirrorError(
+                f"cluster '{alias}': the link's principal may not see topic '{topic}' "
+                f"(TOPIC_AUTHORIZATION_FAILED: it needs DESCRIBE on it; `mirror-pipeline link acls` "
+                f"lists every right the link needs)"
+            ) from None
+        raise ClusterUnreachable(
+            f"cluster '{alias}': describing topic '{topic}' failed: {kc.error_reason(exc)}"
+        ) from None
     topic_id = description.topic_id
     # Clusters that predate topic ids answer the all-zero id: only an end going back tells a recreation then.
     return "" if topic_id is None or str(topic_id) in ("", "AAAAAAAAAAAAAAAAAAAAAA") else str(topic_id)

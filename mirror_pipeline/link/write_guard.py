@@ -82,15 +82,18 @@ def plan_guard(topic: str, principal: str, existing: list[AclBinding]) -> GuardP
     writers = sorted({b.principal for b in existing if grants_write(b, topic) and b.principal != principal})
     unenforced = ""
     if WILDCARD_PRINCIPAL in writers:
-        unenforced = (f"every principal ({WILDCARD_PRINCIPAL}) is allowed to write to '{topic}'; "
-                      f"a DENY for it would deny the link too")
+        unenforced = (
+            f"every principal ({WILDCARD_PRINCIPAL}) is allowed to write to '{topic}'; "
+            f"a DENY for it would deny the link too"
+        )
     wanted += [_binding(topic, p, AclPermissionType.DENY) for p in writers if p != WILDCARD_PRINCIPAL]
     return GuardPlan(tuple(wanted), unenforced)
 
 
 def _binding(topic: str, principal: str, permission: AclPermissionType) -> AclBinding:
-    return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
-                      AclOperation.WRITE, permission)
+    return AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", AclOperation.WRITE, permission
+    )
 
 
 def link_principal(ctx: LinkContext) -> str | None:
@@ -153,8 +156,11 @@ def guard_all(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, MirrorInf
         wanted = set(mirror_topics)
 
         def decide(current: dict[str, MirrorInfo]):
-            return [(m, after) for m in sorted(wanted)
-                    if (after := _recorded(current.get(m), [], reason)) is not current.get(m)]
+            return [
+                (m, after)
+                for m in sorted(wanted)
+                if (after := _recorded(current.get(m), [], reason)) is not current.get(m)
+            ]
 
         after = ctx.store.update_mirrors(decide)
         return {m: after.get(m) for m in mirror_topics}
@@ -223,11 +229,14 @@ def lift(ctx: LinkContext, mirror_topic: str) -> MirrorInfo | None:
 
 def _matching(topic: str) -> AclBindingFilter:
     """Every binding that applies to `topic`: literal, prefixed and wildcard patterns alike."""
-    return AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None,
-                            AclOperation.ANY, AclPermissionType.ANY)
+    return AclBindingFilter(
+        ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
 
 
-def _record(ctx: LinkContext, mirror_topic: str, created: list[AclBinding] | tuple, unenforced: str) -> MirrorInfo | None:
+def _record(
+    ctx: LinkContext, mirror_topic: str, created: list[AclBinding] | tuple, unenforced: str
+) -> MirrorInfo | None:
     """Add `created` to the mirror's list of guard bindings and set why it is not enforced."""
     new = [acls.binding_to_dict(b) for b in created]
     return ctx.store.update_mirror(mirror_topic, lambda info: _recorded(info, new, unenforced))

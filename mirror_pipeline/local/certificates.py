@@ -100,9 +100,7 @@ def ensure_client_certificate(directory: Path, ca: CertificateFiles, common_name
     return files
 
 
-def _issue(
-    ca: CertificateFiles, common_name: str, server: bool
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _issue(ca: CertificateFiles, common_name: str, server: bool) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     try:
         ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
         ca_cert = x509.load_pem_x509_certificate(ca.certificate.read_bytes())
@@ -127,18 +125,14 @@ def _issue(
         .add_extension(_key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return key, cert
 
 
-def _builder(
-    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey
-) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.timezone.utc)
+def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

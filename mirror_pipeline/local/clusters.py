@@ -287,9 +287,7 @@ class LocalKafka:
                     f"{self.root} holds clusters made for {flag} {layout[key]} ({', '.join(formatted)}); "
                     f"use {flag} {layout[key]}, or run `local down` and delete that directory to start afresh"
                 )
-        orphans = [
-            c.name for c in previous._clusters[self.count :] if running_pid(c) is not None
-        ]
+        orphans = [c.name for c in previous._clusters[self.count :] if running_pid(c) is not None]
         if orphans:
             raise LocalClusterError(
                 f"clusters {', '.join(orphans)} from an earlier `up` with {layout['count']} "
@@ -319,9 +317,7 @@ class LocalKafka:
                 "-Djava.awt.headless=true",
             ],
         )
-        self._log_starts[cluster.name] = {
-            log: file_size(log) for log in (cluster.server_log, cluster.console_log)
-        }
+        self._log_starts[cluster.name] = {log: file_size(log) for log in (cluster.server_log, cluster.console_log)}
         with open(cluster.console_log, "ab") as console:
             console.write(f"--- started {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
             console.flush()
@@ -390,4 +386,3 @@ class LocalKafka:
             if tail:
                 parts.append(f"the end of {log}:\n{tail}")
         return "\n".join(parts) or f"it wrote nothing to {cluster.server_log} or {cluster.console_log}"
-

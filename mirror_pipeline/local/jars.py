@@ -25,8 +25,8 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mirror_pipeline.config.machine_paths import cache_root, find_java
 from mirror_pipeline.model.errors import LocalClusterError
@@ -92,9 +92,7 @@ def ensure_kafka_jars() -> Path:
     """
     pom = pom_path()
     if not pom.is_file():
-        raise LocalClusterError(
-            f"Kafka pom not found at {pom}; set {POM_ENV} to the path of deploy/kafka/pom.xml"
-        )
+        raise LocalClusterError(f"Kafka pom not found at {pom}; set {POM_ENV} to the path of deploy/kafka/pom.xml")
     pom_hash = hashlib.sha256(pom.read_bytes()).hexdigest()
     home = cache_dir(kafka_version(pom))
     lib = home / "lib"
@@ -140,8 +138,7 @@ def _run_maven(mvn: str, pom: Path, lib: Path) -> None:
         output = (result.stdout + result.stderr).strip().splitlines()
         tail = "\n".join(output[-_MAVEN_TAIL_LINES:]) or "(no output)"
         raise LocalClusterError(
-            f"Maven failed (exit {result.returncode}) fetching the Kafka jars with "
-            f"`{shlex.join(cmd)}`:\n{tail}"
+            f"Maven failed (exit {result.returncode}) fetching the Kafka jars with `{shlex.join(cmd)}`:\n{tail}"
         )
 
 

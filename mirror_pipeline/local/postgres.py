@@ -27,9 +27,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from mirror_pipeline.local.processes import tail_file
 
@@ -49,6 +49,7 @@ TIMEOUT_S = 60
 @dataclass(frozen=True)
 class _Control:
     """What `pg_ctl` needs to act on the running server."""
+
     bin_dir: Path
     prefix: list[str]
     data: Path
@@ -83,14 +84,22 @@ class PostgresServer:
                 continue
             done = _run(c.prefix, *step)
             if done.returncode != 0:
-                raise PostgresUnavailable(f"the local PostgreSQL server did not restart ({step[-1]}):\n"
-                                          f"{done.stdout}{done.stderr}{tail_file(c.log)}")
+                raise PostgresUnavailable(
+                    f"the local PostgreSQL server did not restart ({step[-1]}):\n"
+                    f"{done.stdout}{done.stderr}{tail_file(c.log)}"
+                )
 
     def connect(self, db: str = "postgres", user: str | None = None, password: str | None = None):
         import psycopg2  # installed with dagster-postgres
 
-        conn = psycopg2.connect(host=self.host, port=self.port, dbname=db, user=user or ADMIN,
-                                password=self.admin_password if password is None else password, connect_timeout=10)
+        conn = psycopg2.connect(
+            host=self.host,
+            port=self.port,
+            dbname=db,
+            user=user or ADMIN,
+            password=self.admin_password if password is None else password,
+            connect_timeout=10,
+        )
         conn.autocommit = True
         return conn
 
@@ -104,8 +113,13 @@ class PostgresServer:
 
     def dagster_env(self, db: str) -> dict[str, str]:
         """The variables deploy/dagster-postgres.yaml reads."""
-        return {"DAGSTER_PG_HOST": self.host, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USER": self.user,
-                "DAGSTER_PG_PASSWORD": self.password, "DAGSTER_PG_DB": db}
+        return {
+            "DAGSTER_PG_HOST": self.host,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USER": self.user,
+            "DAGSTER_PG_PASSWORD": self.password,
+            "DAGSTER_PG_DB": db,
+        }
 
 
 def server_binaries() -> Path | None:
@@ -126,8 +140,12 @@ def _run_as() -> tuple[list[str], pwd.struct_passwd | None, str | None]:
     try:
         owner = pwd.getpwnam("postgres")
     except KeyError:
-        return [], None, "running as root and there is no `postgres` user to run the server as " \
-                          "(PostgreSQL refuses root; Debian's postgresql package creates that user)"
+        return (
+            [],
+            None,
+            "running as root and there is no `postgres` user to run the server as "
+            "(PostgreSQL refuses root; Debian's postgresql package creates that user)",
+        )
     runuser = shutil.which("runuser")
     if runuser is None:
         return [], None, "running as root and `runuser` (util-linux) is missing to run the server as `postgres`"
@@ -151,17 +169,24 @@ def _start(bin_dir: Path, prefix: list[str], root: Path, data: Path, log: Path, 
     for _ in range(START_ATTEMPTS):
         port = _free_port()
         conf = data / "postgresql.auto.conf"  # read after postgresql.conf: these settings win
-        conf.write_text("\n".join([
-            "listen_addresses = '127.0.0.1'",
-            f"port = {port}",
-            f"unix_socket_directories = '{root}'",
-            "max_connections = 50", "shared_buffers = 32MB",
-            # A test server: durability buys nothing there, and a two-core machine is shared.
-            *([] if durable else ["fsync = off", "synchronous_commit = off", "full_page_writes = off"]),
-        ]) + "\n")
+        conf.write_text(
+            "\n".join(
+                [
+                    "listen_addresses = '127.0.0.1'",
+                    f"port = {port}",
+                    f"unix_socket_directories = '{root}'",
+                    "max_connections = 50",
+                    "shared_buffers = 32MB",
+                    # A test server: durability buys nothing there, and a two-core machine is shared.
+                    *([] if durable else ["fsync = off", "synchronous_commit = off", "full_page_writes = off"]),
+                ]
+            )
+            + "\n"
+        )
         _chown_like(conf, data)
-        started = _run(prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", str(TIMEOUT_S),
-                       "start")
+        started = _run(
+            prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", str(TIMEOUT_S), "start"
+        )
         if started.returncode == 0:
             return port
         failures.append(f"port {port}: {started.stdout}{started.stderr}{tail_file(log)}")
@@ -180,8 +205,10 @@ def local_postgres(durable: bool = False) -> Iterator[PostgresServer]:
     """A running server with an empty cluster and the login role `USER`; stopped and removed on leaving."""
     bin_dir = server_binaries()
     if bin_dir is None:
-        raise PostgresUnavailable("no PostgreSQL server binaries (initdb, pg_ctl): run `make setup` as root, which "
-                                  "installs Debian's `postgresql` package, or install it yourself")
+        raise PostgresUnavailable(
+            "no PostgreSQL server binaries (initdb, pg_ctl): run `make setup` as root, which "
+            "installs Debian's `postgresql` package, or install it yourself"
+        )
     prefix, owner, why_not = _run_as()
     if why_not:
         raise PostgresUnavailable(why_not)
@@ -197,15 +224,24 @@ def local_postgres(durable: bool = False) -> Iterator[PostgresServer]:
         if owner is not None:
             for path in (root, pwfile):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
-        made = _run(prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", ADMIN, f"--pwfile={pwfile}",
-                    "--auth=scram-sha-256", "--encoding=UTF8", "--no-sync")
+        made = _run(
+            prefix,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            ADMIN,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
         if made.returncode != 0:
             raise PostgresUnavailable(f"initdb failed:\n{made.stdout}{made.stderr}")
         pwfile.unlink()
         port = _start(bin_dir, prefix, root, data, log, durable)
         started = True
-        server = PostgresServer("127.0.0.1", port, admin_password, USER, password,
-                                _Control(bin_dir, prefix, data, log))
+        server = PostgresServer("127.0.0.1", port, admin_password, USER, password, _Control(bin_dir, prefix, data, log))
         conn = server.connect()
         try:
             with conn.cursor() as cur:

@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from mirror_pipeline.local.layout import ClusterLayout
 

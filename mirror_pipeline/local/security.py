@@ -142,8 +142,7 @@ def _read_passwords(root: Path) -> dict[str, str | None] | None:
     except (OSError, ValueError, KeyError, TypeError):
         # Never quote the file: it holds the passwords.
         raise LocalClusterError(
-            f"{_credentials_path(root)} is unreadable or damaged; run `local down` and delete "
-            f"{root} to start afresh"
+            f"{_credentials_path(root)} is unreadable or damaged; run `local down` and delete {root} to start afresh"
         ) from None
     if not isinstance(users, dict) or not all(isinstance(v, (str, type(None))) for v in users.values()):
         raise LocalClusterError(f"{_credentials_path(root)} is damaged; delete {root} to start afresh")

@@ -66,8 +66,16 @@ LAYOUT_FILE = "spark.json"
 LOG4J = Path(__file__).with_name("spark-log4j2.properties")
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: Inherited settings that would turn a daemon into something else (a Connect client, another master).
-_FOREIGN_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "MASTER", "PYSPARK_SUBMIT_ARGS",
-                "SPARK_API_MODE", "SPARK_CONF_DIR", "SPARK_HOME")
+_FOREIGN_ENV = (
+    "SPARK_REMOTE",
+    "SPARK_CONNECT_MODE_ENABLED",
+    "SPARK_LOCAL_REMOTE",
+    "MASTER",
+    "PYSPARK_SUBMIT_ARGS",
+    "SPARK_API_MODE",
+    "SPARK_CONF_DIR",
+    "SPARK_HOME",
+)
 
 
 def spark_home() -> Path:
@@ -77,8 +85,10 @@ def spark_home() -> Path:
     home = Path(locations[0]) if locations else None
     has_connect = home is not None and any((home / "jars").glob("spark-connect_*.jar"))
     if home is None or not (home / "bin" / "spark-class").is_file() or not has_connect:
-        raise LocalClusterError("the installed pyspark package has no bin/spark-class or no Spark Connect jar; "
-                                "reinstall the project's packages (deploy/setup.sh)")
+        raise LocalClusterError(
+            "the installed pyspark package has no bin/spark-class or no Spark Connect jar; "
+            "reinstall the project's packages (deploy/setup.sh)"
+        )
     return home
 
 
@@ -121,8 +131,14 @@ class DaemonInfo:
     log: Path
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "address": self.address, "ui": self.ui, "running": self.running,
-                "pid": self.pid, "log": str(self.log)}
+        return {
+            "name": self.name,
+            "address": self.address,
+            "ui": self.ui,
+            "running": self.running,
+            "pid": self.pid,
+            "log": str(self.log),
+        }
 
 
 class LocalSpark:
@@ -134,12 +150,16 @@ class LocalSpark:
         self.connect_port = connect_port
         ports = [master_port + i for i in range(2 + 2 * WORKERS)] + [connect_port]
         if len(set(ports)) != len(ports) or not all(1024 <= p <= 65535 for p in ports):
-            raise LocalClusterError(f"the master needs ports {master_port}..{master_port + 1 + 2 * WORKERS} and the "
-                                    f"Connect server port {connect_port}: all distinct, within 1024..65535")
+            raise LocalClusterError(
+                f"the master needs ports {master_port}..{master_port + 1 + 2 * WORKERS} and the "
+                f"Connect server port {connect_port}: all distinct, within 1024..65535"
+            )
         worker_ports = [(master_port + 2 + 2 * i, master_port + 3 + 2 * i) for i in range(WORKERS)]
         self.master = SparkDaemon("master", master_port, master_port + 1, self.root / "master")
-        self.workers = [SparkDaemon(f"worker-{i + 1}", port, ui, self.root / f"worker-{i + 1}")
-                        for i, (port, ui) in enumerate(worker_ports)]
+        self.workers = [
+            SparkDaemon(f"worker-{i + 1}", port, ui, self.root / f"worker-{i + 1}")
+            for i, (port, ui) in enumerate(worker_ports)
+        ]
         self.connect = SparkDaemon("connect", connect_port, None, self.root / "connect")
         self._log_starts: dict[str, int] = {}
 
@@ -178,7 +198,8 @@ class LocalSpark:
         with root_lock(self.root):
             self._check_layout()
             (self.root / LAYOUT_FILE).write_text(
-                json.dumps({"master_port": self.master_port, "connect_port": self.connect_port}) + "\n")
+                json.dumps({"master_port": self.master_port, "connect_port": self.connect_port}) + "\n"
+            )
             env = self._env(home)
             deadline = time.monotonic() + timeout
             if self._start_if_stopped(self.master, home, env):
@@ -234,7 +255,8 @@ class LocalSpark:
         if any(running_pid(d) is not None for d in previous.daemons):
             raise LocalClusterError(
                 f"the local Spark cluster in {self.root} runs on master port {previous.master_port} and Connect "
-                f"port {previous.connect_port}; run `local spark down` before changing its ports")
+                f"port {previous.connect_port}; run `local spark down` before changing its ports"
+            )
 
     def _env(self, home: Path) -> dict[str, str]:
         conf_dir = self.root / "conf"
@@ -263,7 +285,8 @@ class LocalSpark:
             if port is not None and port_in_use(port):
                 raise LocalClusterError(
                     f"port {port} for local Spark {daemon.name} is already in use by another process (not the "
-                    f"daemon started from {daemon.dir}); stop it or choose other ports")
+                    f"daemon started from {daemon.dir}); stop it or choose other ports"
+                )
         daemon.dir.mkdir(parents=True, exist_ok=True)
         daemon.properties.write_text("".join(f"{k} {v}\n" for k, v in self._properties(daemon).items()))
         self._log_starts[daemon.name] = file_size(daemon.console_log)
@@ -272,8 +295,16 @@ class LocalSpark:
             console.flush()
             if daemon is self.connect:  # the launcher sizes the Connect server like a daemon
                 env = {**env, "SPARK_DAEMON_MEMORY": CONNECT_DRIVER_MEMORY}
-            proc = subprocess.Popen(self._command(daemon, home), cwd=daemon.dir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=console, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                self._command(daemon, home),
+                cwd=daemon.dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
         track_child(proc, daemon.properties)
         daemon.pid_file.write_text(f"{proc.pid}\n")
         return True
@@ -281,15 +312,33 @@ class LocalSpark:
     def _command(self, daemon: SparkDaemon, home: Path) -> list[str]:
         props = ["--properties-file", str(daemon.properties)]
         if daemon is self.connect:
-            return [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS,
-                    "--name", "Spark Connect server (mirror-pipeline)", "--master", self.master_url,
-                    "--driver-memory", CONNECT_DRIVER_MEMORY, *props]
+            return [
+                str(home / "bin" / "spark-submit"),
+                "--class",
+                CONNECT_SERVER_CLASS,
+                "--name",
+                "Spark Connect server (mirror-pipeline)",
+                "--master",
+                self.master_url,
+                "--driver-memory",
+                CONNECT_DRIVER_MEMORY,
+                *props,
+            ]
         common = ["--host", "127.0.0.1", "--port", str(daemon.port), "--webui-port", str(daemon.ui_port), *props]
         if daemon is self.master:
             return [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master", *common]
-        return [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker", *common,
-                "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(daemon.dir / "work"),
-                self.master_url]
+        return [
+            str(home / "bin" / "spark-class"),
+            "org.apache.spark.deploy.worker.Worker",
+            *common,
+            "--cores",
+            str(WORKER_CORES),
+            "--memory",
+            WORKER_MEMORY,
+            "--work-dir",
+            str(daemon.dir / "work"),
+            self.master_url,
+        ]
 
     def _properties(self, daemon: SparkDaemon) -> dict[str, str]:
         if daemon is self.master:
@@ -328,14 +377,17 @@ class LocalSpark:
             pid = running_pid(daemon)
             if pid is None:
                 daemon.pid_file.unlink(missing_ok=True)
-                raise LocalClusterError(f"local Spark {daemon.name} ({daemon.address}) exited while starting; "
-                                        f"{self._log_excerpt(daemon)}")
+                raise LocalClusterError(
+                    f"local Spark {daemon.name} ({daemon.address}) exited while starting; {self._log_excerpt(daemon)}"
+                )
             if time.monotonic() >= deadline:
                 _signal_group(daemon, pid, signal.SIGKILL)
                 wait_exit(daemon, pid, time.monotonic() + 10)
                 daemon.pid_file.unlink(missing_ok=True)
-                raise LocalClusterError(f"local Spark {daemon.name} ({daemon.address}) was not ready in time and "
-                                        f"was stopped; {self._log_excerpt(daemon)}")
+                raise LocalClusterError(
+                    f"local Spark {daemon.name} ({daemon.address}) was not ready in time and "
+                    f"was stopped; {self._log_excerpt(daemon)}"
+                )
             time.sleep(0.25)
 
     def _log_excerpt(self, daemon: SparkDaemon) -> str:

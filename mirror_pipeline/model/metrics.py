@@ -45,7 +45,7 @@ class Sample:
     high: float
 
     @classmethod
-    def of(cls, at: float, value: float) -> "Sample":
+    def of(cls, at: float, value: float) -> Sample:
         return cls(at, 1, float(value), float(value), float(value))
 
 
@@ -148,9 +148,18 @@ def add_copies(windows: MetricWindows, copies: list[CopySample]) -> None:
             windows.add(BYTE_RATE, link, LINK_WIDE, Sample.of(first.at, cycle_bytes / first.duration_s))
         timed = [p for p in parts if p.latency_count]
         if timed:
-            windows.add(REPLICATION_LATENCY, link, LINK_WIDE, Sample(
-                first.at, sum(p.latency_count for p in timed), sum(p.latency_sum_ms for p in timed),
-                min(p.latency_min_ms for p in timed), max(p.latency_max_ms for p in timed)))
+            windows.add(
+                REPLICATION_LATENCY,
+                link,
+                LINK_WIDE,
+                Sample(
+                    first.at,
+                    sum(p.latency_count for p in timed),
+                    sum(p.latency_sum_ms for p in timed),
+                    min(p.latency_min_ms for p in timed),
+                    max(p.latency_max_ms for p in timed),
+                ),
+            )
 
 
 def _latency_sample(c: CopySample) -> Sample:

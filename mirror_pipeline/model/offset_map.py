@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterable, Sequence
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Segment:
     def dest_end(self) -> int:
         return self.dest_start + self.padding + self.records
 
-    def truncated(self, dest_end: int) -> "Segment | None":
+    def truncated(self, dest_end: int) -> Segment | None:
         """This segment cut at mirror offset `dest_end` (what actually landed).
 
         None when nothing of it landed. Padding is not truncated: an unfinished
@@ -119,7 +119,7 @@ class Segment:
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> "Segment":
+    def from_json(cls, raw: bytes) -> Segment:
         body = json.loads(raw)
         return cls(
             dest_start=body["d"],
@@ -141,7 +141,9 @@ class OffsetMap:
     _sources: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
-    def from_runs(cls, runs: Sequence[Run], next_source_offset: int | None, dest_end: int, padding: int = 0) -> "OffsetMap":
+    def from_runs(
+        cls, runs: Sequence[Run], next_source_offset: int | None, dest_end: int, padding: int = 0
+    ) -> OffsetMap:
         return cls(tuple(runs), next_source_offset, dest_end, padding, tuple(r.source for r in runs))
 
     @property

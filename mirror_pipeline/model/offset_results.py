@@ -113,7 +113,7 @@ class OffsetCheckpoint:
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, link: str, raw: bytes) -> "OffsetCheckpoint":
+    def from_json(cls, link: str, raw: bytes) -> OffsetCheckpoint:
         body = json.loads(raw)
         return cls(
             link=link,

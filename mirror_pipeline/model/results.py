@@ -47,18 +47,22 @@ class LatencyStats:
     sum_ms: int = 0
 
     @classmethod
-    def of(cls, p: PartitionCopy) -> "LatencyStats":
+    def of(cls, p: PartitionCopy) -> LatencyStats:
         if not p.latency_records:
             return cls()
         return cls(p.latency_records, p.latency_min_ms, p.latency_max_ms, p.latency_sum_ms)
 
     @classmethod
-    def merge(cls, parts) -> "LatencyStats":
+    def merge(cls, parts) -> LatencyStats:
         parts = [p for p in parts if p.count]
         if not parts:
             return cls()
-        return cls(sum(p.count for p in parts), min(p.min_ms for p in parts), max(p.max_ms for p in parts),
-                   sum(p.sum_ms for p in parts))
+        return cls(
+            sum(p.count for p in parts),
+            min(p.min_ms for p in parts),
+            max(p.max_ms for p in parts),
+            sum(p.sum_ms for p in parts),
+        )
 
     @property
     def avg_ms(self) -> float | None:
@@ -90,7 +94,7 @@ class MirrorCopyResult:
         return sum(p.lag_after for p in self.partitions)
 
     @property
-    def latency(self) -> "LatencyStats":
+    def latency(self) -> LatencyStats:
         """Replication latency over every record this mirror's copy timed."""
         return LatencyStats.merge(LatencyStats.of(p) for p in self.partitions)
 
@@ -183,7 +187,7 @@ class MirrorInfo:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MirrorInfo":
+    def from_dict(cls, d: dict) -> MirrorInfo:
         d = dict(d)
         d["flags"] = tuple(d.get("flags", ()))
         d["history"] = tuple(tuple(h) for h in d.get("history", ()))

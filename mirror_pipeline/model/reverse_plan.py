@@ -57,7 +57,7 @@ class PartitionReverse:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PartitionReverse":
+    def from_dict(cls, d: dict) -> PartitionReverse:
         return cls(**{**d, "saved_ranges": tuple(tuple(r) for r in d.get("saved_ranges", ()))})
 
 
@@ -65,23 +65,36 @@ def decide_partition(facts: PartitionFacts, offset_map: OffsetMap | None) -> Par
     """Continue in place or rebuild, for one partition of S; `offset_map` is L's map of it (None: none)."""
     a0, a_end = facts.source_log_start, facts.source_log_end
     if facts.mirror_log_end is None:
-        return PartitionReverse(facts.partition, REBUILD, f"the new source has no partition {facts.partition}",
-                                a0, a0, a_end, _nonempty((a0, a_end)))
+        return PartitionReverse(
+            facts.partition,
+            REBUILD,
+            f"the new source has no partition {facts.partition}",
+            a0,
+            a0,
+            a_end,
+            _nonempty((a0, a_end)),
+        )
     n = a0 if facts.mirrored_up_to is None else facts.mirrored_up_to
     tail = (n, a_end) if a_end > n else None
     if tail is None and identity_over(offset_map, a0, n):
-        return PartitionReverse(facts.partition, CONTINUE, "same records at the same offsets on both sides",
-                                n, a0, a_end)
+        return PartitionReverse(
+            facts.partition, CONTINUE, "same records at the same offsets on both sides", n, a0, a_end
+        )
     keep_from = first_still_held(offset_map, a0, n, facts.mirror_log_start or 0)
-    reason = (f"{a_end - n} offsets past what was mirrored (divergent tail)" if tail
-              else "offsets differ between the two sides (gaps or a translated offset map)")
+    reason = (
+        f"{a_end - n} offsets past what was mirrored (divergent tail)"
+        if tail
+        else "offsets differ between the two sides (gaps or a translated offset map)"
+    )
     ranges = _nonempty((a0, keep_from)) + (_nonempty(tail) if tail else ())
     return PartitionReverse(facts.partition, REBUILD, reason, n, a0, a_end, ranges)
 
 
 def new_source_partition(partition: int) -> PartitionReverse:
     """A partition only the new source has: the rebuilt or grown mirror copies it from the start."""
-    return PartitionReverse(partition, CONTINUE, "only the new source has this partition: copied from its start", 0, 0, 0)
+    return PartitionReverse(
+        partition, CONTINUE, "only the new source has this partition: copied from its start", 0, 0, 0
+    )
 
 
 def topic_action(partitions: list[PartitionReverse]) -> str:

@@ -88,6 +88,6 @@ def count_per_state(states) -> dict[str, int]:
 
 
 def state_summary(counts: dict[str, int]) -> str:
-    """"ACTIVE 3, PAUSED 1": the states held by at least one mirror, most common first."""
+    """ "ACTIVE 3, PAUSED 1": the states held by at least one mirror, most common first."""
     held = sorted(((s, n) for s, n in counts.items() if n), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{s} {n}" for s, n in held) or "no mirror"

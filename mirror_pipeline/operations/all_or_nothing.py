@@ -15,8 +15,8 @@ attempted, and carries the result for the CLI and the Dagster run to show.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 from mirror_pipeline.config.link_settings import LinkConfig
 from mirror_pipeline.link.context import LinkContext
@@ -34,23 +34,33 @@ from mirror_pipeline.model.states import (
     STOPPING,
 )
 
-DONE = {"pause": "paused", "resume": "resumed", "promote": "promoted", "failover": "failed over",
-        "delete": "deleted", "reverse": "reversed"}
+DONE = {
+    "pause": "paused",
+    "resume": "resumed",
+    "promote": "promoted",
+    "failover": "failed over",
+    "delete": "deleted",
+    "reverse": "reversed",
+}
 NOT_ATTEMPTED = "not attempted"
 # The states a verb takes a mirror in (the ones it is already done with included), and why others cannot go.
 _STATES = {
     "pause": ((ACTIVE, SOURCE_UNAVAILABLE, PAUSED), "only an ACTIVE mirror can be paused"),
     "resume": ((PAUSED, ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED), "only a PAUSED mirror can be resumed"),
-    "promote": ((ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE, STOPPED),
-                "it cannot be promoted; failover can stop it"),
+    "promote": (
+        (ACTIVE, PAUSED, PENDING_STOPPED, SOURCE_UNAVAILABLE, STOPPED),
+        "it cannot be promoted; failover can stop it",
+    ),
 }
 # A mirror a reverse is still setting up may hold the only copy of records it has yet to save:
 # nothing but the reverse may stop or delete it until the reverse finished.
 _AFTER_REVERSE = {"promote": "promote or fail it over", "failover": "promote or fail it over", "delete": "delete it"}
 _RECREATED = "would be created again by auto-create"
 # Said once, however many mirrors auto-create would make again.
-_WAYS_OUT = ("to delete such a mirror, delete the source topic first (and wait for the mirror to be FAILED), "
-             "exclude it with an EXCLUDE filter, or turn auto.create.mirror.topics.enable off")
+_WAYS_OUT = (
+    "to delete such a mirror, delete the source topic first (and wait for the mirror to be FAILED), "
+    "exclude it with an EXCLUDE filter, or turn auto.create.mirror.topics.enable off"
+)
 
 
 @dataclass
@@ -84,14 +94,21 @@ def why_not(verb: str, info: MirrorInfo, link: LinkConfig, every: bool = False) 
     link, which leaves the STOPPED ones (normal topics by now) out of a pause or resume."""
     name = f"mirror '{info.mirror_topic}'"
     if verb == "reverse":
-        return None if info.state == STOPPED else (
-            f"{name} is {info.state} on link '{link.name}': promote or fail it over first (reverse makes its old "
-            f"source follow it)")
+        return (
+            None
+            if info.state == STOPPED
+            else (
+                f"{name} is {info.state} on link '{link.name}': promote or fail it over first (reverse makes its old "
+                f"source follow it)"
+            )
+        )
     if info.state == STOPPED and (every or verb in ("promote", "failover")):
         return None  # already stopped, or no longer a mirror to pause or resume
     if REVERSING in info.flags and verb in _AFTER_REVERSE:
-        return (f"{name} is being set up by a reverse that did not finish (run reverse again to finish it, then "
-                f"{_AFTER_REVERSE[verb]})")
+        return (
+            f"{name} is being set up by a reverse that did not finish (run reverse again to finish it, then "
+            f"{_AFTER_REVERSE[verb]})"
+        )
     allowed, refusal = _STATES.get(verb, ((info.state,), ""))
     if info.state not in allowed:
         return f"{name} is {info.state} ({refusal})"
@@ -99,16 +116,23 @@ def why_not(verb: str, info: MirrorInfo, link: LinkConfig, every: bool = False) 
         return f"{name} is being stopped by a failover that did not finish (run failover again to finish it)"
     if verb == "promote" and FOREIGN_WRITE in info.flags:
         return f"{name} holds records the link did not write (promote cannot verify it; failover can stop it)"
-    if (verb == "delete" and link.auto_create_enable and info.state not in (FAILED, STOPPED)
-            and link.auto_create_filters.selects(info.source_topic)):
+    if (
+        verb == "delete"
+        and link.auto_create_enable
+        and info.state not in (FAILED, STOPPED)
+        and link.auto_create_filters.selects(info.source_topic)
+    ):
         # Auto-create would make the mirror again at once (R-AC-4); a FAILED or STOPPED one may go.
-        return (f"{name} {_RECREATED}: the link's auto.create.mirror.topics.filters still select its source topic "
-                f"'{info.source_topic}'")
+        return (
+            f"{name} {_RECREATED}: the link's auto.create.mirror.topics.filters still select its source topic "
+            f"'{info.source_topic}'"
+        )
     return None
 
 
-def check_request(verb: str, link: LinkConfig, registry: Mapping[str, MirrorInfo],
-                  topics: Sequence[str] | None) -> list[MirrorInfo]:
+def check_request(
+    verb: str, link: LinkConfig, registry: Mapping[str, MirrorInfo], topics: Sequence[str] | None
+) -> list[MirrorInfo]:
     """The mirrors `topics` names (every mirror of the link when None), once every one of them can go.
 
     Otherwise `MirrorRefused` names each that cannot (unknown names first)
@@ -119,8 +143,10 @@ def check_request(verb: str, link: LinkConfig, registry: Mapping[str, MirrorInfo
     clauses = []
     unknown = [t for t in chosen if t not in registry]
     if unknown:
-        clauses.append(f"no mirror {', '.join(repr(t) for t in unknown)} on link '{link.name}' "
-                       f"(its mirrors: {', '.join(sorted(registry)) or 'none'})")
+        clauses.append(
+            f"no mirror {', '.join(repr(t) for t in unknown)} on link '{link.name}' "
+            f"(its mirrors: {', '.join(sorted(registry)) or 'none'})"
+        )
     clauses += [why for t in chosen if t in registry and (why := why_not(verb, registry[t], link, every))]
     clauses += [_WAYS_OUT] if any(_RECREATED in c for c in clauses) else []
     if clauses:
@@ -133,8 +159,9 @@ def checked(ctx: LinkContext, verb: str, topics: Sequence[str] | None) -> list[M
     return check_request(verb, ctx.link, ctx.registry(), topics)
 
 
-def one_by_one(result: LifecycleResult, infos: list[MirrorInfo],
-               act: Callable[[MirrorInfo, list[str]], None]) -> LifecycleResult:
+def one_by_one(
+    result: LifecycleResult, infos: list[MirrorInfo], act: Callable[[MirrorInfo, list[str]], None]
+) -> LifecycleResult:
     """`act(info, changed)` for each mirror in turn; at the first failure `Incomplete`, the rest not attempted.
 
     `act` adds its mirror to `result` once the verb's change is made, and
@@ -147,7 +174,7 @@ def one_by_one(result: LifecycleResult, infos: list[MirrorInfo],
             act(info, changed)
         except Exception as exc:
             record_failure(result, info, exc, changed)
-            for later in infos[i + 1:]:
+            for later in infos[i + 1 :]:
                 result.not_done.setdefault(later.mirror_topic, {"state": later.state, "why": NOT_ATTEMPTED})
             raise Incomplete(result) from exc
     return result

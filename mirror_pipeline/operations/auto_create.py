@@ -39,6 +39,7 @@ SKIPPED = "skipped"
 FAILED = "failed"
 TO_CREATE = "to create"  # a dry run's verdict: the scan would create it
 
+
 @dataclass(frozen=True)
 class TopicOutcome:
     """What the scan did with one source topic the filters select."""
@@ -49,8 +50,12 @@ class TopicOutcome:
     reason: str = ""
 
     def to_dict(self) -> dict:
-        return {"source_topic": self.source_topic, "mirror_topic": self.mirror_topic,
-                "outcome": self.outcome, "reason": self.reason}
+        return {
+            "source_topic": self.source_topic,
+            "mirror_topic": self.mirror_topic,
+            "outcome": self.outcome,
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -131,8 +136,11 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
     def outcome(topic: str, mirror: str, what: str, reason: str = "") -> None:
         result.outcomes[topic] = TopicOutcome(topic, mirror, what, reason)
 
-    selected = [t for t, error in source_topics.items() if not error and link.auto_create_filters.selects(t)
-                and not ctx.naming.is_internal(t) and t not in by_source]
+    selected = [
+        t
+        for t, error in source_topics.items()
+        if not error and link.auto_create_filters.selects(t) and not ctx.naming.is_internal(t) and t not in by_source
+    ]
     unreadable_of = _unreadable_all(ctx, selected, source_counts)
     checked = set(selected)
     to_create: list[tuple[str, str]] = []
@@ -149,13 +157,18 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
             outcome(topic, known.mirror_topic, EXISTING, f"mirror '{known.mirror_topic}' of this link ({known.state})")
             continue
         if ctx.naming.would_loop(topic):
-            outcome(topic, mirror, SKIPPED,
-                    f"it came from cluster '{ctx.dest.alias}': mirroring it there again would loop")
+            outcome(
+                topic, mirror, SKIPPED, f"it came from cluster '{ctx.dest.alias}': mirroring it there again would loop"
+            )
             continue
         if known is None and mirror in dest_topics:
-            outcome(topic, mirror, SKIPPED,
-                    f"a topic named '{mirror}' already exists on cluster '{ctx.dest.alias}' and is not a "
-                    f"mirror of this link; a normal topic is never taken over")
+            outcome(
+                topic,
+                mirror,
+                SKIPPED,
+                f"a topic named '{mirror}' already exists on cluster '{ctx.dest.alias}' and is not a "
+                f"mirror of this link; a normal topic is never taken over",
+            )
             continue
         unreadable = error or (unreadable_of.get(topic, "") if topic in checked else _unreadable(ctx, topic))
         if unreadable:
@@ -171,13 +184,21 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
                     source_mirrors, source_registry_error = set(), str(exc)
             if source_registry_error:
                 # Chains must not happen by accident: nothing is created on a guess.
-                outcome(topic, mirror, SKIPPED,
-                        f"cannot tell whether it is a mirror on cluster '{ctx.source.alias}': {source_registry_error}")
+                outcome(
+                    topic,
+                    mirror,
+                    SKIPPED,
+                    f"cannot tell whether it is a mirror on cluster '{ctx.source.alias}': {source_registry_error}",
+                )
                 continue
             if topic in source_mirrors:
-                outcome(topic, mirror, SKIPPED,
-                        f"it is itself a mirror on cluster '{ctx.source.alias}'; "
-                        f"a prefixed link never chains mirrors by auto-create")
+                outcome(
+                    topic,
+                    mirror,
+                    SKIPPED,
+                    f"it is itself a mirror on cluster '{ctx.source.alias}'; "
+                    f"a prefixed link never chains mirrors by auto-create",
+                )
                 continue
         if dry_run:
             outcome(topic, known.mirror_topic if known else mirror, TO_CREATE)
@@ -190,8 +211,12 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
             continue
         info, created = made
         registry[info.mirror_topic] = info
-        outcome(topic, info.mirror_topic, CREATED if created else EXISTING,
-                "" if created else f"mirror '{info.mirror_topic}' of this link ({info.state})")
+        outcome(
+            topic,
+            info.mirror_topic,
+            CREATED if created else EXISTING,
+            "" if created else f"mirror '{info.mirror_topic}' of this link ({info.state})",
+        )
         if created:
             log.info("link %s: auto-created mirror '%s' of '%s'", link.name, info.mirror_topic, topic)
     result.mirrors = {name: info.state for name, info in registry.items()}
@@ -202,8 +227,10 @@ def _list_topics(admin, alias: str) -> tuple[dict[str, str], dict[str, int]]:
     """(topic name -> its metadata error, "" when none; topic name -> partitions) of one cluster, in one request."""
     with kc.kafka_errors(f"cluster '{alias}' did not list its topics", ClusterUnreachable):
         metadata = admin.list_topics(timeout=kc.REQUEST_TIMEOUT_S)
-    return ({name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()},
-            {name: len(meta.partitions) for name, meta in metadata.topics.items()})
+    return (
+        {name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()},
+        {name: len(meta.partitions) for name, meta in metadata.topics.items()},
+    )
 
 
 def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, int]) -> dict[str, str]:
@@ -211,8 +238,9 @@ def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, i
     every one (the usual case), else each alone, to say which cannot be and why; then one
     READ probe (one consumer) for all the others."""
     try:
-        kc.list_offsets(ctx.source_admin, [(t, p) for t in topics for p in range(partitions[t])], "latest",
-                        ctx.source.alias)
+        kc.list_offsets(
+            ctx.source_admin, [(t, p) for t in topics for p in range(partitions[t])], "latest", ctx.source.alias
+        )
         found = {}
     except MirrorError:  # an unreadable topic fails the whole request (as TOPIC_AUTHORIZATION_FAILED, say)
         found = {t: why for t in topics if (why := _not_described(ctx, t))}
@@ -239,8 +267,13 @@ def _not_described(ctx: LinkContext, topic: str) -> str:
 def _not_fetched(ctx: LinkContext, topics: list[str]) -> dict[str, str]:
     """Why the link may not READ each of `topics` (one Fetch each, from one consumer): DESCRIBE is not enough."""
     found = read_probe.probe(ctx, topics)
-    return {**found.denied, **{t: f"no Fetch answer within {read_probe.READ_PROBE_S:.0f}s (the next scan asks again)"
-                               for t in found.unanswered}}
+    return {
+        **found.denied,
+        **{
+            t: f"no Fetch answer within {read_probe.READ_PROBE_S:.0f}s (the next scan asks again)"
+            for t in found.unanswered
+        },
+    }
 
 
 def _source_state_topics(ctx: LinkContext) -> list[str]:

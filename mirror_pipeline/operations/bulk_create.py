@@ -16,7 +16,7 @@ heartbeats, a lookup that failed for some topic of the batch) goes through
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
@@ -63,8 +63,9 @@ def create_mirrors(ctx: LinkContext, wanted: Sequence[tuple[str, str]]) -> dict[
         batch.append((source, mirror))
     try:
         configs = describe_topics_configs(ctx.source_admin, [s for s, _ in batch], ctx.source.alias)
-        kc.list_offsets(ctx.source_admin, [(s, p) for s, _ in batch for p in range(source_counts[s])], "latest",
-                        ctx.source.alias)
+        kc.list_offsets(
+            ctx.source_admin, [(s, p) for s, _ in batch for p in range(source_counts[s])], "latest", ctx.source.alias
+        )
     except MirrorError:  # some topic cannot be read: each one alone says which, and why
         alone += batch
         batch = []
@@ -82,8 +83,9 @@ def create_mirrors(ctx: LinkContext, wanted: Sequence[tuple[str, str]]) -> dict[
     return out
 
 
-def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: dict[str, int],
-                    configs: dict[str, dict[str, str]]) -> dict[str, Outcome]:
+def _create_checked(
+    ctx: LinkContext, batch: list[tuple[str, str]], partitions: dict[str, int], configs: dict[str, dict[str, str]]
+) -> dict[str, Outcome]:
     """Register, create and guard mirrors whose checks all passed (see the module)."""
     cluster_id = kc.cluster_id(ctx.source_admin, ctx.source.alias)
     split = {source: split_for_mirror(configs[source]) for source, _ in batch}
@@ -96,16 +98,19 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
     unanswered: set[str] = set()  # the request timed out: the controller may have created the topic all the same
     for i in range(0, len(batch), CREATE_TOPICS_AT_ONCE):
         futures = ctx.dest_admin.create_topics(
-            [NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
-             for source, mirror in batch[i:i + CREATE_TOPICS_AT_ONCE]],
+            [
+                NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
+                for source, mirror in batch[i : i + CREATE_TOPICS_AT_ONCE]
+            ],
             request_timeout=kc.REQUEST_TIMEOUT_S,
         )
         for mirror, future in futures.items():
             try:
                 future.result()
             except KafkaException as exc:
-                failed[mirror] = MirrorRefused(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror}' "
-                                               f"failed: {kc.error_name(exc)}")
+                failed[mirror] = MirrorRefused(
+                    f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror}' failed: {kc.error_name(exc)}"
+                )
                 if kc.is_retriable(exc) or kc.error_code(exc) in _UNANSWERED:
                     unanswered.add(mirror)
     expected = {mirror: partitions[source] for source, mirror in batch}
@@ -120,8 +125,10 @@ def _create_checked(ctx: LinkContext, batch: list[tuple[str, str]], partitions: 
     if failed:  # unregister what the failed creates registered
         ctx.store.update_mirrors(lambda current: [(m, None) for m in failed if m in current])
     guarded = write_guard.guard_all(ctx, [m for m in infos if m not in failed])
-    return {source: failed[mirror] if mirror in failed else (guarded.get(mirror) or infos[mirror], True)
-            for source, mirror in batch}
+    return {
+        source: failed[mirror] if mirror in failed else (guarded.get(mirror) or infos[mirror], True)
+        for source, mirror in batch
+    }
 
 
 def _wait_until_listed(ctx: LinkContext, created: dict[str, int]) -> None:

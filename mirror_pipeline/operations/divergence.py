@@ -36,15 +36,20 @@ class RangeCount:
     first_timestamp: int | None = None
     last_timestamp: int | None = None
 
-    def plus(self, other: "RangeCount") -> "RangeCount":
-        return RangeCount(self.records + other.records, self.first_timestamp if self.records else other.first_timestamp,
-                          other.last_timestamp if other.records else self.last_timestamp)
+    def plus(self, other: RangeCount) -> RangeCount:
+        return RangeCount(
+            self.records + other.records,
+            self.first_timestamp if self.records else other.first_timestamp,
+            other.last_timestamp if other.records else self.last_timestamp,
+        )
 
 
 def saved_topic_name(topic: str) -> str:
     name = topic + SUFFIX
     if len(name) > 249:
-        raise MirrorRefused(f"topic '{topic}' is too long to add '{SUFFIX}' for the saved records (Kafka allows 249 characters)")
+        raise MirrorRefused(
+            f"topic '{topic}' is too long to add '{SUFFIX}' for the saved records (Kafka allows 249 characters)"
+        )
     return name
 
 
@@ -76,25 +81,50 @@ def _read_range(reader_conf: dict, topic: str, partition: int, start: int, end: 
 
 def ensure_saved_topic(admin: AdminClient, alias: str, name: str, partitions: int, max_message_bytes: int) -> None:
     """Create the topic the saved records go to (an earlier attempt of the same reverse may have)."""
-    config = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete",
-              "message.timestamp.type": "CreateTime", **MIRROR_TIMESTAMP_BOUNDS,
-              # room for the origin header on top of the largest record the topic took
-              "max.message.bytes": str(max_message_bytes + 1024)}
-    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config)],
-                              request_timeout=kc.REQUEST_TIMEOUT_S)[name]
-    with kc.kafka_errors(f"cluster '{alias}': creating '{name}' for the saved records failed", MirrorRefused,
-                         ignore=(KafkaError.TOPIC_ALREADY_EXISTS,)):
+    config = {
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+        "cleanup.policy": "delete",
+        "message.timestamp.type": "CreateTime",
+        **MIRROR_TIMESTAMP_BOUNDS,
+        # room for the origin header on top of the largest record the topic took
+        "max.message.bytes": str(max_message_bytes + 1024),
+    }
+    fut = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config)],
+        request_timeout=kc.REQUEST_TIMEOUT_S,
+    )[name]
+    with kc.kafka_errors(
+        f"cluster '{alias}': creating '{name}' for the saved records failed",
+        MirrorRefused,
+        ignore=(KafkaError.TOPIC_ALREADY_EXISTS,),
+    ):
         fut.result()
 
 
-def save_ranges(conf: dict, reader_conf: dict, writer_id: str, topic: str, saved: str,
-                ranges: dict[int, tuple[tuple[int, int], ...]], alias: str) -> dict[int, RangeCount]:
+def save_ranges(
+    conf: dict,
+    reader_conf: dict,
+    writer_id: str,
+    topic: str,
+    saved: str,
+    ranges: dict[int, tuple[tuple[int, int], ...]],
+    alias: str,
+) -> dict[int, RangeCount]:
     """Copy the committed records of `topic` in `ranges` (per partition) to `saved`, exactly once.
 
     Returns per partition what `saved` holds from `topic` once done.
     """
-    writer = kc.producer({**conf, "transactional.id": writer_id, "transaction.timeout.ms": 60000,
-                          "enable.idempotence": True, "acks": "all", "linger.ms": 20})
+    writer = kc.producer(
+        {
+            **conf,
+            "transactional.id": writer_id,
+            "transaction.timeout.ms": 60000,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 20,
+        }
+    )
     try:
         _fence(writer, alias, saved)
         for partition, spans in sorted(ranges.items()):
@@ -115,8 +145,9 @@ def _fence(writer, alias: str, saved: str, timeout: float = 60.0) -> None:
             return
         except KafkaException as exc:
             if not kc.is_retriable(exc) or time.monotonic() > deadline:
-                raise MirrorError(f"cluster '{alias}': taking over as the writer of '{saved}' failed: "
-                                  f"{kc.error_name(exc)}") from None
+                raise MirrorError(
+                    f"cluster '{alias}': taking over as the writer of '{saved}' failed: {kc.error_name(exc)}"
+                ) from None
             time.sleep(0.2)
 
 
@@ -129,8 +160,14 @@ def _copy_range(writer, reader_conf: dict, topic: str, saved: str, partition: in
             headers = list(msg.headers() or []) + [(ORIGIN_HEADER, origin(topic, partition, msg.offset()))]
             while True:
                 try:
-                    writer.produce(saved, key=msg.key(), value=msg.value(), partition=partition, headers=headers,
-                                   timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+                    writer.produce(
+                        saved,
+                        key=msg.key(),
+                        value=msg.value(),
+                        partition=partition,
+                        headers=headers,
+                        timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                    )
                     break
                 except BufferError:
                     writer.poll(0.1)
@@ -142,10 +179,12 @@ def _copy_range(writer, reader_conf: dict, topic: str, saved: str, partition: in
         writer.commit_transaction(60)
     except KafkaException as exc:
         if kc.is_fenced(exc):
-            raise ConcurrentWriter(f"saving records of '{topic}' to '{saved}': another reverse took over; "
-                                   f"this one stopped") from None
-        raise MirrorError(f"saving records of '{topic}' partition {partition} to '{saved}' failed: "
-                          f"{kc.error_name(exc)}") from None
+            raise ConcurrentWriter(
+                f"saving records of '{topic}' to '{saved}': another reverse took over; this one stopped"
+            ) from None
+        raise MirrorError(
+            f"saving records of '{topic}' partition {partition} to '{saved}' failed: {kc.error_name(exc)}"
+        ) from None
 
 
 def last_saved_origin(reader_conf: dict, saved: str, partition: int) -> int | None:

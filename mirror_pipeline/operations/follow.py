@@ -27,8 +27,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
@@ -115,8 +116,9 @@ def follow(
     return number
 
 
-def _one_epoch(ctx: LinkContext, spark, number: int, epoch_s: float,
-               mirror_topics: Sequence[str] | None, scan: bool) -> tuple[Epoch, bool]:
+def _one_epoch(
+    ctx: LinkContext, spark, number: int, epoch_s: float, mirror_topics: Sequence[str] | None, scan: bool
+) -> tuple[Epoch, bool]:
     """(the epoch, whether it had nothing to copy); `scan`: auto-create's scan first."""
     try:
         created = auto_create.scan(ctx) if scan else None
@@ -173,8 +175,13 @@ class _SideSyncs:
     shared between threads).
     """
 
-    def __init__(self, open_ctx: Callable[[], LinkContext], report: _Reporter, stop: threading.Event,
-                 mirror_topics: Sequence[str] | None):
+    def __init__(
+        self,
+        open_ctx: Callable[[], LinkContext],
+        report: _Reporter,
+        stop: threading.Event,
+        mirror_topics: Sequence[str] | None,
+    ):
         self.open_ctx, self.report, self.stop = open_ctx, report, stop
         self.mirror_topics = list(mirror_topics) if mirror_topics else None
         self.thread = threading.Thread(target=self._run, name="follow-syncs", daemon=True)
@@ -188,8 +195,10 @@ class _SideSyncs:
 
     def _run(self) -> None:
         ctx = self.open_ctx()
-        jobs = [("config", ctx.link.config_sync_ms / 1000, self._config_sync),
-                ("offsets", ctx.link.offset_sync_ms / 1000, self._offset_sync)]
+        jobs = [
+            ("config", ctx.link.config_sync_ms / 1000, self._config_sync),
+            ("offsets", ctx.link.offset_sync_ms / 1000, self._offset_sync),
+        ]
         if ctx.link.heartbeats_enabled:
             emitter = HeartbeatEmitter(ctx)
             jobs.append(("heartbeats", ctx.link.heartbeats_interval_s, lambda _ctx: emitter.beat()))

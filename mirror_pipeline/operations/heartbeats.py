@@ -58,24 +58,36 @@ class HeartbeatEmitter:
                 self._prepare()
                 self._producer = kc.producer(self.ctx.source_conf("heartbeats"))
             now_ms = int(time.time() * 1000)
-            value = {"link": self.ctx.link.name, "source": self.ctx.source.alias, "target": self.ctx.dest.alias,
-                     "emitted_ms": now_ms}
+            value = {
+                "link": self.ctx.link.name,
+                "source": self.ctx.source.alias,
+                "target": self.ctx.dest.alias,
+                "emitted_ms": now_ms,
+            }
             failures: list[KafkaError] = []
 
             def on_delivery(err, _msg):
                 if err is not None:
                     failures.append(err)
 
-            self._producer.produce(self.topic, key=self.ctx.link.name.encode(), value=json.dumps(value).encode(),
-                                   partition=0, timestamp=now_ms, on_delivery=on_delivery)
+            self._producer.produce(
+                self.topic,
+                key=self.ctx.link.name.encode(),
+                value=json.dumps(value).encode(),
+                partition=0,
+                timestamp=now_ms,
+                on_delivery=on_delivery,
+            )
             if self._producer.flush(SEND_TIMEOUT_S):
                 raise MirrorError(f"not acknowledged within {SEND_TIMEOUT_S:.0f}s")
             if failures:
                 raise MirrorError(failures[0].name())
             return ""
         except (MirrorError, KafkaException) as exc:
-            why = (f"link '{self.ctx.link.name}': no heartbeat written to '{self.topic}' on cluster "
-                   f"'{self.ctx.source.alias}': {kc.describe_error(exc, self.ctx.source.properties)}")
+            why = (
+                f"link '{self.ctx.link.name}': no heartbeat written to '{self.topic}' on cluster "
+                f"'{self.ctx.source.alias}': {kc.describe_error(exc, self.ctx.source.properties)}"
+            )
             log.warning("%s", why)
             self._producer = None
             return why
@@ -86,9 +98,12 @@ class HeartbeatEmitter:
         if kc.topic_partitions(ctx.source_admin, self.topic, ctx.source.alias) is None:
             future = ctx.source_admin.create_topics(
                 [NewTopic(self.topic, num_partitions=1, replication_factor=-1, config=TOPIC_CONFIGS)],
-                request_timeout=kc.REQUEST_TIMEOUT_S)[self.topic]
-            with kc.kafka_errors(f"creating '{self.topic}' on cluster '{ctx.source.alias}' failed",
-                                 ignore={KafkaError.TOPIC_ALREADY_EXISTS}):
+                request_timeout=kc.REQUEST_TIMEOUT_S,
+            )[self.topic]
+            with kc.kafka_errors(
+                f"creating '{self.topic}' on cluster '{ctx.source.alias}' failed",
+                ignore={KafkaError.TOPIC_ALREADY_EXISTS},
+            ):
                 future.result()
         if ctx.naming.heartbeats_mirror_topic() not in ctx.registry():
             create_mirror(ctx, self.topic)
@@ -114,14 +129,20 @@ class HeartbeatStatus:
         if self.newest_emitted_ms is None:
             return f"none has reached '{self.mirror_topic}' yet"
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.newest_emitted_ms / 1000))
-        return (f"the newest on '{self.mirror_topic}' was written {self.age_ms / 1000:.1f}s ago ({when}); "
-                f"one every {self.interval_s}s while following, and one per cycle")
+        return (
+            f"the newest on '{self.mirror_topic}' was written {self.age_ms / 1000:.1f}s ago ({when}); "
+            f"one every {self.interval_s}s while following, and one per cycle"
+        )
 
 
 def heartbeat_status(ctx: LinkContext) -> HeartbeatStatus:
     """Read the newest heartbeat on the destination's heartbeats mirror (never the source)."""
-    status = HeartbeatStatus(ctx.link.heartbeats_enabled, ctx.naming.internal_topic("heartbeats"),
-                             ctx.naming.heartbeats_mirror_topic(), ctx.link.heartbeats_interval_s)
+    status = HeartbeatStatus(
+        ctx.link.heartbeats_enabled,
+        ctx.naming.internal_topic("heartbeats"),
+        ctx.naming.heartbeats_mirror_topic(),
+        ctx.link.heartbeats_interval_s,
+    )
     if not status.enabled or not kc.topic_partitions(ctx.dest_admin, status.mirror_topic, ctx.dest.alias):
         return status
     emitted = _newest_timestamp(ctx.dest_conf("reader"), status.mirror_topic)

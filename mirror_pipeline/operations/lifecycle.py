@@ -10,8 +10,8 @@ changes, and one that fails part-way says what changed (`all_or_nothing`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Iterable, Mapping
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link import write_guard
@@ -39,17 +39,42 @@ __all__ = ["LifecycleResult", "pause", "resume", "delete", "rewrite_map", "refus
 
 
 def pause(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
-    return _move(ctx, topics, "pause", PAUSED, "paused by operator", "paused: copies nothing until resumed",
-                 movable=(ACTIVE, SOURCE_UNAVAILABLE), already=(PAUSED,))
+    return _move(
+        ctx,
+        topics,
+        "pause",
+        PAUSED,
+        "paused by operator",
+        "paused: copies nothing until resumed",
+        movable=(ACTIVE, SOURCE_UNAVAILABLE),
+        already=(PAUSED,),
+    )
 
 
 def resume(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
-    return _move(ctx, topics, "resume", ACTIVE, "resumed by operator", "resumed: the next cycle copies what accumulated",
-                 movable=(PAUSED,), already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED))
+    return _move(
+        ctx,
+        topics,
+        "resume",
+        ACTIVE,
+        "resumed by operator",
+        "resumed: the next cycle copies what accumulated",
+        movable=(PAUSED,),
+        already=(ACTIVE, SOURCE_UNAVAILABLE, PENDING_STOPPED),
+    )
 
 
-def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason: str, said: str, *,
-          movable: tuple[str, ...], already: tuple[str, ...]) -> LifecycleResult:
+def _move(
+    ctx: LinkContext,
+    topics: list[str] | None,
+    verb: str,
+    to: str,
+    reason: str,
+    said: str,
+    *,
+    movable: tuple[str, ...],
+    already: tuple[str, ...],
+) -> LifecycleResult:
     """Move mirrors in `movable` states to `to`, all or nothing (`all_or_nothing`); those in `already` are
     reported. With every mirror of the link (`topics` None) the STOPPED ones are left out and reported."""
     ctx.check_destination()
@@ -68,7 +93,9 @@ def _move(ctx: LinkContext, topics: list[str] | None, verb: str, to: str, reason
 
         after = ctx.store.update_mirror(info.mirror_topic, decide)
         if after.state != to or info.state == to:  # already there, or left out
-            result.add(after, after, f"already {DONE[verb]}" if after.state == to else f"not {DONE[verb]} ({after.state})")
+            result.add(
+                after, after, f"already {DONE[verb]}" if after.state == to else f"not {DONE[verb]} ({after.state})"
+            )
             return
         result.add(info, after, said)
         if to == PAUSED:
@@ -92,7 +119,9 @@ def _mark_deleting(ctx: LinkContext, name: str) -> None:
     ctx.store.update_mirror(name, decide)
 
 
-def rewrite_map(ctx: LinkContext, name: str, partitions: Iterable[int], pins: Mapping[int, Segment] | None = None) -> None:
+def rewrite_map(
+    ctx: LinkContext, name: str, partitions: Iterable[int], pins: Mapping[int, Segment] | None = None
+) -> None:
     """Per partition, in one transaction: delete every segment of `name`'s offset map but the
     partition's pin, and write the pin (a delete has none; a reverse pins where the map starts).
 
@@ -102,8 +131,9 @@ def rewrite_map(ctx: LinkContext, name: str, partitions: Iterable[int], pins: Ma
     """
     pins = pins or {}
     parts = set(partitions) | {p for (_, p) in ctx.store.read_segments([name]).segments} | set(pins)
-    for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
-                                  [(name, p) for p in sorted(parts)]):
+    for writers in fenced_batches(
+        ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in sorted(parts)]
+    ):
         old = ctx.store.read_segments([name]).segments
         for (_, p), writer in writers.items():
             pin = pins.get(p)
@@ -115,8 +145,9 @@ def rewrite_map(ctx: LinkContext, name: str, partitions: Iterable[int], pins: Ma
 
 def _fence_partitions(ctx: LinkContext, name: str) -> None:
     parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
-    for _ in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
-                            [(name, p) for p in range(parts)]):
+    for _ in fenced_batches(
+        ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in range(parts)]
+    ):
         pass  # fencing is all a pause needs
 
 
@@ -125,8 +156,10 @@ def refuse_reversing(infos: list[MirrorInfo], then: str) -> None:
     nothing but the reverse touches it until the reverse finished."""
     for info in infos:
         if REVERSING in info.flags:
-            raise MirrorRefused(f"mirror '{info.mirror_topic}' is being set up by a reverse that did not finish; "
-                                f"run reverse again to finish it, then {then}")
+            raise MirrorRefused(
+                f"mirror '{info.mirror_topic}' is being set up by a reverse that did not finish; "
+                f"run reverse again to finish it, then {then}"
+            )
 
 
 def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
@@ -143,13 +176,17 @@ def delete(ctx: LinkContext, topics: list[str]) -> LifecycleResult:
     def act(info: MirrorInfo, changed: list[str]) -> None:
         _mark_deleting(ctx, info.mirror_topic)
         changed.append("it is marked DELETING and copies nothing more: run delete again to finish")
-        rewrite_map(ctx, info.mirror_topic, range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0))
+        rewrite_map(
+            ctx, info.mirror_topic, range(kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0)
+        )
         # The guard's bindings are listed on the record forgotten below: lifted first, or a topic of
         # that name made later would stay locked for its writers, by bindings nobody lists (R-ACL-3).
         write_guard.lift(ctx, info.mirror_topic)
         said = "forgotten; the topic stays (it is a normal topic since it stopped)"
         if info.state != STOPPED:
-            fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[info.mirror_topic]
+            fut = ctx.dest_admin.delete_topics([info.mirror_topic], request_timeout=kc.REQUEST_TIMEOUT_S)[
+                info.mirror_topic
+            ]
             # Already gone is as good as deleted.
             with kc.kafka_errors(f"deleting mirror topic '{info.mirror_topic}' failed", ignore=kc.UNKNOWN_TOPIC):
                 fut.result()

@@ -34,8 +34,9 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     """
     link = ctx.link
     heartbeats = link.heartbeats_enabled and source_topic == ctx.naming.internal_topic("heartbeats")
-    mirror_topic = mirror_topic or (ctx.naming.heartbeats_mirror_topic() if heartbeats
-                                    else ctx.naming.mirror_topic(source_topic))
+    mirror_topic = mirror_topic or (
+        ctx.naming.heartbeats_mirror_topic() if heartbeats else ctx.naming.mirror_topic(source_topic)
+    )
     check_names(ctx, source_topic, mirror_topic, heartbeats)
     ctx.check_destination()
     ctx.check_source()
@@ -71,8 +72,9 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         )
 
     configs, held = split_for_mirror(source_configs)
-    info = existing or new_mirror_info(ctx, source_topic, mirror_topic, held,
-                                       kc.cluster_id(ctx.source_admin, ctx.source.alias))
+    info = existing or new_mirror_info(
+        ctx, source_topic, mirror_topic, held, kc.cluster_id(ctx.source_admin, ctx.source.alias)
+    )
     # Nothing is written before every check above passed: the internal topics
     # and the link's naming record come first, then the registration (a topic
     # that exists unregistered could never be claimed again), then the topic.
@@ -80,7 +82,9 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     ctx.record_naming()
     ctx.store.put_mirror(info)
     try:
-        with kc.kafka_errors(f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed", MirrorRefused):
+        with kc.kafka_errors(
+            f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed", MirrorRefused
+        ):
             ctx.dest_admin.create_topics(
                 [NewTopic(mirror_topic, num_partitions=partitions, replication_factor=-1, config=configs)],
                 request_timeout=kc.REQUEST_TIMEOUT_S,
@@ -100,8 +104,10 @@ def check_names(ctx: LinkContext, source_topic: str, mirror_topic: str, heartbea
             raise MirrorRefused(f"{what} name '{name}' is not a legal Kafka topic name")
     if heartbeats:
         if mirror_topic != ctx.naming.heartbeats_mirror_topic():
-            raise MirrorRefused(f"the heartbeats of link '{ctx.link.name}' are mirrored as "
-                                f"'{ctx.naming.heartbeats_mirror_topic()}'; '{mirror_topic}' cannot be chosen")
+            raise MirrorRefused(
+                f"the heartbeats of link '{ctx.link.name}' are mirrored as "
+                f"'{ctx.naming.heartbeats_mirror_topic()}'; '{mirror_topic}' cannot be chosen"
+            )
         return
     try:
         ctx.naming.check_mirror_name(source_topic, mirror_topic)
@@ -111,13 +117,24 @@ def check_names(ctx: LinkContext, source_topic: str, mirror_topic: str, heartbea
         raise MirrorRefused(f"'{source_topic}' is an internal topic and is never mirrored")
 
 
-def new_mirror_info(ctx: LinkContext, source_topic: str, mirror_topic: str, held_back: dict,
-                    source_cluster_id: str) -> MirrorInfo:
+def new_mirror_info(
+    ctx: LinkContext, source_topic: str, mirror_topic: str, held_back: dict, source_cluster_id: str
+) -> MirrorInfo:
     """The registration of a mirror being created (ACTIVE from the start)."""
     now = time.time()
-    return MirrorInfo(ctx.link.name, mirror_topic, source_topic, ACTIVE, now, "created", now, held_back=held_back,
-                      history=((now, "", ACTIVE, "created"),), source_cluster=ctx.source.alias,
-                      source_cluster_id=source_cluster_id)
+    return MirrorInfo(
+        ctx.link.name,
+        mirror_topic,
+        source_topic,
+        ACTIVE,
+        now,
+        "created",
+        now,
+        held_back=held_back,
+        history=((now, "", ACTIVE, "created"),),
+        source_cluster=ctx.source.alias,
+        source_cluster_id=source_cluster_id,
+    )
 
 
 def list_mirrors(ctx: LinkContext) -> list[MirrorInfo]:
@@ -203,11 +220,15 @@ def _read_source(ctx: LinkContext, info: MirrorInfo) -> tuple[dict | None, str]:
 def partition_progress(ctx: LinkContext, info: MirrorInfo, with_source: bool = True):
     """Per partition: (partition, next source offset to mirror, source end or None)."""
     parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias) or 0
-    ends = kc.list_offsets(ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False)
+    ends = kc.list_offsets(
+        ctx.dest_admin, [(info.mirror_topic, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False
+    )
     src_end: dict = {}
     if with_source:
         src_parts = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias) or 0
-        src_end = kc.list_offsets(ctx.source_admin, [(info.source_topic, p) for p in range(src_parts)], "latest", ctx.source.alias)
+        src_end = kc.list_offsets(
+            ctx.source_admin, [(info.source_topic, p) for p in range(src_parts)], "latest", ctx.source.alias
+        )
     segments = ctx.store.read_segments([info.mirror_topic]).segments
     for p in range(parts):
         omap = resolve_keyed(segments.get((info.mirror_topic, p), []), ends[(info.mirror_topic, p)]).offset_map
@@ -258,5 +279,3 @@ def _lags(ctx: LinkContext, infos) -> dict[str, int]:
             total += records_behind(src_end[(m.source_topic, p)], next_source)
         lags[m.mirror_topic] = total
     return lags
-
-

@@ -53,24 +53,36 @@ def reverse_link_for(config: PipelineConfig, link: str, named: str | None) -> st
     if named:
         back = config.link(named)
         if (back.source, back.destination) != (forward.destination, forward.source):
-            raise MirrorRefused(f"link '{named}' copies {back.source} -> {back.destination}; the reverse of link "
-                                f"'{link}' must copy {forward.destination} -> {forward.source}")
+            raise MirrorRefused(
+                f"link '{named}' copies {back.source} -> {back.destination}; the reverse of link "
+                f"'{link}' must copy {forward.destination} -> {forward.source}"
+            )
         return named
-    found = sorted(name for name, l in config.links.items()
-                   if (l.source, l.destination) == (forward.destination, forward.source))
+    found = sorted(
+        name for name, l in config.links.items() if (l.source, l.destination) == (forward.destination, forward.source)
+    )
     if len(found) == 1:
         return found[0]
     if not found:
         raise MirrorRefused(
             f"no link copies {forward.destination} -> {forward.source}, the reverse of link '{link}': declare one "
             f"in the config (links: <name>: source: {forward.destination}, destination: {forward.source}) and run "
-            f"reverse again")
-    raise MirrorRefused(f"links {', '.join(found)} all copy {forward.destination} -> {forward.source}: "
-                        f"name the one to use with --reverse-link")
+            f"reverse again"
+        )
+    raise MirrorRefused(
+        f"links {', '.join(found)} all copy {forward.destination} -> {forward.source}: "
+        f"name the one to use with --reverse-link"
+    )
 
 
-def reverse(ctx: LinkContext, back: LinkContext, topics: list[str], start: bool = True,
-            dry_run: bool = False, realign_groups: bool = False) -> LifecycleResult:
+def reverse(
+    ctx: LinkContext,
+    back: LinkContext,
+    topics: list[str],
+    start: bool = True,
+    dry_run: bool = False,
+    realign_groups: bool = False,
+) -> LifecycleResult:
     """Make the old sources of the stopped mirrors `topics` of `ctx`'s link follow them on link `back`.
 
     All or nothing (`all_or_nothing`): with several mirrors, every one's plan
@@ -91,21 +103,39 @@ def reverse(ctx: LinkContext, back: LinkContext, topics: list[str], start: bool 
         if dry_run:
             return preview
     result = LifecycleResult("reverse", ctx.link.name)
-    return one_by_one(result, selected, lambda info, changed: _reverse_one(ctx, back, info, start, False,
-                                                                              realign_groups, result, changed))
+    return one_by_one(
+        result,
+        selected,
+        lambda info, changed: _reverse_one(ctx, back, info, start, False, realign_groups, result, changed),
+    )
 
 
-def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: bool, dry_run: bool,
-                 realign_groups: bool, result: LifecycleResult, changed: list[str]) -> None:
+def _reverse_one(
+    ctx: LinkContext,
+    back: LinkContext,
+    stopped: MirrorInfo,
+    start: bool,
+    dry_run: bool,
+    realign_groups: bool,
+    result: LifecycleResult,
+    changed: list[str],
+) -> None:
     old_source = stopped.source_topic
     current = back.registry().get(old_source)
     if current is not None and current.state != STOPPED and not _is_ours(current, ctx, stopped):
         if current.source_topic == stopped.mirror_topic and REVERSING not in current.flags:
-            result.add(stopped, current, f"already reversed: '{old_source}' follows it on link '{back.link.name}' "
-                                         f"({current.state})", new_mirror=old_source, reverse_link=back.link.name)
+            result.add(
+                stopped,
+                current,
+                f"already reversed: '{old_source}' follows it on link '{back.link.name}' ({current.state})",
+                new_mirror=old_source,
+                reverse_link=back.link.name,
+            )
             return
-        raise MirrorRefused(f"'{old_source}' is already a mirror of '{current.source_topic}' on link "
-                            f"'{back.link.name}' ({current.state})")
+        raise MirrorRefused(
+            f"'{old_source}' is already a mirror of '{current.source_topic}' on link "
+            f"'{back.link.name}' ({current.state})"
+        )
     plan = current.reverse_of if current is not None and _is_ours(current, ctx, stopped) else None
     if plan is None:
         plan = make_plan(ctx, back, stopped, start)
@@ -113,8 +143,10 @@ def _reverse_one(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start
         result.add(stopped, stopped, _plan_sentence(plan, back, dry_run=True), **_report(plan, back, old_source))
         return
     info = _record_plan(back, stopped, plan)
-    changed.append(f"its plan is recorded ('{old_source}' is PAUSED and REVERSING on link '{back.link.name}'): "
-                   f"run reverse again to finish it")
+    changed.append(
+        f"its plan is recorded ('{old_source}' is PAUSED and REVERSING on link '{back.link.name}'): "
+        f"run reverse again to finish it"
+    )
     plan = info.reverse_of
     if plan["action"] == REBUILD:
         plan = _rebuild(back, info, plan)
@@ -153,9 +185,11 @@ def make_plan(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: b
     a_stable = kc.list_offsets(back.dest_admin, a_tps, "latest", a_alias)
     open_txn = sorted(p for (_, p), end in a_end.items() if a_stable[(old, p)] < end)
     if open_txn:
-        raise MirrorRefused(f"'{old}' on cluster '{a_alias}' has a transaction still open in partitions "
-                            f"{', '.join(map(str, open_txn))}: its records cannot be told apart yet; retry once it "
-                            f"ends (a dead producer's transaction is aborted after its timeout)")
+        raise MirrorRefused(
+            f"'{old}' on cluster '{a_alias}' has a transaction still open in partitions "
+            f"{', '.join(map(str, open_txn))}: its records cannot be told apart yet; retry once it "
+            f"ends (a dead producer's transaction is aborted after its timeout)"
+        )
     b_start = kc.list_offsets(back.source_admin, b_tps, "earliest", b_alias, read_committed=False)
     b_end = kc.list_offsets(back.source_admin, b_tps, "latest", b_alias, read_committed=False)
     segments = ctx.store.read_segments([new_source]).segments
@@ -165,11 +199,19 @@ def make_plan(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: b
         if p < b_parts:
             res = resolve_keyed(segments.get((new_source, p), []), b_end[(new_source, p)])
             if res.in_doubt:
-                raise MirrorRefused(f"mirror '{new_source}' partition {p}: its offset map was not settled when it "
-                                    f"stopped; run failover on it again, then reverse")
+                raise MirrorRefused(
+                    f"mirror '{new_source}' partition {p}: its offset map was not settled when it "
+                    f"stopped; run failover on it again, then reverse"
+                )
             omap = res.offset_map
-        facts = PartitionFacts(p, a_start[(old, p)], a_end[(old, p)], stopped.last_source_offsets.get(p),
-                               b_start.get((new_source, p)), b_end.get((new_source, p)))
+        facts = PartitionFacts(
+            p,
+            a_start[(old, p)],
+            a_end[(old, p)],
+            stopped.last_source_offsets.get(p),
+            b_start.get((new_source, p)),
+            b_end.get((new_source, p)),
+        )
         partitions.append(decide_partition(facts, omap))
     partitions += [new_source_partition(p) for p in range(a_parts, b_parts)]
     action = topic_action(partitions) if a_parts else REBUILD
@@ -177,12 +219,22 @@ def make_plan(ctx: LinkContext, back: LinkContext, stopped: MirrorInfo, start: b
     counts = {str(p.partition): _count(reader, old, p) for p in partitions if p.saved_ranges}
     saved = divergence.saved_topic_name(old) if any(c["records"] for c in counts.values()) else ""
     if saved and kc.topic_partitions(back.dest_admin, saved, a_alias) is not None:
-        raise MirrorRefused(f"a topic named '{saved}' already exists on cluster '{a_alias}', where this reverse "
-                            f"saves the records it would drop: rename or delete it, then run reverse again")
+        raise MirrorRefused(
+            f"a topic named '{saved}' already exists on cluster '{a_alias}', where this reverse "
+            f"saves the records it would drop: rename or delete it, then run reverse again"
+        )
     return {
-        "link": ctx.link.name, "mirror": new_source, "action": action, "start": start, "phase": PLANNED,
-        "planned_at": time.time(), "partitions": [p.to_dict() for p in partitions], "saved_topic": saved,
-        "saved_counts": counts, "old_partitions": a_parts, "new_partitions": b_parts,
+        "link": ctx.link.name,
+        "mirror": new_source,
+        "action": action,
+        "start": start,
+        "phase": PLANNED,
+        "planned_at": time.time(),
+        "partitions": [p.to_dict() for p in partitions],
+        "saved_topic": saved,
+        "saved_counts": counts,
+        "old_partitions": a_parts,
+        "new_partitions": b_parts,
         "old_topic_id": _topic_id(back, old) if a_parts and action == REBUILD else "",
     }
 
@@ -214,13 +266,26 @@ def _record_plan(back: LinkContext, stopped: MirrorInfo, plan: dict) -> MirrorIn
             if (current.reverse_of.get("link"), current.reverse_of.get("mirror")) == (plan["link"], plan["mirror"]):
                 return current  # carried on from an earlier attempt
         if current is not None and current.state != STOPPED:
-            raise MirrorRefused(f"'{name}' became a mirror of '{current.source_topic}' on link '{back.link.name}' meanwhile")
+            raise MirrorRefused(
+                f"'{name}' became a mirror of '{current.source_topic}' on link '{back.link.name}' meanwhile"
+            )
         now = time.time()
         said = f"reverse of mirror '{plan['mirror']}' on link '{plan['link']}': in progress"
-        return MirrorInfo(back.link.name, name, stopped.mirror_topic, PAUSED, now, said, now,
-                          held_back=split_for_mirror(source_configs)[1], flags=(REVERSING,),
-                          history=((now, "", PAUSED, said),), source_cluster=back.source.alias,
-                          source_cluster_id=cluster_id, reverse_of=plan)
+        return MirrorInfo(
+            back.link.name,
+            name,
+            stopped.mirror_topic,
+            PAUSED,
+            now,
+            said,
+            now,
+            held_back=split_for_mirror(source_configs)[1],
+            flags=(REVERSING,),
+            history=((now, "", PAUSED, said),),
+            source_cluster=back.source.alias,
+            source_cluster_id=cluster_id,
+            reverse_of=plan,
+        )
 
     return back.store.update_mirror(name, decide)
 
@@ -262,20 +327,27 @@ def _save(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
     divergence.ensure_saved_topic(back.dest_admin, alias, plan["saved_topic"], plan["old_partitions"], max_bytes)
     ranges = {p.partition: p.saved_ranges for p in parts if p.saved_ranges}
     writer_id = f"mirror-pipeline/{back.link.name}/{name}/diverged"
-    saved = divergence.save_ranges(back.dest_conf("state-writer"), back.dest_conf("reader"), writer_id, name,
-                                   plan["saved_topic"], ranges, alias)
-    short = {p: (plan["saved_counts"][str(p)]["records"], got.records) for p, got in saved.items()
-             if got.records != plan["saved_counts"][str(p)]["records"]}
+    saved = divergence.save_ranges(
+        back.dest_conf("state-writer"), back.dest_conf("reader"), writer_id, name, plan["saved_topic"], ranges, alias
+    )
+    short = {
+        p: (plan["saved_counts"][str(p)]["records"], got.records)
+        for p, got in saved.items()
+        if got.records != plan["saved_counts"][str(p)]["records"]
+    }
     if short:
         detail = "; ".join(f"partition {p}: {want} to save, {got} saved" for p, (want, got) in sorted(short.items()))
-        raise MirrorError(f"saving the records '{name}' would drop to '{plan['saved_topic']}' did not add up ({detail}); "
-                          f"nothing was deleted: run reverse again")
+        raise MirrorError(
+            f"saving the records '{name}' would drop to '{plan['saved_topic']}' did not add up ({detail}); "
+            f"nothing was deleted: run reverse again"
+        )
 
 
 def _delete_topic(back: LinkContext, name: str) -> None:
     fut = back.dest_admin.delete_topics([name], request_timeout=kc.REQUEST_TIMEOUT_S)[name]
-    with kc.kafka_errors(f"cluster '{back.dest.alias}': deleting '{name}' for its rebuild failed",
-                         ignore=kc.UNKNOWN_TOPIC):
+    with kc.kafka_errors(
+        f"cluster '{back.dest.alias}': deleting '{name}' for its rebuild failed", ignore=kc.UNKNOWN_TOPIC
+    ):
         fut.result()
 
 
@@ -287,16 +359,24 @@ def _create_mirror_topic(back: LinkContext, info: MirrorInfo, plan: dict) -> Non
     while True:
         existing = _topic_id(back, name)
         if existing and existing != plan["old_topic_id"]:
-            ends = kc.list_offsets(back.dest_admin, [(name, p) for p in range(kc.topic_partitions(back.dest_admin, name, alias) or 0)],
-                                   "latest", alias, read_committed=False)
+            ends = kc.list_offsets(
+                back.dest_admin,
+                [(name, p) for p in range(kc.topic_partitions(back.dest_admin, name, alias) or 0)],
+                "latest",
+                alias,
+                read_committed=False,
+            )
             if any(ends.values()):
-                raise MirrorRefused(f"'{name}' on cluster '{alias}' was created again by someone else and holds records; "
-                                    f"delete it (its old records are saved in '{plan['saved_topic'] or 'nothing to save'}') "
-                                    f"and run reverse again")
+                raise MirrorRefused(
+                    f"'{name}' on cluster '{alias}' was created again by someone else and holds records; "
+                    f"delete it (its old records are saved in '{plan['saved_topic'] or 'nothing to save'}') "
+                    f"and run reverse again"
+                )
             return  # an earlier attempt of this reverse created it
         fut = back.dest_admin.create_topics(
             [NewTopic(name, num_partitions=plan["new_partitions"], replication_factor=-1, config=configs)],
-            request_timeout=kc.REQUEST_TIMEOUT_S)[name]
+            request_timeout=kc.REQUEST_TIMEOUT_S,
+        )[name]
         try:
             with kc.kafka_errors(f"cluster '{alias}': creating '{name}' as a mirror failed", MirrorRefused):
                 fut.result()
@@ -334,7 +414,9 @@ def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -
     """Every step after the plan is recorded re-checks it is still the reverse's to take (R-LC-8)."""
     if current is None or REVERSING not in current.flags or current.state == STOPPED:
         what = "deleted" if current is None else current.state
-        raise MirrorRefused(f"the reverse of '{name}' on link '{back.link.name}' stopped: the mirror is {what} meanwhile")
+        raise MirrorRefused(
+            f"the reverse of '{name}' on link '{back.link.name}' stopped: the mirror is {what} meanwhile"
+        )
 
 
 def _finish(back: LinkContext, name: str, plan: dict) -> MirrorInfo:
@@ -345,8 +427,15 @@ def _finish(back: LinkContext, name: str, plan: dict) -> MirrorInfo:
         _still_reversing(current, back, name)
         now = time.time()
         history = (current.history + ((now, current.state, to, said),))[-20:]
-        return replace(current, state=to, state_time=now, reason=said, history=history,
-                       flags=tuple(f for f in current.flags if f != REVERSING), reverse_of={**plan, "phase": "done"})
+        return replace(
+            current,
+            state=to,
+            state_time=now,
+            reason=said,
+            history=history,
+            flags=tuple(f for f in current.flags if f != REVERSING),
+            reverse_of={**plan, "phase": "done"},
+        )
 
     return back.store.update_mirror(name, decide)
 
@@ -355,14 +444,23 @@ def _translate_groups(back: LinkContext, info: MirrorInfo, realign: bool) -> dic
     """Groups that moved to the new source, translated back through the new mirror's map (R-OFS rules;
     `realign`: also backwards, over offsets the groups left behind on the old source)."""
     if not back.link.offset_sync_enable:
-        return {"offset_sync_notes": [f"consumer.offset.sync.enable is off on link '{back.link.name}': "
-                                      f"no consumer group was translated"]}
+        return {
+            "offset_sync_notes": [
+                f"consumer.offset.sync.enable is off on link '{back.link.name}': no consumer group was translated"
+            ]
+        }
     try:
         sync = sync_mirrors(back, [info], realign=realign)
     except MirrorError as exc:
         return {"offset_sync_notes": [f"offset sync failed: {exc}"]}
-    groups = [{"group": g.destination_group, "status": g.status,
-               "partitions": {p.partition: p.destination_offset for p in g.partitions}} for g in sync.groups]
+    groups = [
+        {
+            "group": g.destination_group,
+            "status": g.status,
+            "partitions": {p.partition: p.destination_offset for p in g.partitions},
+        }
+        for g in sync.groups
+    ]
     return {"consumer_groups": groups, "offset_sync_notes": list(sync.notes)}
 
 
@@ -384,7 +482,18 @@ def _report(plan: dict, back: LinkContext, new_mirror: str) -> dict:
     rows = []
     for part in plan["partitions"]:
         count = plan["saved_counts"].get(str(part["partition"]), {})
-        rows.append({**part, "saved_records": count.get("records", 0),
-                     "saved_first_timestamp": count.get("first_timestamp"),
-                     "saved_last_timestamp": count.get("last_timestamp")})
-    return {"reverse_link": back.link.name, "new_mirror": new_mirror, "action": plan["action"], "saved_topic": plan["saved_topic"], "partitions": rows}
+        rows.append(
+            {
+                **part,
+                "saved_records": count.get("records", 0),
+                "saved_first_timestamp": count.get("first_timestamp"),
+                "saved_last_timestamp": count.get("last_timestamp"),
+            }
+        )
+    return {
+        "reverse_link": back.link.name,
+        "new_mirror": new_mirror,
+        "action": plan["action"],
+        "saved_topic": plan["saved_topic"],
+        "partitions": rows,
+    }

@@ -35,8 +35,9 @@ from mirror_pipeline.sync.config_sync import sync_topic_configs
 from mirror_pipeline.sync.offset_sync import sync_mirrors
 
 
-def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None,
-         changed: list[str] | None = None) -> MirrorInfo:
+def stop(
+    ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None = None, changed: list[str] | None = None
+) -> MirrorInfo:
     """Make a mirror a normal writable topic, for good (R-LC-3, R-LC-4, R-LC-8).
 
     Mark, fence, then read -- in that order, each step relying on the one before:
@@ -76,7 +77,9 @@ def stop(ctx: LinkContext, info: MirrorInfo, reason: str, held_back: dict | None
         if current.state == STOPPED:
             return current
         said = reason + "".join(f"; {p}" for p in problems)
-        after = transition(current, STOPPED, said, stopped_at=time.time(), last_source_offsets=last_source, held_back=held)
+        after = transition(
+            current, STOPPED, said, stopped_at=time.time(), last_source_offsets=last_source, held_back=held
+        )
         return with_flag(after, STOPPING, present=False)
 
     return ctx.store.update_mirror(name, finish)
@@ -88,8 +91,9 @@ def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> 
     for attempt in range(attempts):
         parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
         try:
-            with fenced_writers(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
-                                [(name, p) for p in range(parts)]) as writers:
+            with fenced_writers(
+                ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in range(parts)]
+            ) as writers:
                 return _settle(ctx, info, parts, writers)
         except ConcurrentWriter:
             # A planner, a copy task or a consolidation fenced a slot after us (it
@@ -99,13 +103,15 @@ def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> 
     raise AssertionError("unreachable")
 
 
-def _settle(ctx: LinkContext, info: MirrorInfo, parts: int,
-            writers: dict[tuple[str, int], SegmentWriter]) -> tuple[dict[int, int], list[str]]:
+def _settle(
+    ctx: LinkContext, info: MirrorInfo, parts: int, writers: dict[tuple[str, int], SegmentWriter]
+) -> tuple[dict[int, int], list[str]]:
     """Step 3 of `stop`, with every partition's writer fenced."""
     name = info.mirror_topic
     segments = ctx.store.read_segments([name]).segments
-    ends = kc.list_offsets(ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias,
-                           read_committed=False)
+    ends = kc.list_offsets(
+        ctx.dest_admin, [(name, p) for p in range(parts)], "latest", ctx.dest.alias, read_committed=False
+    )
     in_doubt = [
         InDoubt(name, info.source_topic, p, tuple(segments.get((name, p), [])))
         for p in range(parts)
@@ -164,8 +170,13 @@ def failover(ctx: LinkContext, topics: list[str] | None) -> LifecycleResult:
             return
         reason = "failover" + (" (cancelled a pending promote)" if info.state == PENDING_STOPPED else "")
         after = stop(ctx, info, reason, changed=changed)
-        result.add(info, after, "stopped: now a normal writable topic", last_source_offsets=after.last_source_offsets,
-                   **landings.get(info.mirror_topic, {}))
+        result.add(
+            info,
+            after,
+            "stopped: now a normal writable topic",
+            last_source_offsets=after.last_source_offsets,
+            **landings.get(info.mirror_topic, {}),
+        )
 
     return one_by_one(result, selected, act)
 
@@ -195,19 +206,28 @@ def _landings_by_mirror(sync) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for g in sync.groups:
         for p in g.partitions:
-            out.setdefault(p.mirror_topic, {"consumer_groups": []})["consumer_groups"].append({
-                "source_group": g.source_group, "destination_group": g.destination_group, "status": g.status,
-                "partition": p.partition, "source_offset": p.source_offset, "lands_at": p.translated_offset,
-                "destination_offset_before": p.previous_offset, "destination_offset": p.destination_offset,
-                "action": p.action,
-            })
+            out.setdefault(p.mirror_topic, {"consumer_groups": []})["consumer_groups"].append(
+                {
+                    "source_group": g.source_group,
+                    "destination_group": g.destination_group,
+                    "status": g.status,
+                    "partition": p.partition,
+                    "source_offset": p.source_offset,
+                    "lands_at": p.translated_offset,
+                    "destination_offset_before": p.previous_offset,
+                    "destination_offset": p.destination_offset,
+                    "action": p.action,
+                }
+            )
     if sync.notes:
         for entry in out.values():
             entry["offset_sync_notes"] = list(sync.notes)
     return out
 
 
-def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: float = 300.0, poll_s: float = 1.0) -> LifecycleResult:
+def promote(
+    ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: float = 300.0, poll_s: float = 1.0
+) -> LifecycleResult:
     """Planned migration: finish copying, then stop with zero lag (R-LC-3).
 
     `copy_cycle(mirror_topics)` runs one replication cycle and returns its
@@ -220,7 +240,9 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
     try:
         ctx.check_source()
     except ClusterUnreachable as exc:
-        raise MirrorRefused(f"promote needs the source to be reachable ({exc}); failover stops a mirror without it") from None
+        raise MirrorRefused(
+            f"promote needs the source to be reachable ({exc}); failover stops a mirror without it"
+        ) from None
     result = LifecycleResult("promote", ctx.link.name)
     waiting: dict[str, MirrorInfo] = {}  # asked to stop, not stopped yet: as they were before
 
@@ -244,7 +266,10 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
         one_by_one(result, checked(ctx, "promote", topics), request_stop)
     except Incomplete as exc:
         for name in waiting:
-            result.not_done[name] = {"state": PENDING_STOPPED, "why": f"not stopped before the promote failed; {_STILL}"}
+            result.not_done[name] = {
+                "state": PENDING_STOPPED,
+                "why": f"not stopped before the promote failed; {_STILL}",
+            }
         raise Incomplete(result) from exc.__cause__
     _stop_at_zero_lag(ctx, result, waiting, copy_cycle, timeout_s, poll_s)
     return result
@@ -253,8 +278,14 @@ def promote(ctx: LinkContext, topics: list[str] | None, copy_cycle, timeout_s: f
 _STILL = "it stays PENDING_STOPPED: run promote again, or failover to stop it now"
 
 
-def _stop_at_zero_lag(ctx: LinkContext, result: LifecycleResult, waiting: dict[str, MirrorInfo], copy_cycle,
-                      timeout_s: float, poll_s: float) -> None:
+def _stop_at_zero_lag(
+    ctx: LinkContext,
+    result: LifecycleResult,
+    waiting: dict[str, MirrorInfo],
+    copy_cycle,
+    timeout_s: float,
+    poll_s: float,
+) -> None:
     """Promote's wait: copy, and stop each mirror of `waiting` once its lags are all zero (R-LC-3).
 
     Raises `Incomplete` when the deadline passes or something fails: the
@@ -284,17 +315,26 @@ def _stop_at_zero_lag(ctx: LinkContext, result: LifecycleResult, waiting: dict[s
                     offsets = _final_offset_sync(ctx, [current])
                     if offsets is not None and (offsets.offset_sync_lag or not offsets.complete):
                         # R-LC-3: consumer-offset lag must be zero too (e.g. a group still active on the destination).
-                        last_failure = f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
+                        last_failure = (
+                            f" (offset-sync lag {offsets.offset_sync_lag}{''.join('; ' + n for n in offsets.notes)})"
+                        )
                         continue
                     after = stop(ctx, current, "promoted", held_back=source_held_back(ctx, current), changed=changed)
                     said = "data, config and offset-sync lag 0" if offsets is not None else "data and config lag 0"
-                    result.add(before, after, f"promoted: {said}, now a normal writable topic",
-                               last_source_offsets=after.last_source_offsets, **_landings_by_mirror(offsets).get(name, {}))
+                    result.add(
+                        before,
+                        after,
+                        f"promoted: {said}, now a normal writable topic",
+                        last_source_offsets=after.last_source_offsets,
+                        **_landings_by_mirror(offsets).get(name, {}),
+                    )
                     del waiting[name]
             name = ""
             if waiting and time.monotonic() > deadline:
-                raise MirrorError(f"did not reach zero lag within {timeout_s:.0f}s (producers still writing to the "
-                                  f"source?){last_failure}")
+                raise MirrorError(
+                    f"did not reach zero lag within {timeout_s:.0f}s (producers still writing to the "
+                    f"source?){last_failure}"
+                )
             if waiting:
                 time.sleep(poll_s)
     except Exception as exc:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Callable
 from itertools import accumulate, repeat, starmap
 from operator import add, itemgetter, length_hint
-from typing import Callable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, Message, TopicPartition
 
@@ -59,8 +59,10 @@ def chunk_timestamps(stamps: list[tuple[int, int]]) -> tuple[list[int], list[int
     ts = list(map(_second, stamps))
     if not stamps or min(map(_first, stamps)) != TIMESTAMP_NOT_AVAILABLE:
         return ts, ts
-    return ([t if kind != TIMESTAMP_NOT_AVAILABLE else 0 for kind, t in stamps],
-            [t for kind, t in stamps if kind != TIMESTAMP_NOT_AVAILABLE])
+    return (
+        [t if kind != TIMESTAMP_NOT_AVAILABLE else 0 for kind, t in stamps],
+        [t for kind, t in stamps if kind != TIMESTAMP_NOT_AVAILABLE],
+    )
 
 
 class Latency:
@@ -96,8 +98,16 @@ def produce_chunk(out, topic: str, partition: int, chunk: list, timestamps: list
     one by one, waiting for room (never dropping a record).
     """
     values = iter(chunk)
-    calls = zip(repeat(topic), map(value_of, values), map(key_of, chunk), repeat(partition), repeat(None), repeat(None),
-                timestamps, map(headers_of, chunk))
+    calls = zip(
+        repeat(topic),
+        map(value_of, values),
+        map(key_of, chunk),
+        repeat(partition),
+        repeat(None),
+        repeat(None),
+        timestamps,
+        map(headers_of, chunk),
+    )
     try:
         deque(starmap(out.produce, calls), maxlen=0)
     except BufferError:
@@ -157,7 +167,7 @@ class ChunkReader:
             if msgs:
                 idle_since = time.monotonic()
                 if msgs[-1].offset() >= unit.source_until:
-                    msgs = msgs[:bisect_left(list(map(offset_of, msgs)), unit.source_until)]
+                    msgs = msgs[: bisect_left(list(map(offset_of, msgs)), unit.source_until)]
                     end_reached = True
             if msgs:
                 size, position = self._take(msgs, chunk, size, room, position)
@@ -180,7 +190,6 @@ class ChunkReader:
                     f"for {IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {unit.source_until})"
                 )
 
-
     def _want(self, room: int, size: int) -> int:
         """Records to ask the consumer for: about what the chunk has room for, by the sizes seen so far."""
         if self.record_bytes:
@@ -198,8 +207,12 @@ class ChunkReader:
         """Move into `chunk` as many of `msgs` as fit (the rest wait in `pending`); the chunk's new
         size and the read position past its last record."""
         # Memory the chunk holds after each record of the batch, and so how many fit.
-        held = list(accumulate(map(add, map(add, map(len, msgs), map(length_hint, map(key_of, msgs))),
-                                   repeat(RECORD_OVERHEAD_BYTES)), initial=size))
+        held = list(
+            accumulate(
+                map(add, map(add, map(len, msgs), map(length_hint, map(key_of, msgs))), repeat(RECORD_OVERHEAD_BYTES)),
+                initial=size,
+            )
+        )
         self.record_bytes = max(1, (held[-1] - size) // len(msgs))
         take = min(len(msgs), room, bisect_right(held, self.max_bytes) - 1)
         if take == 0 and not chunk:
@@ -228,7 +241,8 @@ def without_errors(msgs: list, unit, position: int) -> list:
         if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             raise MirrorError(
                 f"source topic '{unit.source_topic}' partition {unit.partition}: the link's source principal "
-                f"may not read it (TOPIC_AUTHORIZATION_FAILED: it needs READ on the topic)")
+                f"may not read it (TOPIC_AUTHORIZATION_FAILED: it needs READ on the topic)"
+            )
         raise MirrorError(
             f"source topic '{unit.source_topic}' partition {unit.partition}: read failed at offset "
             f"{position}: {err.str()}"

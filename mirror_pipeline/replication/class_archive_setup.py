@@ -58,8 +58,10 @@ def _training_session(jvm_options: str) -> None:
 
 def _training_row(item: int) -> dict:
     """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
-    return {field.name: str(item) if field.type == spark_runner.pa.string() else item
-            for field in spark_runner.RESULT_SCHEMA}
+    return {
+        field.name: str(item) if field.type == spark_runner.pa.string() else item
+        for field in spark_runner.RESULT_SCHEMA
+    }
 
 
 def _stop_with_jvm(spark, timeout_s: float = 300.0) -> None:
@@ -123,8 +125,10 @@ def prune_stale_archives(keep: Path, now: float | None = None) -> list[Path]:
 def _prune(keep: Path) -> None:
     removed = prune_stale_archives(keep)
     if removed:
-        print(f"setup: removed {len(removed)} Spark driver class archive(s) no session used for "
-              f"{STALE_AFTER_S // 86400} days (other JDK or Spark installs)")
+        print(
+            f"setup: removed {len(removed)} Spark driver class archive(s) no session used for "
+            f"{STALE_AFTER_S // 86400} days (other JDK or Spark installs)"
+        )
 
 
 def main() -> int:
@@ -142,8 +146,11 @@ def main() -> int:
         with _output_to(log):
             path = make_archive()
     except Exception as err:  # an optimisation only
-        print(f"setup: no class archive for the Spark driver ({type(err).__name__}: {str(err)[:300]}; "
-              f"the JVM's output is in {log}); Spark sessions start without one", file=sys.stderr)
+        print(
+            f"setup: no class archive for the Spark driver ({type(err).__name__}: {str(err)[:300]}; "
+            f"the JVM's output is in {log}); Spark sessions start without one",
+            file=sys.stderr,
+        )
         return 0
     if path is None:
         print("setup: no Java or Spark jars found for a Spark driver class archive", file=sys.stderr)

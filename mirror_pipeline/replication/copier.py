@@ -58,8 +58,6 @@ from mirror_pipeline.replication.chunks import (
 )
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss, use_allocator_settings
 
-
-
 # A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
 FOLLOW_END = 2**63 - 1
 
@@ -142,7 +140,9 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     Returning errors lets the other units of the Spark job finish; the driver
     fails the cycle afterwards, naming every unit that failed.
     """
-    result = UnitResult(unit.mirror_topic, unit.partition, unit.source_from, unit.source_from, unit.dest_start, unit.dest_start)
+    result = UnitResult(
+        unit.mirror_topic, unit.partition, unit.source_from, unit.source_from, unit.dest_start, unit.dest_start
+    )
     return_free_memory()
     result.rss_start_bytes = rss(reset_peak=True)[0]
     # The copy loop makes no reference cycles; the collector would only walk the
@@ -156,8 +156,10 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     except KafkaException as exc:
         if kc.is_fenced(exc):
             result.error_kind = "ConcurrentWriter"
-            result.error = (f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle took over "
-                            f"this partition; this writer stopped")
+            result.error = (
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle took over "
+                f"this partition; this writer stopped"
+            )
         else:
             result.error_kind = "KafkaException"
             result.error = kc.describe_error(exc, {**ctx.source_properties, **ctx.dest_properties})
@@ -239,8 +241,10 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             stamps = list(map(timestamp_of, chunk))
             produce_ts, valid_ts = chunk_timestamps(stamps)
             if time.monotonic() >= land_by:
-                raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: announcing a chunk took "
-                                  f"over {ctx.writer_delivery_timeout_ms} ms; its records were not sent")
+                raise MirrorError(
+                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: announcing a chunk took "
+                    f"over {ctx.writer_delivery_timeout_ms} ms; its records were not sent"
+                )
             produce_chunk(out, unit.mirror_topic, unit.partition, chunk, produce_ts)
             chunk_bytes = chunks.payload_bytes(chunk)
             n = len(chunk)
@@ -257,8 +261,11 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             remaining = land_by_deadline(out, land_by)
             acked_ms = int(time.time() * 1000)
             if failures or remaining:
-                reason = (f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
-                          if remaining else failures[0].str())
+                reason = (
+                    f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
+                    if remaining
+                    else failures[0].str()
+                )
                 raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
             latency.add(valid_ts, acked_ms)
             del valid_ts
@@ -268,8 +275,9 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
             result.bytes = copied_bytes
             result.source_until = position
             result.dest_until = dest_end
-            (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms,
-             result.latency_records) = latency.figures()
+            (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
+                latency.figures()
+            )
         landed = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
         if landed != result.dest_until:
             raise MirrorDiverged(
@@ -292,8 +300,10 @@ def _check_still_copying(unit: WorkUnit, ctx: CopyContext) -> None:
     info = store.read_mirrors().get(unit.mirror_topic)
     if not may_copy(info):
         what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
-        raise StateChanged(f"mirror '{unit.mirror_topic}' is {what} since this cycle planned; partition "
-                           f"{unit.partition} was not copied to")
+        raise StateChanged(
+            f"mirror '{unit.mirror_topic}' is {what} since this cycle planned; partition "
+            f"{unit.partition} was not copied to"
+        )
 
 
 def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
@@ -67,8 +67,11 @@ def run_cycle(
         if unknown:
             raise MirrorRefused(f"no mirror {', '.join(repr(u) for u in unknown)} on link '{ctx.link.name}'")
     selected = [
-        m for m in registry.values()
-        if (mirror_topics is None or m.mirror_topic in mirror_topics) and m.state in WATCHED and not NO_COPY_FLAGS & set(m.flags)
+        m
+        for m in registry.values()
+        if (mirror_topics is None or m.mirror_topic in mirror_topics)
+        and m.state in WATCHED
+        and not NO_COPY_FLAGS & set(m.flags)
     ]
     selected = track_source_reachability(ctx, selected)
 
@@ -83,13 +86,21 @@ def run_cycle(
         results: list[UnitResult] = []  # nothing to copy: no Spark job (and a lazy session never starts)
     elif follow_until:
         groups = follow_groups(plan.units, task_slots(spark))
-        results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: follow "
-                                  f"{len(plan.units)} partitions in {len(groups)} tasks")
+        results = run_unit_groups(
+            spark,
+            groups,
+            copy_ctx,
+            description=f"mirror-pipeline {ctx.link.name}: follow {len(plan.units)} partitions in {len(groups)} tasks",
+        )
     else:
         groups = cycle_groups(plan.units, task_slots(spark))
         with _ProgressReporter(ctx, plan, progress):
-            results = run_unit_groups(spark, groups, copy_ctx, description=f"mirror-pipeline {ctx.link.name}: copy "
-                                      f"{len(plan.units)} units in {len(groups)} tasks")
+            results = run_unit_groups(
+                spark,
+                groups,
+                copy_ctx,
+                description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units in {len(groups)} tasks",
+            )
     log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
 
     _consolidate(ctx, plan)
@@ -108,8 +119,9 @@ def run_cycle(
         elif r.error:
             errors.setdefault(r.mirror_topic, f"partition {r.partition}: {r.error}")
     if errors:
-        raise CycleFailed(f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {_first_errors(errors)}",
-                          result, errors)
+        raise CycleFailed(
+            f"link '{ctx.link.name}': {len(errors)} mirror(s) not fully copied: {_first_errors(errors)}", result, errors
+        )
     return result
 
 
@@ -183,7 +195,8 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
         duration_s=time.time() - started,
         work_units=len(plan.units),
         mirrors={
-            m: MirrorCopyResult(m, sources[m], tuple(parts), plan.partitions_added.get(m, 0)) for m, parts in mirrors.items()
+            m: MirrorCopyResult(m, sources[m], tuple(parts), plan.partitions_added.get(m, 0))
+            for m, parts in mirrors.items()
         },
         not_listed_yet=tuple(sorted(plan.not_listed_yet)),
     )
@@ -257,5 +270,8 @@ class _ProgressReporter:
             ends = kc.list_offsets(self.ctx.dest_admin, tps, "latest", self.ctx.dest.alias, read_committed=False)
         except MirrorError:
             return
-        done = sum(min(ends[(u.mirror_topic, u.partition)] - u.dest_start, u.source_until - u.source_from) for u in self.plan.units)
+        done = sum(
+            min(ends[(u.mirror_topic, u.partition)] - u.dest_start, u.source_until - u.source_from)
+            for u in self.plan.units
+        )
         self.callback(max(0, done), self.total)

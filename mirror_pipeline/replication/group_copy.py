@@ -38,8 +38,8 @@ import gc
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -88,8 +88,15 @@ def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
 
 def copy_group(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
     """Copy `units` together (see the module); expected failures come back in each unit's result."""
-    parts = [Member(u, UnitResult(u.mirror_topic, u.partition, u.source_from, u.source_from, u.dest_start,
-                                      u.dest_start), u.source_from, u.dest_start) for u in units]
+    parts = [
+        Member(
+            u,
+            UnitResult(u.mirror_topic, u.partition, u.source_from, u.source_from, u.dest_start, u.dest_start),
+            u.source_from,
+            u.dest_start,
+        )
+        for u in units
+    ]
     return_free_memory()
     rss_start = rss(reset_peak=True)[0]
     gc_was_enabled = gc.isenabled()
@@ -142,12 +149,18 @@ class _GroupCopy:
             units = [p.unit for p in self.parts if not p.ended]
             if not units:
                 return
-            memory = memory_plan(self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units),
-                                 max(u.chunk_records for u in units))
+            memory = memory_plan(
+                self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units), max(u.chunk_records for u in units)
+            )
             use_allocator_settings(memory)
             reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
-            self.rounds = RoundReader(reader, self.parts, memory.chunk_bytes, max(u.chunk_records for u in units),
-                                      max(u.max_message_bytes for u in units))
+            self.rounds = RoundReader(
+                reader,
+                self.parts,
+                memory.chunk_bytes,
+                max(u.chunk_records for u in units),
+                max(u.max_message_bytes for u in units),
+            )
             self._copy_rounds()
             self._verify_log_ends()
             if self.follow_until:
@@ -179,25 +192,45 @@ class _GroupCopy:
             info = mirrors.get(part.unit.mirror_topic)
             if not may_copy(info):
                 what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
-                part.fail(StateChanged.__name__, f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
-                          f"planned; partition {part.unit.partition} was not copied to")
+                part.fail(
+                    StateChanged.__name__,
+                    f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
+                    f"planned; partition {part.unit.partition} was not copied to",
+                )
         live = [p for p in parts if not p.failed]
         if not live:
             return
         since = min(p.unit.map_snapshot_end for p in live)
-        newer = segment_starts_since(kc.client_config(ctx.dest_properties, self.link, "state-reader"), self.admin,
-                                     ctx.offset_map_topic, ctx.dest_alias, self.link, since)
-        ends = kc.list_offsets(self.admin, [(p.unit.mirror_topic, p.unit.partition) for p in live], "latest",
-                               ctx.dest_alias, read_committed=False)
+        newer = segment_starts_since(
+            kc.client_config(ctx.dest_properties, self.link, "state-reader"),
+            self.admin,
+            ctx.offset_map_topic,
+            ctx.dest_alias,
+            self.link,
+            since,
+        )
+        ends = kc.list_offsets(
+            self.admin,
+            [(p.unit.mirror_topic, p.unit.partition) for p in live],
+            "latest",
+            ctx.dest_alias,
+            read_committed=False,
+        )
         for part in live:
             unit = part.unit
             if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
-                part.fail(ConcurrentWriter.__name__, f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
-                          f"cycle wrote to it after this cycle planned; this unit stopped without writing")
+                part.fail(
+                    ConcurrentWriter.__name__,
+                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
+                    f"cycle wrote to it after this cycle planned; this unit stopped without writing",
+                )
             elif ends[(unit.mirror_topic, unit.partition)] != part.dest_end:
-                part.fail(ConcurrentWriter.__name__, f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
-                          f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
-                          f"another writer is active or wrote since the plan")
+                part.fail(
+                    ConcurrentWriter.__name__,
+                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
+                    f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
+                    f"another writer is active or wrote since the plan",
+                )
 
     def _open_clients(self, memory: MemoryPlan, max_message_bytes: int):
         """The task's producers (`self.out`) and its consumer (returned)."""
@@ -211,16 +244,21 @@ class _GroupCopy:
             if err is not None:
                 self.failures.setdefault((msg.topic(), msg.partition()), err)
 
-        settings = kc.client_config(ctx.dest_properties, self.link, "writer", **{
-            "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
-            "request.timeout.ms": request_timeout_ms,  # see `chunks.chunk_delivery_timeout_ms`
-            "socket.timeout.ms": request_timeout_ms,
-            "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
-            "on_delivery": on_delivery,
-            # Each producer may queue a whole round: a round is one chunk however it is spread
-            # over them, so together they hold no more than one producer did.
-            **memory.writer_settings(),
-        })
+        settings = kc.client_config(
+            ctx.dest_properties,
+            self.link,
+            "writer",
+            **{
+                "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
+                "request.timeout.ms": request_timeout_ms,  # see `chunks.chunk_delivery_timeout_ms`
+                "socket.timeout.ms": request_timeout_ms,
+                "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
+                "on_delivery": on_delivery,
+                # Each producer may queue a whole round: a round is one chunk however it is spread
+                # over them, so together they hold no more than one producer did.
+                **memory.writer_settings(),
+            },
+        )
         self.out = ProducerSet(lambda: kc.producer(settings), producers_for(len(self.parts)))
         return reader
 
@@ -236,9 +274,12 @@ class _GroupCopy:
                 self._write_round(news)
             elif not self.follow_until and time.monotonic() - idle_since > IDLE_TIMEOUT_S:
                 for part in rounds.reading():
-                    part.fail(MirrorError.__name__, f"source topic '{part.unit.source_topic}' partition "
-                              f"{part.unit.partition}: no progress at offset {part.position} for "
-                              f"{IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})")
+                    part.fail(
+                        MirrorError.__name__,
+                        f"source topic '{part.unit.source_topic}' partition "
+                        f"{part.unit.partition}: no progress at offset {part.position} for "
+                        f"{IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})",
+                    )
             if self.follow_until and time.time() >= self.follow_until:
                 return
 
@@ -256,8 +297,9 @@ class _GroupCopy:
         slots = sorted(by_slot)
 
         def announce(slot: int) -> None:
-            self.writers[slot].write_segments([(p.unit.mirror_topic, p.unit.partition, segments[id(p)])
-                                               for p in by_slot[slot]])
+            self.writers[slot].write_segments(
+                [(p.unit.mirror_topic, p.unit.partition, segments[id(p)]) for p in by_slot[slot]]
+            )
 
         # The slots' transactions are independent: their round trips overlap (a round of 16 slots
         # one after another waited on 16 commits).
@@ -282,20 +324,31 @@ class _GroupCopy:
             # Checked before each partition's records: a task stalled past the deadline (between
             # two partitions, say) sends none after it; a repair may have settled them meanwhile.
             if time.monotonic() >= land_by:
-                self.rounds.stop(part, MirrorError.__name__, f"announcing a chunk took over "
-                                 f"{ctx.writer_delivery_timeout_ms} ms; its records were not sent")
+                self.rounds.stop(
+                    part,
+                    MirrorError.__name__,
+                    f"announcing a chunk took over {ctx.writer_delivery_timeout_ms} ms; its records were not sent",
+                )
                 continue
             stamps[id(part)] = list(map(timestamp_of, part.chunk))
-            produce_chunk(self.out.of(part.slot), part.unit.mirror_topic, part.unit.partition, part.chunk,
-                          chunk_timestamps(stamps[id(part)])[0])
+            produce_chunk(
+                self.out.of(part.slot),
+                part.unit.mirror_topic,
+                part.unit.partition,
+                part.chunk,
+                chunk_timestamps(stamps[id(part)])[0],
+            )
             produced.append(part)
         remaining = self.out.land_by(land_by)
         acked_ms = int(time.time() * 1000)
         for part in produced:
             key = (part.unit.mirror_topic, part.unit.partition)
             if remaining or key in self.failures:
-                reason = (f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
-                          if remaining else self.failures[key].str())
+                reason = (
+                    f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
+                    if remaining
+                    else self.failures[key].str()
+                )
                 self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}")
                 continue
             self._landed(part, segments[id(part)], stamps[id(part)], acked_ms)
@@ -310,8 +363,9 @@ class _GroupCopy:
         members = [p for p in self.parts if p.slot == slot and not p.failed]
         if self.retakes[slot] >= RETAKES_PER_SLOT:
             for part in members:
-                self.rounds.stop(part, ConcurrentWriter.__name__, "another cycle took over this partition; "
-                                 "this writer stopped")
+                self.rounds.stop(
+                    part, ConcurrentWriter.__name__, "another cycle took over this partition; this writer stopped"
+                )
             return
         self.retakes[slot] += 1
         self.writers[slot].close()
@@ -338,8 +392,9 @@ class _GroupCopy:
         result.bytes += part.held - len(chunk) * RECORD_OVERHEAD_BYTES
         result.source_until = part.position
         result.dest_until = part.dest_end = segment.dest_end
-        (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms,
-         result.latency_records) = part.latency.figures()
+        (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
+            part.latency.figures()
+        )
         if self.follow_until:
             part.announced.append(segment)
         part.chunk, part.held = [], 0
@@ -351,14 +406,22 @@ class _GroupCopy:
         checked = [p for p in self.parts if not p.result.error]
         if not checked:
             return
-        ends = kc.list_offsets(self.admin, [(p.unit.mirror_topic, p.unit.partition) for p in checked], "latest",
-                               self.ctx.dest_alias, read_committed=False)
+        ends = kc.list_offsets(
+            self.admin,
+            [(p.unit.mirror_topic, p.unit.partition) for p in checked],
+            "latest",
+            self.ctx.dest_alias,
+            read_committed=False,
+        )
         for part in checked:
             landed = ends[(part.unit.mirror_topic, part.unit.partition)]
             if landed != part.result.dest_until:
-                part.fail(MirrorDiverged.__name__, f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: "
-                          f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
-                          f"written by this link are in the mirror")
+                part.fail(
+                    MirrorDiverged.__name__,
+                    f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: "
+                    f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
+                    f"written by this link are in the mirror",
+                )
 
     def _pack(self) -> None:
         """Follow mode: merge each partition's epoch segments into few, one transaction per slot,

@@ -11,15 +11,22 @@ it, or its position moved past markers and aborted records it never hands out.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment
-from mirror_pipeline.replication.chunks import CONSUME_BATCH, FIRST_CONSUME_BATCH, FOLLOW_WAIT_S, POLL_S, Latency, without_errors
+from mirror_pipeline.replication.chunks import (
+    CONSUME_BATCH,
+    FIRST_CONSUME_BATCH,
+    FOLLOW_WAIT_S,
+    POLL_S,
+    Latency,
+    without_errors,
+)
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
@@ -196,8 +203,9 @@ class RoundReader:
                 continue
             size = len(msg) + (len(msg.key()) if msg.key() is not None else 0) + RECORD_OVERHEAD_BYTES
             new_partition = not part.chunk
-            if (held + size > self.chunk_bytes and (held or taken)) or (new_partition and
-                                                                        self.round_partitions >= ROUND_PARTITIONS):
+            if (held + size > self.chunk_bytes and (held or taken)) or (
+                new_partition and self.round_partitions >= ROUND_PARTITIONS
+            ):
                 self.pending = msgs[i:]  # this record starts the next round
                 full = True
                 break
@@ -213,7 +221,7 @@ class RoundReader:
             elif not self.follow_until and part.result.bytes + part.held >= part.unit.max_bytes:
                 self._end(part, part.position)
             if records + taken >= self.round_records:
-                self.pending = msgs[i + 1:]
+                self.pending = msgs[i + 1 :]
                 full = True
                 break
         if taken:

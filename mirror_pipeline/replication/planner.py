@@ -82,7 +82,9 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     settled = settled_partitions(ctx, mirrors)
     for info in mirrors:
         try:
-            count, added = (settled[info.mirror_topic], 0) if info.mirror_topic in settled else grow_partitions(ctx, info)
+            count, added = (
+                (settled[info.mirror_topic], 0) if info.mirror_topic in settled else grow_partitions(ctx, info)
+            )
             if added:
                 plan.partitions_added[info.mirror_topic] = added
             live.append((info, count))
@@ -142,8 +144,12 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
                 break
             time.sleep(0.2)
 
-    padded = [(info.mirror_topic, p) for info, n in live for p in range(n)
-              if resolutions[(info.mirror_topic, p)].offset_map.padding]
+    padded = [
+        (info.mirror_topic, p)
+        for info, n in live
+        for p in range(n)
+        if resolutions[(info.mirror_topic, p)].offset_map.padding
+    ]
     dst_start = kc.list_offsets(ctx.dest_admin, padded, "earliest", ctx.dest.alias, read_committed=False)
     for info, n in live:
         if info.mirror_topic in plan.errors or info.mirror_topic in plan.state_changed:
@@ -165,14 +171,22 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
                 # Invariant: a unit starts where the map ends, on both sides. A
                 # map that does not account exactly for the mirror's log end
                 # (a repair not visible yet) would copy a range twice.
-                log.warning("%s[%d]: offset map not settled (ends at %d, log end %d); left for the next cycle",
-                            info.mirror_topic, p, omap.dest_end, dst_end[(info.mirror_topic, p)])
+                log.warning(
+                    "%s[%d]: offset map not settled (ends at %d, log end %d); left for the next cycle",
+                    info.mirror_topic,
+                    p,
+                    omap.dest_end,
+                    dst_end[(info.mirror_topic, p)],
+                )
                 continue
             next_source = start if omap.next_source_offset is None else omap.next_source_offset
             if next_source < start:
                 log.warning(
                     "%s[%d]: source offsets %d..%d expired on the source before they were mirrored",
-                    info.source_topic, p, next_source, start - 1,
+                    info.source_topic,
+                    p,
+                    next_source,
+                    start - 1,
                 )
                 next_source = start
             pp = PartitionPlan(info, p, start, end, dst_end[(info.mirror_topic, p)], omap, next_source)
@@ -190,8 +204,9 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     return plan
 
 
-def _readable(ctx: LinkContext, live: list[tuple[MirrorInfo, int]], probed: read_probe.ReadProbe,
-              plan: Plan) -> list[tuple[MirrorInfo, int]]:
+def _readable(
+    ctx: LinkContext, live: list[tuple[MirrorInfo, int]], probed: read_probe.ReadProbe, plan: Plan
+) -> list[tuple[MirrorInfo, int]]:
     """The mirrors whose source topic the link may still READ; the others head for FAILED (R-LC-5).
 
     A revoked READ right otherwise showed only in a copy task, and in none
@@ -202,11 +217,17 @@ def _readable(ctx: LinkContext, live: list[tuple[MirrorInfo, int]], probed: read
         why = probed.denied.get(info.source_topic)
         if why:
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = read_probe.cannot_read(
-                ctx, info.source_topic, why)
+                ctx, info.source_topic, why
+            )
     if probed.unanswered:
         said, more = first_few(probed.unanswered, ", ", 5)
-        log.warning("%s: no Fetch answer from source topics %s%s within %.0fs; copying is left to tell",
-                    ctx.link.name, said, f" and {more} more" if more else "", read_probe.READ_PROBE_S)
+        log.warning(
+            "%s: no Fetch answer from source topics %s%s within %.0fs; copying is left to tell",
+            ctx.link.name,
+            said,
+            f" and {more} more" if more else "",
+            read_probe.READ_PROBE_S,
+        )
     return [(info, n) for info, n in live if info.mirror_topic not in plan.errors]
 
 
@@ -249,16 +270,23 @@ def _max_message_bytes(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, 
 
 def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
     """Fence every in-doubt partition, then settle it (see `repair`)."""
-    with fenced_writers(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic,
-                        [(info.mirror_topic, p) for info, p, _ in in_doubt]) as writers:
+    with fenced_writers(
+        ctx.store.dest_properties,
+        ctx.link.name,
+        ctx.store.offset_map_topic,
+        [(info.mirror_topic, p) for info, p, _ in in_doubt],
+    ) as writers:
         # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
         copyable = ctx.store.copyable()
         # And so do the segments: the planner's snapshot came before the fence, and
         # another cycle may have settled or written this partition since. Cutting a
         # segment as that older read saw it would overwrite a newer one of the same key.
         segments = ctx.store.read_segments(sorted({info.mirror_topic for info, _, _ in in_doubt})).segments
-        items = [InDoubt(info.mirror_topic, info.source_topic, p, tuple(segments.get((info.mirror_topic, p), [])))
-                 for info, p, _ in in_doubt if info.mirror_topic in copyable]
+        items = [
+            InDoubt(info.mirror_topic, info.source_topic, p, tuple(segments.get((info.mirror_topic, p), [])))
+            for info, p, _ in in_doubt
+            if info.mirror_topic in copyable
+        ]
         return settle_in_doubt(ctx, items, writers)
 
 
@@ -272,7 +300,9 @@ def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_
     if source_start > ctx.link.alignment_max_records:
         return OffsetMap(next_source_offset=source_start)
     segment = Segment(0, (), source_start, padding=source_start, written_at=time.time())
-    writer = SegmentWriter(ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic)
+    writer = SegmentWriter(
+        ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic
+    )
     try:
         writer.fence()
         if info.mirror_topic not in ctx.store.copyable():

@@ -54,7 +54,9 @@ class Settled:
     problem: str = ""  # the landed records are not the announced ones: the mirror must be flagged
 
 
-def settle_in_doubt(ctx: LinkContext, items: list[InDoubt], writers: dict[tuple[str, int], SegmentWriter]) -> dict[tuple[str, int], Settled]:
+def settle_in_doubt(
+    ctx: LinkContext, items: list[InDoubt], writers: dict[tuple[str, int], SegmentWriter]
+) -> dict[tuple[str, int], Settled]:
     """Steps 2 and 3 above for partitions whose writers `writers` holds, fenced."""
     if not items:
         return {}
@@ -80,7 +82,9 @@ def settle_in_doubt(ctx: LinkContext, items: list[InDoubt], writers: dict[tuple[
                     puts.append(kept)
             if not problem:
                 writers[(item.mirror_topic, item.partition)].write(puts=puts, deletes=deletes)
-                log.info("%s[%d]: repaired in-doubt segments at mirror offset %d", item.mirror_topic, item.partition, leo)
+                log.info(
+                    "%s[%d]: repaired in-doubt segments at mirror offset %d", item.mirror_topic, item.partition, leo
+                )
             out[(item.mirror_topic, item.partition)] = Settled(leo, problem)
     finally:
         cons.close()
@@ -98,19 +102,25 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
     if not sources:
         return ""
     try:
-        mirror = _read_range(ctx.dest_conf("reader"), item.mirror_topic, item.partition, first, first + len(sources) - 1)
+        mirror = _read_range(
+            ctx.dest_conf("reader"), item.mirror_topic, item.partition, first, first + len(sources) - 1
+        )
         source = _read_range(ctx.source_conf("reader"), item.source_topic, item.partition, sources[0], sources[-1])
     except MirrorError as exc:
-        log.warning("%s[%d]: the last chunk's landed records could not be verified: %s", item.mirror_topic, item.partition, exc)
+        log.warning(
+            "%s[%d]: the last chunk's landed records could not be verified: %s", item.mirror_topic, item.partition, exc
+        )
         return ""
     for offset, source_offset in zip(range(first, first + len(sources)), sources):
         m, s = mirror.get(offset), source.get(source_offset)
         if s is None:
             continue  # compacted away on the source since it was copied: nothing to compare
         if m is None or _content(m) != _content(s):
-            return (f"mirror '{item.mirror_topic}' partition {item.partition}: the record at mirror offset {offset} is "
-                    f"not source offset {source_offset} (records of the last chunk went missing while it was written); "
-                    f"the mirror is no longer identical to its source")
+            return (
+                f"mirror '{item.mirror_topic}' partition {item.partition}: the record at mirror offset {offset} is "
+                f"not source offset {source_offset} (records of the last chunk went missing while it was written); "
+                f"the mirror is no longer identical to its source"
+            )
     return ""
 
 
@@ -126,8 +136,14 @@ def _read_range(conf: dict, topic: str, partition: int, first: int, last: int, t
 
 def finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment: Segment, leo: int) -> int:
     """Write the placeholders an alignment announced and did not finish, then delete them all."""
-    kc.produce_all(ctx.dest_conf("writer"), mirror_topic, repeat((PADDING_KEY, None), segment.dest_end - leo),
-                   f"mirror '{mirror_topic}' partition {partition}: log start alignment failed", partition=partition, timeout=60)
+    kc.produce_all(
+        ctx.dest_conf("writer"),
+        mirror_topic,
+        repeat((PADDING_KEY, None), segment.dest_end - leo),
+        f"mirror '{mirror_topic}' partition {partition}: log start alignment failed",
+        partition=partition,
+        timeout=60,
+    )
     delete_placeholders(ctx, mirror_topic, partition, segment.dest_end)
     return segment.dest_end
 

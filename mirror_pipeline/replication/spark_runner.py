@@ -11,15 +11,15 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.model.errors import ConfigError
-from mirror_pipeline.replication.driver_class_archive import driver_archive_options
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
+from mirror_pipeline.replication.driver_class_archive import driver_archive_options
 from mirror_pipeline.replication.group_copy import copy_units
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def spark_conf(settings) -> dict[str, str]:
         "spark.python.worker.reuse": "true",
         **WORKER_DAEMON_CONF,
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {QUICK_JVM} "
-                                         f"{driver_archive_options()}".rstrip(),
+        f"{driver_archive_options()}".rstrip(),
     }
     conf.update(user)
     conf.update(REQUIRED_CONF)
@@ -143,23 +143,30 @@ def session_from_conf(conf: dict[str, str]):
 
 def _check_connect_server(session) -> None:
     """Refuse a Spark Connect server that would run speculative copies; warn when it retries tasks."""
+
     def setting(key: str, default: str) -> str:
         return str(session.conf.get(key, None) or default).strip().lower()
 
     if setting("spark.speculation", "false") != REQUIRED_CONF["spark.speculation"]:
         session.stop()
-        raise ConfigError("spark.remote: the Spark Connect server runs with spark.speculation=true, which would "
-                          "start second writers of a mirror partition; start it with spark.speculation=false")
+        raise ConfigError(
+            "spark.remote: the Spark Connect server runs with spark.speculation=true, which would "
+            "start second writers of a mirror partition; start it with spark.speculation=false"
+        )
     if setting("spark.task.maxFailures", "4") != REQUIRED_CONF["spark.task.maxFailures"]:
-        log.warning("the Spark Connect server retries failed tasks (spark.task.maxFailures is not 1): a retried "
-                    "copy task refuses and its partition waits for the next cycle")
+        log.warning(
+            "the Spark Connect server retries failed tasks (spark.task.maxFailures is not 1): a retried "
+            "copy task refuses and its partition waits for the next cycle"
+        )
 
 
-def run_unit_groups(spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext,
-                    description: str = "") -> list[UnitResult]:
+def run_unit_groups(
+    spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext, description: str = ""
+) -> list[UnitResult]:
     """Copy every group's units in one Spark job, one task per group (`task_groups`); one result per unit."""
-    rows = run_tasks(spark, list(groups), lambda group: [r.to_row() for r in copy_units(group, ctx)],
-                     RESULT_SCHEMA, description)
+    rows = run_tasks(
+        spark, list(groups), lambda group: [r.to_row() for r in copy_units(group, ctx)], RESULT_SCHEMA, description
+    )
     return [UnitResult(**row) for row in rows]
 
 
@@ -178,8 +185,9 @@ def task_slots(spark) -> int:
             return 2
 
 
-def run_tasks(spark, items: Sequence, run_one: Callable[[object], dict | list[dict]], schema: pa.Schema,
-              description: str = "") -> list[dict]:
+def run_tasks(
+    spark, items: Sequence, run_one: Callable[[object], dict | list[dict]], schema: pa.Schema, description: str = ""
+) -> list[dict]:
     """`run_one(item)` for every item in one Spark job, one task each; its result rows, as dicts of `schema`.
 
     `run_one` returns one row or a list of rows. `items` and `run_one` are

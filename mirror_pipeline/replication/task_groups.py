@@ -20,7 +20,7 @@ task per slot, to be copied in turn.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.replication.copier import InTurn, WorkUnit

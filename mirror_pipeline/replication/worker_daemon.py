@@ -25,7 +25,6 @@ import importlib.machinery
 import os
 import sys
 
-
 #: What every copy task imports: imported once in the daemon, inherited by each worker it forks. pandas is
 #: among them because pyarrow imports it at a worker's first `RecordBatch.from_pylist` (the task's results).
 PRELOADED = ("pyarrow", "pandas", "pyspark.worker", "mirror_pipeline.replication.group_copy")
@@ -37,6 +36,7 @@ def without_bundled_archives(path: list[str], installed_root: str) -> list[str]:
     Archives elsewhere stay: a Spark installation of its own (SPARK_HOME on a
     cluster) keeps its zips, since its version may differ from what pip installed.
     """
+
     def bundled(entry: str) -> bool:
         real = os.path.realpath(entry)
         return real.startswith(installed_root.rstrip(os.sep) + os.sep) and real.endswith((".zip", ".jar"))

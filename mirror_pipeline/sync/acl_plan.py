@@ -26,8 +26,8 @@ skipped: the destination's own internal topics are not the source's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from mirror_pipeline.config.acl_filters import WILDCARD, AclFilters, BindingKey
 from mirror_pipeline.config.replication_policy import ReplicationPolicy

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from mirror_pipeline.config.acl_filters import BindingKey
 from mirror_pipeline.config.redaction import scrub
@@ -41,8 +41,13 @@ def sync_acls(ctx: LinkContext, dry_run: bool = False) -> AclSyncResult:
     started = time.time()
     name = ctx.link.name
     if not ctx.link.acl_sync_enable:
-        return AclSyncResult(name, False, dry_run, started,
-                             message=f"ACL sync is off for link '{name}' (acl.sync.enable is false): nothing done")
+        return AclSyncResult(
+            name,
+            False,
+            dry_run,
+            started,
+            message=f"ACL sync is off for link '{name}' (acl.sync.enable is false): nothing done",
+        )
     try:
         plan, source_count = _read_and_plan(ctx)
     except MirrorError as exc:
@@ -85,8 +90,10 @@ def _recorded(ctx: LinkContext, record: dict) -> set[BindingKey]:
     try:
         return {acls.key_from_dict(entry) for entry in record.get("bindings", [])}
     except MirrorError as exc:
-        raise MirrorError(f"cluster '{ctx.dest.alias}': link '{ctx.link.name}''s ACL record in "
-                          f"'{ctx.store.state_topic}' is damaged ({exc}): nothing was changed") from None
+        raise MirrorError(
+            f"cluster '{ctx.dest.alias}': link '{ctx.link.name}''s ACL record in "
+            f"'{ctx.store.state_topic}' is damaged ({exc}): nothing was changed"
+        ) from None
 
 
 # --- applying (the order is the crash-safety invariant) ---------------------------------------
@@ -108,21 +115,20 @@ def _apply(ctx: LinkContext, started: float, plan: AclPlan, source_count: int) -
             deleted = plan.to_delete  # un-recorded only now, once they are gone
     except MirrorError as exc:
         error = _scrubbed(ctx, exc)
-    result = _result(ctx, started, plan, source_count, dry_run=False, created=created, deleted=deleted,
-                     error=error)
+    result = _result(ctx, started, plan, source_count, dry_run=False, created=created, deleted=deleted, error=error)
     try:
         _record_last_sync(ctx, started, result, remove=deleted + plan.to_forget, add=created, strict=True)
     except MirrorError as exc:
         error = error or _scrubbed(ctx, exc)
-        result = _result(ctx, started, plan, source_count, dry_run=False, created=created, deleted=deleted,
-                         error=error)
+        result = _result(ctx, started, plan, source_count, dry_run=False, created=created, deleted=deleted, error=error)
     if error:
         raise AclSyncFailed(f"link '{ctx.link.name}': ACL sync stopped: {error}", result)
     return result
 
 
-def _update_record(ctx: LinkContext, add: Iterable[BindingKey] = (), remove: Iterable[BindingKey] = (),
-                   last_sync: dict | None = None) -> None:
+def _update_record(
+    ctx: LinkContext, add: Iterable[BindingKey] = (), remove: Iterable[BindingKey] = (), last_sync: dict | None = None
+) -> None:
     """Change the record from a fresh read, so a concurrent sync's entries are kept."""
     record = ctx.store.read_acl_record()
     bindings = (_recorded(ctx, record) | set(add)) - set(remove)
@@ -132,9 +138,16 @@ def _update_record(ctx: LinkContext, add: Iterable[BindingKey] = (), remove: Ite
     ctx.store.put_acl_record(record)
 
 
-def _record_last_sync(ctx: LinkContext, started: float, result: AclSyncResult | None = None, *,
-                      error: str = "", remove: Iterable[BindingKey] = (), add: Iterable[BindingKey] = (),
-                      strict: bool = False) -> None:
+def _record_last_sync(
+    ctx: LinkContext,
+    started: float,
+    result: AclSyncResult | None = None,
+    *,
+    error: str = "",
+    remove: Iterable[BindingKey] = (),
+    add: Iterable[BindingKey] = (),
+    strict: bool = False,
+) -> None:
     """Record the sync's outcome (and the bindings it removed).
 
     `strict` False (a sync that failed before changing anything): best effort,
@@ -142,8 +155,13 @@ def _record_last_sync(ctx: LinkContext, started: float, result: AclSyncResult | 
     failed must not hide why it failed, nor create topics on a cluster that
     may be the very problem.
     """
-    last = {"at": started, "finished": time.time(), "created": len(result.created) if result else 0,
-            "deleted": len(result.deleted) if result else 0, "error": result.error if result else error}
+    last = {
+        "at": started,
+        "finished": time.time(),
+        "created": len(result.created) if result else 0,
+        "deleted": len(result.deleted) if result else 0,
+        "error": result.error if result else error,
+    }
     try:
         if strict:
             ctx.store.ensure_topics()
@@ -156,9 +174,17 @@ def _record_last_sync(ctx: LinkContext, started: float, result: AclSyncResult | 
         log.warning("link '%s': recording the ACL sync failed: %s", ctx.link.name, _scrubbed(ctx, exc))
 
 
-def _result(ctx: LinkContext, started: float, plan: AclPlan, source_count: int, *, dry_run: bool,
-            created: Iterable[BindingKey] | None = None, deleted: Iterable[BindingKey] | None = None,
-            error: str = "") -> AclSyncResult:
+def _result(
+    ctx: LinkContext,
+    started: float,
+    plan: AclPlan,
+    source_count: int,
+    *,
+    dry_run: bool,
+    created: Iterable[BindingKey] | None = None,
+    deleted: Iterable[BindingKey] | None = None,
+    error: str = "",
+) -> AclSyncResult:
     """The result; a dry run reports what it would create and delete."""
     created = plan.to_create if created is None else tuple(created)
     deleted = plan.to_delete if deleted is None else tuple(deleted)

@@ -23,7 +23,7 @@ import logging
 import subprocess
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
@@ -44,23 +44,32 @@ def committed_offsets(admin_conf: dict, groups: Sequence[str], alias: str, timeo
     except TypeError:  # a setting that is not plain data (a callback): the child cannot have it
         return {}
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=request, capture_output=True, text=True,
-                              timeout=timeout_s + 30)
+        done = subprocess.run(
+            [sys.executable, "-m", __name__], input=request, capture_output=True, text=True, timeout=timeout_s + 30
+        )
     except subprocess.TimeoutExpired:
-        log.warning("cluster '%s': listing committed offsets took over %.0f s; groups are read one by one",
-                    alias, timeout_s + 30)
+        log.warning(
+            "cluster '%s': listing committed offsets took over %.0f s; groups are read one by one",
+            alias,
+            timeout_s + 30,
+        )
         return {}
     if done.returncode != 0:
-        log.warning("cluster '%s': listing committed offsets failed (exit code %d); groups are read one by one",
-                    alias, done.returncode)
+        log.warning(
+            "cluster '%s': listing committed offsets failed (exit code %d); groups are read one by one",
+            alias,
+            done.returncode,
+        )
         return {}
     try:
         answer = json.loads(done.stdout)
-        return {group: {(topic, partition): offset for topic, partition, offset in rows}
-                for group, rows in answer.items()}
+        return {
+            group: {(topic, partition): offset for topic, partition, offset in rows} for group, rows in answer.items()
+        }
     except (ValueError, TypeError, AttributeError):  # not the child's answer (something else wrote to its stdout)
-        log.warning("cluster '%s': listing committed offsets gave no readable answer; groups are read one by one",
-                    alias)
+        log.warning(
+            "cluster '%s': listing committed offsets gave no readable answer; groups are read one by one", alias
+        )
         return {}
 
 
@@ -71,9 +80,12 @@ def _list_in_child() -> None:
     deadline = time.monotonic() + request["timeout_s"]
     pending, found = list(request["groups"]), {}
     while pending and time.monotonic() < deadline:
-        futures = {group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                            request_timeout=kc.REQUEST_TIMEOUT_S)[group]
-                   for group in pending}
+        futures = {
+            group: admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=kc.REQUEST_TIMEOUT_S
+            )[group]
+            for group in pending
+        }
         pending = []
         for group, future in futures.items():
             try:
@@ -82,8 +94,11 @@ def _list_in_child() -> None:
                 if kc.is_retriable(exc):  # a coordinator still loading, say
                     pending.append(group)
                 continue  # any other error: left out, the parent asks this group itself
-            found[group] = [[tp.topic, tp.partition, tp.offset] for tp in listed.topic_partitions
-                            if tp.error is None and tp.offset >= 0]
+            found[group] = [
+                [tp.topic, tp.partition, tp.offset]
+                for tp in listed.topic_partitions
+                if tp.error is None and tp.offset >= 0
+            ]
         if pending:
             time.sleep(0.2)
     json.dump(found, sys.stdout)

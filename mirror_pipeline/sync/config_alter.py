@@ -21,14 +21,18 @@ def alter_configs(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dic
         m: ConfigResource(
             ResourceType.TOPIC,
             m,
-            incremental_configs=[ConfigEntry(n, new, incremental_operation=AlterConfigOpType.SET) for n, (_, new) in sorted(c.items())],
+            incremental_configs=[
+                ConfigEntry(n, new, incremental_operation=AlterConfigOpType.SET) for n, (_, new) in sorted(c.items())
+            ],
         )
         for m, c in changes.items()
     }
     alias = ctx.dest.alias
     try:
         with kc.kafka_errors(f"cluster '{alias}': altering configs failed"):
-            futures = ctx.dest_admin.incremental_alter_configs(list(resources.values()), request_timeout=kc.REQUEST_TIMEOUT_S)
+            futures = ctx.dest_admin.incremental_alter_configs(
+                list(resources.values()), request_timeout=kc.REQUEST_TIMEOUT_S
+            )
     except MirrorError as exc:
         return dict.fromkeys(resources, scrub(str(exc), secrets))
     by_name = {res.name: fut for res, fut in futures.items()}
@@ -62,4 +66,3 @@ def await_visible(ctx: LinkContext, changes: Changes, timeout: float = 5.0) -> N
                 del waiting[m]
         if waiting:
             time.sleep(0.1)
-

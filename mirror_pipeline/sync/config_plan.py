@@ -20,8 +20,8 @@ was found in sync.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from mirror_pipeline.kafka.topic_configs import ALWAYS_SYNCED, OVERRIDABLE, split_for_mirror
 from mirror_pipeline.model.errors import MirrorError

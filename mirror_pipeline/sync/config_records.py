@@ -32,7 +32,7 @@ def read_sync_records(ctx: LinkContext) -> dict[str, dict]:
     """What the link last recorded per mirror (`configsync/<link>/<mirror>`; latest record wins)."""
     prefix = config_sync_key(ctx.link.name, "")
     state = ctx.store.read_latest(ctx.store.state_topic)  # read incrementally, like the registry
-    latest = {} if state is None else {k[len(prefix):]: v for k, v in state[0].items() if k.startswith(prefix)}
+    latest = {} if state is None else {k[len(prefix) :]: v for k, v in state[0].items() if k.startswith(prefix)}
     out: dict[str, dict] = {}
     for mirror, value in latest.items():
         try:
@@ -49,7 +49,10 @@ def write_sync_records(ctx: LinkContext, records: dict[str, dict]) -> None:
     kc.produce_all(
         ctx.store.conf("state-writer"),
         ctx.store.state_topic,
-        [(config_sync_key(ctx.link.name, m).encode(), json.dumps(r, sort_keys=True).encode()) for m, r in sorted(records.items())],
+        [
+            (config_sync_key(ctx.link.name, m).encode(), json.dumps(r, sort_keys=True).encode())
+            for m, r in sorted(records.items())
+        ],
         f"cluster '{ctx.dest.alias}': writing config-sync state to '{ctx.store.state_topic}' failed",
     )
 

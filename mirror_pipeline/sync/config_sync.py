@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.config.redaction import scrub
@@ -121,7 +121,13 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
                 del to_change[m], checked[m]
     if to_change:
         # Intent first: a sync that dies after altering must recognise its own values.
-        write_sync_records(ctx, {m: {**c.record, "pending": {n: new for n, (_, new) in c.plan.changes.items()}} for m, c in to_change.items()})
+        write_sync_records(
+            ctx,
+            {
+                m: {**c.record, "pending": {n: new for n, (_, new) in c.plan.changes.items()}}
+                for m, c in to_change.items()
+            },
+        )
         errors.update(alter_configs(ctx, {m: c.plan.changes for m, c in to_change.items()}, secrets))
         await_visible(ctx, {m: c.plan.changes for m, c in to_change.items() if m not in errors})
 
@@ -162,20 +168,28 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
         if m in errors and m not in results:  # failed before it could be planned
             last = last_synced(records.get(m, {}), info)
             results[m] = MirrorConfigSync(
-                m, info.source_topic, info.state, synced_at=last,
-                config_sync_lag_ms=lag_ms(now, last), error=errors[m],
+                m,
+                info.source_topic,
+                info.state,
+                synced_at=last,
+                config_sync_lag_ms=lag_ms(now, last),
+                error=errors[m],
             )
     if records_out:
         write_sync_records(ctx, records_out)
     # Grants made since the last pass get their DENY; stopped mirrors lose their guard (R-ACL-3).
-    in_scope = [i for i in ctx.store.read_mirrors().values() if mirror_topics is None or i.mirror_topic in mirror_topics]
+    in_scope = [
+        i for i in ctx.store.read_mirrors().values() if mirror_topics is None or i.mirror_topic in mirror_topics
+    ]
     for m, why in write_guard.refresh(ctx, in_scope).items():
         log.info("mirror '%s': read-only not enforced: %s", m, scrub(why, secrets))
 
     result = ConfigSyncResult(ctx.link.name, started, time.time() - started, results, skipped)
     if result.failed:
         detail = "; ".join(f"mirror '{m}': {why}" for m, why in result.failed.items())
-        raise ConfigSyncFailed(f"config sync of link '{ctx.link.name}' failed for {len(result.failed)} mirror(s): {detail}", result)
+        raise ConfigSyncFailed(
+            f"config sync of link '{ctx.link.name}' failed for {len(result.failed)} mirror(s): {detail}", result
+        )
     return result
 
 

@@ -10,7 +10,7 @@ translation stays available even for groups the sync could not commit
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
@@ -31,8 +31,12 @@ def write(ctx: LinkContext, checkpoints: Iterable[OffsetCheckpoint]) -> int:
     if not checkpoints:
         return 0
     topic = ensure_topic(ctx)
-    kc.produce_all(ctx.dest_conf("state-writer"), topic, [(cp.key.encode(), cp.to_json()) for cp in checkpoints],
-                   f"cluster '{ctx.dest.alias}': writing checkpoints to '{topic}' failed")
+    kc.produce_all(
+        ctx.dest_conf("state-writer"),
+        topic,
+        [(cp.key.encode(), cp.to_json()) for cp in checkpoints],
+        f"cluster '{ctx.dest.alias}': writing checkpoints to '{topic}' failed",
+    )
     return len(checkpoints)
 
 

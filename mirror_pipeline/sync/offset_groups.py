@@ -16,7 +16,7 @@ and these consumers read what that child could not.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -72,7 +72,7 @@ class GroupClient:
         self.group, self.alias = group, alias
         self._cons = kc.consumer({**conf, "group.id": group, "enable.auto.commit": False})
 
-    def __enter__(self) -> "GroupClient":
+    def __enter__(self) -> GroupClient:
         return self
 
     def __exit__(self, *_exc) -> None:
@@ -91,12 +91,16 @@ class GroupClient:
             except KafkaException as exc:
                 # COORDINATOR_LOAD_IN_PROGRESS and friends: the coordinator is settling.
                 if not kc.is_retriable(exc) or time.monotonic() > deadline:
-                    raise MirrorError(f"cluster '{self.alias}': reading offsets of group '{self.group}' failed: {kc.error_name(exc)}") from None
+                    raise MirrorError(
+                        f"cluster '{self.alias}': reading offsets of group '{self.group}' failed: {kc.error_name(exc)}"
+                    ) from None
                 time.sleep(0.2)
         out = {}
         for tp in got:
             if tp.error is not None:
-                raise MirrorError(f"cluster '{self.alias}': group '{self.group}' {tp.topic}[{tp.partition}]: {tp.error.str()}")
+                raise MirrorError(
+                    f"cluster '{self.alias}': group '{self.group}' {tp.topic}[{tp.partition}]: {tp.error.str()}"
+                )
             if tp.offset >= 0:
                 out[(tp.topic, tp.partition)] = tp.offset
         return out
@@ -117,7 +121,9 @@ class GroupClient:
             )
 
 
-def record_timestamps(conf: dict, positions: dict[tuple[str, int], int], alias: str) -> dict[tuple[str, int], int | None]:
+def record_timestamps(
+    conf: dict, positions: dict[tuple[str, int], int], alias: str
+) -> dict[tuple[str, int], int | None]:
     """Timestamp of the first committed record at or after each position (None: there is none).
 
     A position below the log start (retention) reads from the log start, where
@@ -141,7 +147,9 @@ def record_timestamps(conf: dict, positions: dict[tuple[str, int], int], alias: 
                     if msg.error() is None:
                         found = msg.timestamp()[1]
                     elif msg.error().code() != KafkaError._PARTITION_EOF:
-                        raise MirrorError(f"cluster '{alias}': reading '{topic}' partition {partition}: {msg.error().str()}")
+                        raise MirrorError(
+                            f"cluster '{alias}': reading '{topic}' partition {partition}: {msg.error().str()}"
+                        )
                 if cons.position([TopicPartition(topic, partition)])[0].offset >= end:
                     break  # only aborted data or markers up to the end
             out[(topic, partition)] = found
@@ -158,12 +166,16 @@ def offsets_for_times(conf: dict, times: dict[tuple[str, int], int], alias: str)
     cons = kc.consumer(conf)
     try:
         with kc.kafka_errors(f"cluster '{alias}': looking up offsets by timestamp failed"):
-            got = cons.offsets_for_times([TopicPartition(t, p, ts) for (t, p), ts in times.items()], timeout=OFFSET_TIMEOUT_S)
+            got = cons.offsets_for_times(
+                [TopicPartition(t, p, ts) for (t, p), ts in times.items()], timeout=OFFSET_TIMEOUT_S
+            )
     finally:
         cons.close()
     out: dict[tuple[str, int], int | None] = {}
     for tp in got:
         if tp.error is not None:
-            raise MirrorError(f"cluster '{alias}': offset by timestamp of '{tp.topic}' partition {tp.partition}: {tp.error.str()}")
+            raise MirrorError(
+                f"cluster '{alias}': offset by timestamp of '{tp.topic}' partition {tp.partition}: {tp.error.str()}"
+            )
         out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
     return out

@@ -12,9 +12,9 @@ destination offsets above the mirror's log end (R-OFS-7).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Sequence
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
@@ -72,8 +72,9 @@ def sync_offsets(ctx: LinkContext, mirrors: Sequence[str] | None = None) -> Offs
     return result
 
 
-def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False,
-                 realign: bool = False) -> OffsetSyncResult:
+def sync_mirrors(
+    ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = False, dry_run: bool = False, realign: bool = False
+) -> OffsetSyncResult:
     """Translate and commit the selected groups' offsets for `infos`.
 
     `final` (promote, failover): destination offsets above the mirror's log
@@ -92,12 +93,17 @@ def sync_mirrors(ctx: LinkContext, infos: list[MirrorInfo], *, final: bool = Fal
     partitions = mirror_partitions(ctx, infos)
     try:
         ctx.check_source()
-        groups = [g for g in offset_groups.list_groups(ctx.source_admin, ctx.source.alias)
-                  if ctx.link.offset_group_filters.selects(g)]
+        groups = [
+            g
+            for g in offset_groups.list_groups(ctx.source_admin, ctx.source.alias)
+            if ctx.link.offset_group_filters.selects(g)
+        ]
     except ClusterUnreachable as exc:
         if not final:
             raise
-        result.notes.append(f"source unreachable, only destination offsets above the mirror log end were clamped: {exc}")
+        result.notes.append(
+            f"source unreachable, only destination offsets above the mirror log end were clamped: {exc}"
+        )
         result.complete = False
         groups = _groups_on_destination(ctx)
         _sync_groups(ctx, result, partitions, groups, final=True, dry_run=dry_run, source=False)
@@ -132,23 +138,35 @@ def _groups_on_destination(ctx: LinkContext) -> list[str]:
         if link.group_prefix_enable and link.prefix:
             if not group.startswith(link.prefix):
                 continue
-            group = group[len(link.prefix):]
+            group = group[len(link.prefix) :]
         if link.offset_group_filters.selects(group):
             out.append(group)
     return out
 
 
-def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Position, MirrorPartition], groups: list[str],
-                 *, final: bool, dry_run: bool, source: bool, realign: bool = False) -> None:
+def _sync_groups(
+    ctx: LinkContext,
+    result: OffsetSyncResult,
+    partitions: dict[Position, MirrorPartition],
+    groups: list[str],
+    *,
+    final: bool,
+    dry_run: bool,
+    source: bool,
+    realign: bool = False,
+) -> None:
     """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
     # Each group's offsets whole, all groups at once; a group missing here is asked for the link's
     # partitions. On the destination only when the source is gone: otherwise each group's destination
     # offsets are read where it lands, just before its commit is decided (never backwards).
-    listed = committed_offsets(ctx.source_conf("admin") if source else ctx.dest_conf("admin"),
-                               groups if source else list(dest_names.values()),
-                               ctx.source.alias if source else ctx.dest.alias, offset_groups.OFFSET_TIMEOUT_S)
+    listed = committed_offsets(
+        ctx.source_conf("admin") if source else ctx.dest_conf("admin"),
+        groups if source else list(dest_names.values()),
+        ctx.source.alias if source else ctx.dest.alias,
+        offset_groups.OFFSET_TIMEOUT_S,
+    )
     source_offsets = listed if source else {}
     dest_offsets = {} if source else listed
     checkpoints: list[OffsetCheckpoint] = []
@@ -158,8 +176,18 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     def one(group: str) -> float | None:
         outcome = outcomes[group]
         committed = (source_offsets.get(group), dest_offsets.get(outcome.destination_group))
-        return _sync_group(ctx, result.mode, outcome, partitions, activity.get(outcome.destination_group), committed,
-                           final=final, dry_run=dry_run, source=source, realign=realign)
+        return _sync_group(
+            ctx,
+            result.mode,
+            outcome,
+            partitions,
+            activity.get(outcome.destination_group),
+            committed,
+            final=final,
+            dry_run=dry_run,
+            source=source,
+            realign=realign,
+        )
 
     # Each group costs a few round trips to both clusters' coordinators: run them side by side.
     with ThreadPoolExecutor(max_workers=GROUP_WORKERS) as pool:
@@ -171,8 +199,12 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
         except MirrorError as exc:
             # Nothing of this group was committed: its rows say where it stays.
             outcome.status = f"error: {exc}"
-            outcome.partitions = [replace(p, action="error", destination_offset=p.previous_offset) for p in outcome.partitions]
-            result.offset_sync_lag += max(1, sum(1 for p in outcome.partitions if behind(p.translated_offset, p.destination_offset)))
+            outcome.partitions = [
+                replace(p, action="error", destination_offset=p.previous_offset) for p in outcome.partitions
+            ]
+            result.offset_sync_lag += max(
+                1, sum(1 for p in outcome.partitions if behind(p.translated_offset, p.destination_offset))
+            )
             result.groups.append(outcome)
             continue
         if latency is None and not outcome.partitions:
@@ -181,14 +213,28 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
             latencies.append(latency)
             result.committed += sum(1 for p in outcome.partitions if p.action in (COMMITTED, CLAMPED, REALIGNED))
         result.offset_sync_lag += sum(
-            1 for p in outcome.partitions
-            if p.source_offset is not None and p.action != WOULD_COMMIT and behind(p.translated_offset, p.destination_offset)
+            1
+            for p in outcome.partitions
+            if p.source_offset is not None
+            and p.action != WOULD_COMMIT
+            and behind(p.translated_offset, p.destination_offset)
         )
         if not dry_run:
             checkpoints += [
-                OffsetCheckpoint(ctx.link.name, group, outcome.destination_group, partitions[(p.mirror_topic, p.partition)].source_topic,
-                                 p.mirror_topic, p.partition, p.source_offset, p.translated_offset, result.mode, time.time())
-                for p in outcome.partitions if p.source_offset is not None
+                OffsetCheckpoint(
+                    ctx.link.name,
+                    group,
+                    outcome.destination_group,
+                    partitions[(p.mirror_topic, p.partition)].source_topic,
+                    p.mirror_topic,
+                    p.partition,
+                    p.source_offset,
+                    p.translated_offset,
+                    result.mode,
+                    time.time(),
+                )
+                for p in outcome.partitions
+                if p.source_offset is not None
             ]
         result.groups.append(outcome)
     if checkpoints:
@@ -196,9 +242,19 @@ def _sync_groups(ctx: LinkContext, result: OffsetSyncResult, partitions: dict[Po
     result.checkpoint_latency_ms = round(max(latencies), 3) if latencies else None
 
 
-def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partitions: dict[Position, MirrorPartition],
-                busy: str | None, committed: tuple[Offsets | None, Offsets | None], *, final: bool, dry_run: bool,
-                source: bool, realign: bool = False) -> float | None:
+def _sync_group(
+    ctx: LinkContext,
+    mode: str,
+    outcome: GroupOffsetSync,
+    partitions: dict[Position, MirrorPartition],
+    busy: str | None,
+    committed: tuple[Offsets | None, Offsets | None],
+    *,
+    final: bool,
+    dry_run: bool,
+    source: bool,
+    realign: bool = False,
+) -> float | None:
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
@@ -219,7 +275,9 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
         else:  # fresh, but only for the partitions the group has offsets on
             previous = dest.committed([key for key in dest_offsets if key in partitions])
         if not source:  # where the destination group is, kept within the log
-            landings = {k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end}
+            landings = {
+                k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end
+            }
         to_commit: dict[Position, int] = {}
         for key, (position, translated) in sorted(landings.items()):
             mp, before = partitions[key], previous.get(key)
@@ -227,15 +285,16 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
                 offset, action = None, "skipped"
             else:
                 ahead = position is not None and mp.is_ahead(position)
-                offset, action = plan_commit(translated, before, mp.log_end, final=final, source_ahead=ahead,
-                                             realign=realign)
+                offset, action = plan_commit(
+                    translated, before, mp.log_end, final=final, source_ahead=ahead, realign=realign
+                )
             if offset is not None and dry_run:
                 offset, action = None, action if action == CLAMPED else WOULD_COMMIT
             elif offset is not None:
                 to_commit[key] = offset
-            outcome.partitions.append(PartitionOffsetSync(
-                key[0], key[1], position, translated, before, action, to_commit.get(key, before)
-            ))
+            outcome.partitions.append(
+                PartitionOffsetSync(key[0], key[1], position, translated, before, action, to_commit.get(key, before))
+            )
         if busy is not None:
             outcome.status = busy if busy.startswith("error:") else f"skipped: {busy}"
             return None
@@ -245,25 +304,37 @@ def _sync_group(ctx: LinkContext, mode: str, outcome: GroupOffsetSync, partition
         return (time.monotonic() - read_at) * 1000
 
 
-def _landings(ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str,
-              positions: Offsets | None) -> dict[Position, tuple[int, int]]:
+def _landings(
+    ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str, positions: Offsets | None
+) -> dict[Position, tuple[int, int]]:
     """(source position, mirror position) per mirror partition the group has a committed offset for
     (`positions`: the group's offsets on the source, when already listed)."""
     if positions is None:
         sources = sorted({(mp.source_topic, mp.partition) for mp in partitions.values()})
         with offset_groups.GroupClient(ctx.source_conf("reader"), group, ctx.source.alias) as src:
             positions = src.committed(sources)
-    wanted = {k: positions[(mp.source_topic, mp.partition)] for k, mp in partitions.items()
-              if (mp.source_topic, mp.partition) in positions}
-    mirror_times = _mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()}) if mode == TIMESTAMP else {}
+    wanted = {
+        k: positions[(mp.source_topic, mp.partition)]
+        for k, mp in partitions.items()
+        if (mp.source_topic, mp.partition) in positions
+    }
+    mirror_times = (
+        _mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()})
+        if mode == TIMESTAMP
+        else {}
+    )
     return {k: (pos, translate(partitions[k], pos, mode, mirror_times.get(k))) for k, pos in wanted.items()}
 
 
-def _mirror_offsets_for_times(ctx: LinkContext, wanted: dict[Position, tuple[MirrorPartition, int]]) -> dict[Position, int | None]:
+def _mirror_offsets_for_times(
+    ctx: LinkContext, wanted: dict[Position, tuple[MirrorPartition, int]]
+) -> dict[Position, int | None]:
     """Timestamp mode (R-OFS-6): the source record's timestamp, asked of the mirror."""
     lookups = {k: (mp, pos) for k, (mp, pos) in wanted.items() if not mp.reached_mirror_end(pos)}
     stamps = offset_groups.record_timestamps(
-        ctx.source_conf("reader"), {(mp.source_topic, mp.partition): pos for mp, pos in lookups.values()}, ctx.source.alias
+        ctx.source_conf("reader"),
+        {(mp.source_topic, mp.partition): pos for mp, pos in lookups.values()},
+        ctx.source.alias,
     )
     times = {k: stamps[(mp.source_topic, mp.partition)] for k, (mp, _pos) in lookups.items()}
     found = offset_groups.offsets_for_times(
@@ -290,10 +361,18 @@ def translate_offset(ctx: LinkContext, topic: str, partition: int, offset: int, 
         lookup = _mirror_offsets_for_times(ctx, {(info.mirror_topic, partition): (mp, offset)})
     translated = translate(mp, offset, mode, lookup.get((info.mirror_topic, partition)))
     return {
-        "link": ctx.link.name, "mode": mode, "source_topic": info.source_topic, "mirror_topic": info.mirror_topic,
-        "partition": partition, "source_offset": offset, "translated_offset": translated,
-        "mirror_log_start": mp.log_start, "mirror_log_end": mp.log_end, "mirrored_until": mp.mirrored_until,
-        "beyond_mirror": mp.is_ahead(offset), "mirror_state": info.state,
+        "link": ctx.link.name,
+        "mode": mode,
+        "source_topic": info.source_topic,
+        "mirror_topic": info.mirror_topic,
+        "partition": partition,
+        "source_offset": offset,
+        "translated_offset": translated,
+        "mirror_log_start": mp.log_start,
+        "mirror_log_end": mp.log_end,
+        "mirrored_until": mp.mirrored_until,
+        "beyond_mirror": mp.is_ahead(offset),
+        "mirror_state": info.state,
     }
 
 
@@ -306,9 +385,13 @@ def _mirror_for(ctx: LinkContext, topic: str) -> MirrorInfo:
         return matches[0]
     if matches:
         names = ", ".join(sorted(m.mirror_topic for m in matches))
-        raise ConfigError(f"source topic '{topic}' has several mirrors on link '{ctx.link.name}' ({names}): name the mirror topic")
+        raise ConfigError(
+            f"source topic '{topic}' has several mirrors on link '{ctx.link.name}' ({names}): name the mirror topic"
+        )
     known = ", ".join(sorted(registry)) or "none"
-    raise ConfigError(f"'{topic}' is neither a mirror topic nor a mirrored source topic of link '{ctx.link.name}' (mirrors: {known})")
+    raise ConfigError(
+        f"'{topic}' is neither a mirror topic nor a mirrored source topic of link '{ctx.link.name}' (mirrors: {known})"
+    )
 
 
 def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
@@ -327,4 +410,3 @@ def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) ->
         )
     wanted = set(groups)
     return [c for c in found if c.source_group in wanted or c.destination_group in wanted]
-

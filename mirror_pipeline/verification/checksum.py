@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from typing import Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 # Timestamp types as Kafka reports them.
 CREATE_TIME, LOG_APPEND_TIME = 1, 2

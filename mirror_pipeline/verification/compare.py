@@ -9,8 +9,8 @@ themselves; only the differing pair is summarised, without its payload.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 from mirror_pipeline.verification.checksum import Record, content, differing_fields, record_digest
 from mirror_pipeline.verification.ranges import RunIndex
@@ -38,8 +38,9 @@ def summary(m: Record) -> RecordSummary:
     )
 
 
-def first_difference(source: Iterable[Record], mirror: Iterable[Record], index: RunIndex,
-                     compacted: bool = False) -> Narrowed:
+def first_difference(
+    source: Iterable[Record], mirror: Iterable[Record], index: RunIndex, compacted: bool = False
+) -> Narrowed:
     """Walk both streams (each in offset order) and stop at the first difference.
 
     On a compacted topic the two log cleaners run independently, so a record
@@ -68,8 +69,17 @@ def first_difference(source: Iterable[Record], mirror: Iterable[Record], index: 
                 forgiven += 1
                 next(mir)
                 continue
-            return Narrowed(Mismatch(m_source, m.offset(), "missing on the source: the mirror holds a record "
-                                     "where the source has none", None, summary(m)), forgiven, compared)
+            return Narrowed(
+                Mismatch(
+                    m_source,
+                    m.offset(),
+                    "missing on the source: the mirror holds a record where the source has none",
+                    None,
+                    summary(m),
+                ),
+                forgiven,
+                compared,
+            )
         s_content, m_content = content(s, True), content(m, False)
         if s_content != m_content:
             return Narrowed(_content_mismatch(s, m, s_content, m_content, previous), forgiven, compared)
@@ -81,14 +91,22 @@ def first_difference(source: Iterable[Record], mirror: Iterable[Record], index: 
 
 def _missing_on_mirror(s: Record, index: RunIndex) -> Mismatch:
     where = index.mirror_of(s.offset())
-    reason = ("missing on the mirror: the offset map has no place for this source record"
-              if where is None else "missing on the mirror")
+    reason = (
+        "missing on the mirror: the offset map has no place for this source record"
+        if where is None
+        else "missing on the mirror"
+    )
     return Mismatch(s.offset(), where, reason, summary(s), None)
 
 
 def _unmapped_on_mirror(m: Record, index: RunIndex) -> Mismatch:
-    return Mismatch(index.source_position(m.offset()), m.offset(),
-                    "the mirror holds a record the offset map does not account for", None, summary(m))
+    return Mismatch(
+        index.source_position(m.offset()),
+        m.offset(),
+        "the mirror holds a record the offset map does not account for",
+        None,
+        summary(m),
+    )
 
 
 def _content_mismatch(s: Record, m: Record, s_content: tuple, m_content: tuple, previous) -> Mismatch:

@@ -79,28 +79,48 @@ def verify(ctx: LinkContext, spark, mirrors: list[str] | None, options: VerifyOp
             skipped[info.mirror_topic] = str(exc)  # a whole link: the others are still verified
     partitions = sum(len(p) for p in plans.values())
     pieces = ranges.pieces_per_partition(partitions, slots)
-    tasks = [task for info in infos if info.mirror_topic in plans
-             for task in _tasks(ctx, info, plans[info.mirror_topic], pieces)]
+    tasks = [
+        task
+        for info in infos
+        if info.mirror_topic in plans
+        for task in _tasks(ctx, info, plans[info.mirror_topic], pieces)
+    ]
     rate = per_task_rate(options.max_bytes_per_second, min(len(tasks), slots))
     tasks = [_with_rate(t, rate) for t in tasks]
     vctx = VerifyContext(ctx.source.alias, ctx.dest.alias, dict(ctx.source.properties), dict(ctx.dest.properties))
     rows = run_verify_tasks(spark, tasks, vctx, description=f"mirror-pipeline verify {ctx.link.name}")
     results = {
-        info.mirror_topic: MirrorVerify(info.mirror_topic, info.source_topic, info.state,
-                                        _assemble(plans.get(info.mirror_topic, {}), rows, info.mirror_topic),
-                                        skipped.get(info.mirror_topic, ""), tuple(info.flags),
-                                        info.reason if info.flags else "")
+        info.mirror_topic: MirrorVerify(
+            info.mirror_topic,
+            info.source_topic,
+            info.state,
+            _assemble(plans.get(info.mirror_topic, {}), rows, info.mirror_topic),
+            skipped.get(info.mirror_topic, ""),
+            tuple(info.flags),
+            info.reason if info.flags else "",
+        )
         for info in infos
     }
-    return VerifyResult(ctx.link.name, started, time.time() - started, options.sample, options.from_offset,
-                        options.until_offset, options.max_bytes_per_second, len(tasks), results)
+    return VerifyResult(
+        ctx.link.name,
+        started,
+        time.time() - started,
+        options.sample,
+        options.from_offset,
+        options.until_offset,
+        options.max_bytes_per_second,
+        len(tasks),
+        results,
+    )
 
 
 def _partition_counts(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
     source = kc.topic_partitions(ctx.source_admin, info.source_topic, ctx.source.alias)
     if source is None:
-        raise TopicNotFound(f"mirror '{info.mirror_topic}': its source topic '{info.source_topic}' does not exist "
-                            f"on cluster '{ctx.source.alias}'; there is nothing to verify it against")
+        raise TopicNotFound(
+            f"mirror '{info.mirror_topic}': its source topic '{info.source_topic}' does not exist "
+            f"on cluster '{ctx.source.alias}'; there is nothing to verify it against"
+        )
     mirror = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     if mirror is None:
         raise TopicNotFound(f"mirror '{info.mirror_topic}': the topic does not exist on cluster '{ctx.dest.alias}'")
@@ -109,8 +129,10 @@ def _partition_counts(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
 
 def _is_compacted(ctx: LinkContext, info: MirrorInfo) -> bool:
     """Either side compacts: then each side's cleaner may drop records the other still holds."""
-    policies = (describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias).get("cleanup.policy", ""),
-                describe_topic_configs(ctx.dest_admin, info.mirror_topic, ctx.dest.alias).get("cleanup.policy", ""))
+    policies = (
+        describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias).get("cleanup.policy", ""),
+        describe_topic_configs(ctx.dest_admin, info.mirror_topic, ctx.dest.alias).get("cleanup.policy", ""),
+    )
     return any("compact" in p.split(",") for p in policies)
 
 
@@ -134,28 +156,50 @@ def _plan_mirror(ctx: LinkContext, info: MirrorInfo, options: VerifyOptions) -> 
         if omap.next_source_offset is None:
             plans[p] = _PartitionPlan(_empty_row(p, "nothing mirrored yet", foreign), [])
             continue
-        index = ranges.RunIndex(tuple((r.source, r.dest, r.length) for r in omap.runs),
-                                omap.next_source_offset, omap.dest_end)
-        lo, hi = ranges.common_range(index, src_start[(info.source_topic, p)], src_end[(info.source_topic, p)],
-                                     dst_start[(name, p)], options.from_offset, options.until_offset)
+        index = ranges.RunIndex(
+            tuple((r.source, r.dest, r.length) for r in omap.runs), omap.next_source_offset, omap.dest_end
+        )
+        lo, hi = ranges.common_range(
+            index,
+            src_start[(info.source_topic, p)],
+            src_end[(info.source_topic, p)],
+            dst_start[(name, p)],
+            options.from_offset,
+            options.until_offset,
+        )
         every = ranges.blocks(lo, hi)
         chosen = ranges.sample_blocks(every, options.sample, f"{name}/{p}/{options.seed}")
-        row = PartitionVerify(p, lo, hi, index.mirror_position(lo), index.mirror_position(hi), len(every), 0, 0, 0, 0,
-                              note="" if every else "no records in common in the range asked for",
-                              foreign_from=foreign[0], foreign_until=foreign[1])
+        row = PartitionVerify(
+            p,
+            lo,
+            hi,
+            index.mirror_position(lo),
+            index.mirror_position(hi),
+            len(every),
+            0,
+            0,
+            0,
+            0,
+            note="" if every else "no records in common in the range asked for",
+            foreign_from=foreign[0],
+            foreign_until=foreign[1],
+        )
         plans[p] = _PartitionPlan(row, chosen, index)
     for p in range(common, source_parts):
         plans[p] = _PartitionPlan(_empty_row(p, "not on the mirror yet: the next cycle adds it"), [])
     for p in range(common, mirror_parts):  # partitions the source lacks: nothing there is the link's to compare
         res = resolve_keyed(segments.get((name, p), []), dst_end[(name, p)])
-        plans[p] = _PartitionPlan(_empty_row(p, "not on the source", ranges.foreign_tail(
-            res.foreign_records, dst_end[(name, p)], stopped)), [])
+        plans[p] = _PartitionPlan(
+            _empty_row(p, "not on the source", ranges.foreign_tail(res.foreign_records, dst_end[(name, p)], stopped)),
+            [],
+        )
     return plans
 
 
 def _empty_row(partition: int, note: str, foreign: tuple[int, int] = (0, 0)) -> PartitionVerify:
-    return PartitionVerify(partition, 0, 0, 0, 0, 0, 0, 0, 0, 0, note=note, foreign_from=foreign[0],
-                           foreign_until=foreign[1])
+    return PartitionVerify(
+        partition, 0, 0, 0, 0, 0, 0, 0, 0, 0, note=note, foreign_from=foreign[0], foreign_until=foreign[1]
+    )
 
 
 def _tasks(ctx: LinkContext, info: MirrorInfo, plans: dict[int, _PartitionPlan], pieces: int) -> list[VerifyTask]:
@@ -167,10 +211,20 @@ def _tasks(ctx: LinkContext, info: MirrorInfo, plans: dict[int, _PartitionPlan],
             first, last = group[0][0], group[-1][1]
             # Mirror bounds come from the whole map: a task's clipped runs cannot tell where the next run starts.
             blocks = tuple((a, b, index.mirror_position(a), index.mirror_position(b)) for a, b in group)
-            tasks.append(VerifyTask(
-                ctx.link.name, info.mirror_topic, info.source_topic, p, blocks, index.clipped(first, last),
-                last, index.mirror_position(last), compacted, None,
-            ))
+            tasks.append(
+                VerifyTask(
+                    ctx.link.name,
+                    info.mirror_topic,
+                    info.source_topic,
+                    p,
+                    blocks,
+                    index.clipped(first, last),
+                    last,
+                    index.mirror_position(last),
+                    compacted,
+                    None,
+                )
+            )
     return tasks
 
 
@@ -185,17 +239,24 @@ def _assemble(plans: dict[int, _PartitionPlan], rows: list[TaskResult], mirror: 
         mine = [r for r in rows if r.mirror_topic == mirror and r.partition == p]
         mismatches = [Mismatch.from_dict(json.loads(r.mismatch)) for r in mine if r.mismatch]
         base = plan.row
-        out.append(PartitionVerify(
-            p, base.source_from, base.source_until, base.mirror_from, base.mirror_until, base.ranges_total,
-            ranges_checked=sum(r.ranges_checked for r in mine),
-            source_records=sum(r.source_records for r in mine),
-            mirror_records=sum(r.mirror_records for r in mine),
-            bytes_read=sum(r.bytes_read for r in mine),
-            compacted_away=sum(r.compacted_away for r in mine),
-            mismatch=min(mismatches, key=lambda m: m.source_offset) if mismatches else None,
-            note=base.note,
-            error="; ".join(sorted({r.error for r in mine if r.error})),
-            foreign_from=base.foreign_from,
-            foreign_until=base.foreign_until,
-        ))
+        out.append(
+            PartitionVerify(
+                p,
+                base.source_from,
+                base.source_until,
+                base.mirror_from,
+                base.mirror_until,
+                base.ranges_total,
+                ranges_checked=sum(r.ranges_checked for r in mine),
+                source_records=sum(r.source_records for r in mine),
+                mirror_records=sum(r.mirror_records for r in mine),
+                bytes_read=sum(r.bytes_read for r in mine),
+                compacted_away=sum(r.compacted_away for r in mine),
+                mismatch=min(mismatches, key=lambda m: m.source_offset) if mismatches else None,
+                note=base.note,
+                error="; ".join(sorted({r.error for r in mine if r.error})),
+                foreign_from=base.foreign_from,
+                foreign_until=base.foreign_until,
+            )
+        )
     return tuple(out)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import bisect
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 # Source offsets per checksum range. Small enough that narrowing a mismatched
 # range re-reads little; large enough that a partition has few of them.
@@ -76,8 +76,14 @@ class RunIndex:
         return tuple(out)
 
 
-def common_range(index: RunIndex, source_start: int, source_end: int, mirror_start: int,
-                 from_offset: int | None = None, until_offset: int | None = None) -> tuple[int, int]:
+def common_range(
+    index: RunIndex,
+    source_start: int,
+    source_end: int,
+    mirror_start: int,
+    from_offset: int | None = None,
+    until_offset: int | None = None,
+) -> tuple[int, int]:
     """Source offsets [lo, hi) that both sides still hold and the map covers.
 
     - below: the source's log start, the first mapped record (what came before

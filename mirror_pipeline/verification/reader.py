@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -82,8 +82,10 @@ class RangeReader:
             if msgs:
                 continue
             if time.monotonic() - idle_since > IDLE_TIMEOUT_S:
-                raise MirrorError(f"{self.what} partition {self.partition}: no records arrived for "
-                                  f"{IDLE_TIMEOUT_S:.0f}s while reading offsets {start}..{end - 1}")
+                raise MirrorError(
+                    f"{self.what} partition {self.partition}: no records arrived for "
+                    f"{IDLE_TIMEOUT_S:.0f}s while reading offsets {start}..{end - 1}"
+                )
 
     def _seek(self, offset: int) -> None:
         self._pending = []
@@ -95,8 +97,9 @@ class RangeReader:
         try:
             msgs = self._consumer.consume(wanted, POLL_S)
         except KafkaException as exc:
-            raise MirrorError(f"{self.what} partition {self.partition}: reading failed: "
-                              f"{kc.error_reason(exc)}") from None
+            raise MirrorError(
+                f"{self.what} partition {self.partition}: reading failed: {kc.error_reason(exc)}"
+            ) from None
         if any(m.error() is not None for m in msgs):
             msgs = self._without_errors(msgs, start)
         if msgs:
@@ -133,8 +136,12 @@ class RangeReader:
                 out.append(m)
             elif err.code() != KafkaError._PARTITION_EOF:
                 gone = err.code() == KafkaError._AUTO_OFFSET_RESET
-                why = (f"offset {start} is no longer on the cluster (retention or compaction removed it since the "
-                       f"verify planned); run verify again" if gone else err.name())
+                why = (
+                    f"offset {start} is no longer on the cluster (retention or compaction removed it since the "
+                    f"verify planned); run verify again"
+                    if gone
+                    else err.name()
+                )
                 raise MirrorError(f"{self.what} partition {self.partition}: reading failed: {why}")
         return out
 

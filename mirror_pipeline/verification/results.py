@@ -28,7 +28,7 @@ class RecordSummary:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RecordSummary":
+    def from_dict(cls, d: dict) -> RecordSummary:
         return cls(**{**d, "header_names": tuple(d["header_names"])})
 
 
@@ -52,9 +52,11 @@ class Mismatch:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Mismatch":
+    def from_dict(cls, d: dict) -> Mismatch:
         return cls(
-            d["source_offset"], d["mirror_offset"], d["reason"],
+            d["source_offset"],
+            d["mirror_offset"],
+            d["reason"],
             RecordSummary.from_dict(d["source"]) if d["source"] else None,
             RecordSummary.from_dict(d["mirror"]) if d["mirror"] else None,
         )
@@ -96,8 +98,11 @@ class PartitionVerify:
         n = self.foreign_records
         if not n:
             return ""
-        where = f"mirror offset {self.foreign_from}" if n == 1 else \
-            f"mirror offsets {self.foreign_from}..{self.foreign_until - 1}"
+        where = (
+            f"mirror offset {self.foreign_from}"
+            if n == 1
+            else f"mirror offsets {self.foreign_from}..{self.foreign_until - 1}"
+        )
         return f"{n} record{'' if n == 1 else 's'} the link did not write at {where}, past the end of its offset map"
 
     def to_dict(self) -> dict:
@@ -176,8 +181,10 @@ class MirrorVerify:
         if first is not None:
             partition, m = first
             where = "" if m.mirror_offset is None else f" (mirror offset {m.mirror_offset})"
-            return (f"mirror '{self.mirror_topic}' partition {partition}: first difference at source offset "
-                    f"{m.source_offset}{where}: {m.reason}")
+            return (
+                f"mirror '{self.mirror_topic}' partition {partition}: first difference at source offset "
+                f"{m.source_offset}{where}: {m.reason}"
+            )
         ordered = sorted(self.partitions, key=lambda p: p.partition)
         for p in ordered:
             if p.foreign_records:
@@ -224,7 +231,7 @@ class VerifyResult:
 
     @property
     def verdict(self) -> str:
-        """"identical"; "different" when comparing found something (see `MirrorVerify.differs`);
+        """ "identical"; "different" when comparing found something (see `MirrorVerify.differs`);
         else "flagged": nothing differs in what was compared, but a mirror is flagged."""
         if self.identical:
             return "identical"

@@ -9,7 +9,7 @@ speculative task would be harmless.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 

@@ -84,20 +84,35 @@ def _reader_conf(properties: dict, link: str, rate: float | None) -> dict:
         return kc.client_config(properties, link, "reader")
     # Throttled: keep librdkafka's prefetch near one second's worth, or it would
     # read far ahead of the throttle (up to 256 MB per consumer).
-    return kc.client_config(properties, link, "reader", **{
-        "queued.max.messages.kbytes": int(min(262144, max(1024, rate // 1024))),
-        "fetch.max.bytes": int(min(52428800, max(1048576, rate // 2))),
-        "max.partition.fetch.bytes": int(min(16777216, max(1048576, rate // 2))),
-    })
+    return kc.client_config(
+        properties,
+        link,
+        "reader",
+        **{
+            "queued.max.messages.kbytes": int(min(262144, max(1024, rate // 1024))),
+            "fetch.max.bytes": int(min(52428800, max(1048576, rate // 2))),
+            "max.partition.fetch.bytes": int(min(16777216, max(1048576, rate // 2))),
+        },
+    )
 
 
 def _verify(task: VerifyTask, ctx: VerifyContext, result: TaskResult) -> None:
     index = RunIndex(task.runs, task.source_end, task.mirror_end)
     throttle = bucket(task.bytes_per_second)
-    source = RangeReader(_reader_conf(ctx.source_properties, task.link, task.bytes_per_second), task.source_topic,
-                         task.partition, f"source topic '{task.source_topic}' on cluster '{ctx.source_alias}'", throttle)
-    mirror = RangeReader(_reader_conf(ctx.dest_properties, task.link, task.bytes_per_second), task.mirror_topic,
-                         task.partition, f"mirror topic '{task.mirror_topic}' on cluster '{ctx.dest_alias}'", throttle)
+    source = RangeReader(
+        _reader_conf(ctx.source_properties, task.link, task.bytes_per_second),
+        task.source_topic,
+        task.partition,
+        f"source topic '{task.source_topic}' on cluster '{ctx.source_alias}'",
+        throttle,
+    )
+    mirror = RangeReader(
+        _reader_conf(ctx.dest_properties, task.link, task.bytes_per_second),
+        task.mirror_topic,
+        task.partition,
+        f"mirror topic '{task.mirror_topic}' on cluster '{ctx.dest_alias}'",
+        throttle,
+    )
     try:
         for start, end, mirror_start, mirror_end in task.blocks:
             runs = index.clipped(start, end)
@@ -112,9 +127,12 @@ def _verify(task: VerifyTask, ctx: VerifyContext, result: TaskResult) -> None:
             if source_sum.hexdigest() == mirror_sum.hexdigest():
                 continue
             # Narrow: read the range again, both sides together, up to the first difference.
-            narrowed = first_difference(chain.from_iterable(source.records(start, end)),
-                                        chain.from_iterable(mirror.records(mirror_start, mirror_end)),
-                                        index, task.compacted)
+            narrowed = first_difference(
+                chain.from_iterable(source.records(start, end)),
+                chain.from_iterable(mirror.records(mirror_start, mirror_end)),
+                index,
+                task.compacted,
+            )
             result.compacted_away += narrowed.compacted_away
             if narrowed.mismatch is not None:
                 result.mismatch = json.dumps(narrowed.mismatch.to_dict())

@@ -6,7 +6,7 @@ Pure: the clock and the sleep are injected (tests drive them by hand).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class TokenBucket:
@@ -17,8 +17,13 @@ class TokenBucket:
     average holds whatever the batch sizes.
     """
 
-    def __init__(self, rate: float, burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        rate: float,
+        burst: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.rate = float(rate)

@@ -72,8 +72,12 @@ RUN_S = 600  # a copy run: a Spark session, the copy, and the asset's checks
 STOP_S = 120
 STEP_MS = 90_000  # one page step (navigation, an element to appear)
 AUTOMATION_TICK_MS = 180_000  # a running schedule's or sensor's first tick, seen on its page
-ERROR_MARKERS = ("Traceback (most recent call last)", "PythonError", "DagsterUserCodeLoadError",
-                 "Unexpected GraphQL error")
+ERROR_MARKERS = (
+    "Traceback (most recent call last)",
+    "PythonError",
+    "DagsterUserCodeLoadError",
+    "Unexpected GraphQL error",
+)
 SCREENSHOT_ENV = "MIRROR_PIPELINE_SCREENSHOT"
 
 
@@ -81,21 +85,23 @@ def chromium_binary() -> str | None:
     explicit = os.environ.get("MIRROR_PIPELINE_CHROMIUM")
     if explicit:
         return explicit if Path(explicit).is_file() else None
-    return next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
+    return next(
+        (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None
+    )
 
 
 CHROMIUM = chromium_binary()
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="no chromium binary (install Debian's `chromium` package, as deploy/setup.sh does as root, "
-           "or set MIRROR_PIPELINE_CHROMIUM)",
+    "or set MIRROR_PIPELINE_CHROMIUM)",
 )
 
 
 @pytest.mark.timeout(UI_START_S + RUN_S + 3 * STOP_S + 600)
-def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootstrap, destination_bootstrap,
-                                                         create_topic):
+def test_the_ui_shows_the_link_and_materializes_a_mirror(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic
+):
     from playwright.sync_api import expect, sync_playwright  # a dev dependency: an ImportError is a real failure
 
     expect.set_options(timeout=STEP_MS)
@@ -123,19 +129,23 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
         errors: list[str] = []
         graphql = {"answers": 0}
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                 args=["--no-sandbox", "--disable-dev-shm-usage"])
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"]
+            )
             try:
                 context = browser.new_context(viewport={"width": 1280, "height": 760})
-                context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url)
-                              else route.abort())
+                context.route(
+                    "**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort()
+                )
                 page = context.new_page()
                 page.set_default_timeout(STEP_MS)
                 page.set_default_navigation_timeout(STEP_MS)
                 page.on("response", lambda response: check_graphql(response, graphql, errors))
                 # Should the community dialog open all the same, it is skipped.
-                page.add_locator_handler(page.get_by_text("Join the Dagster community"),
-                                         lambda: page.get_by_role("button", name="Skip").click())
+                page.add_locator_handler(
+                    page.get_by_text("Join the Dagster community"),
+                    lambda: page.get_by_role("button", name="Skip").click(),
+                )
 
                 def visit(path: str, ready) -> None:
                     page.goto(url + path)
@@ -152,8 +162,10 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                     expect(asset_link(asset)).to_be_visible()
 
                 # 2. The copy asset has the mirror as a partition.
-                visit(f"/assets/{names.group}/mirror_data?view=partitions",
-                      lambda: page.get_by_text(topic, exact=True).first)
+                visit(
+                    f"/assets/{names.group}/mirror_data?view=partitions",
+                    lambda: page.get_by_text(topic, exact=True).first,
+                )
 
                 # 3. Materialize it from the UI: the run copies what was produced since the CLI's copy.
                 produce(source_bootstrap, topic, LATER, "later")
@@ -205,14 +217,19 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 #    sentence and changes nothing; the link's own job, whose mirror is picked from the list
                 #    of its partitions, finishes copying, then stops the mirror for good.
                 produce(source_bootstrap, topic, FINAL, "final")
-                refused = launch_promote(page, visit, PROMOTE_JOB,
-                                         stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S))
+                refused = launch_promote(
+                    page, visit, PROMOTE_JOB, stop_run_config(PROMOTE_JOB, LINK, [topic], timeout_s=RUN_S)
+                )
                 assert refused == "Failure", f"promote without the link's tag ended {refused}; see {ui.log}"
                 expect(page.get_by_text("promote refused: the run must carry the tag").first).to_be_visible()
                 assert describe(home, config, topic)["state"] == "ACTIVE"
-                status = launch_promote(page, visit, names.promote_job,
-                                        link_stop_run_config(names, PROMOTE_JOB, [], timeout_s=RUN_S),
-                                        partition=topic)
+                status = launch_promote(
+                    page,
+                    visit,
+                    names.promote_job,
+                    link_stop_run_config(names, PROMOTE_JOB, [], timeout_s=RUN_S),
+                    partition=topic,
+                )
                 assert status == "Success", f"promote launched from the Launchpad ended {status}; see {ui.log}"
                 text = page.inner_text("body")
                 errors.extend(f"promote run page: {marker}" for marker in ERROR_MARKERS if marker in text)
@@ -222,12 +239,14 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
                 assert sum(source_counts(source_bootstrap, topic)) == FIRST + LATER + FOLLOWED + FINAL
 
                 # 5. dagster.automation.running: on for the second link, off for the first.
-                for kind, name, running in [("schedules", auto.replicate_schedule, True),
-                                            ("sensors", auto.lag_sensor, True),
-                                            ("sensors", auto.health_sensor, True),
-                                            ("sensors", auto.auto_create_sensor, True),
-                                            ("schedules", names.replicate_schedule, False),
-                                            ("sensors", names.lag_sensor, False)]:
+                for kind, name, running in [
+                    ("schedules", auto.replicate_schedule, True),
+                    ("sensors", auto.lag_sensor, True),
+                    ("sensors", auto.health_sensor, True),
+                    ("sensors", auto.auto_create_sensor, True),
+                    ("schedules", names.replicate_schedule, False),
+                    ("sensors", names.lag_sensor, False),
+                ]:
                     state = page.get_by_role("row", name="Running", exact=True)
                     visit(f"/locations/mirror-pipeline/{kind}/{name}", lambda: state)
                     switch = state.get_by_role("checkbox")  # the on/off switch (its input is drawn over, not shown)
@@ -255,12 +274,15 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(tmp_path, source_bootst
 
 # --- Dagster and Kafka -----------------------------------------------------------------------------
 
+
 def write_config(path: Path, source: str, destination: str, tag: str) -> Path:
     """Two links on the pair, each with internal topics of its own (no other test's mirrors in sight)."""
 
     def link(side: str, **settings) -> dict:
-        own = {f"mirror.{kind}.topic": f"_ui-{tag}-{side}.{kind.replace('.', '-')}"
-               for kind in ("state", "offset.map", "checkpoints")}
+        own = {
+            f"mirror.{kind}.topic": f"_ui-{tag}-{side}.{kind.replace('.', '-')}"
+            for kind in ("state", "offset.map", "checkpoints")
+        }
         return {"source": "us-west", "destination": "us-east", **own, **settings}
 
     data = {
@@ -356,8 +378,14 @@ def wait_for_run_end(page, timeout_s: float) -> str:
 
 def cli(home: Path, *args: str) -> str:
     env = {**{k: v for k, v in os.environ.items() if k != "MIRROR_PIPELINE_CONFIG"}, "DAGSTER_HOME": str(home)}
-    result = subprocess.run([sys.executable, "-m", "mirror_pipeline", *args], capture_output=True, text=True,
-                            timeout=600, env=env, cwd=home.parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "mirror_pipeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=home.parent,
+    )
     assert result.returncode == 0, f"mirror-pipeline {' '.join(args)}: {result.stderr}"
     return result.stdout
 
@@ -372,8 +400,10 @@ def produce(bootstrap: str, topic: str, count: int, label: str) -> None:
 def _ends(bootstrap: str, topic: str) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ui-test-{uuid.uuid4().hex[:6]}"})
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                for p in range(PARTITIONS)]
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+            for p in range(PARTITIONS)
+        ]
     finally:
         consumer.close()
 

@@ -10,15 +10,22 @@ from confluent_kafka import Producer
 
 def write_config(tmp_path: Path, source: str, destination: str, group: str, link: str) -> Path:
     path = tmp_path / "mirror.yaml"
-    path.write_text(yaml.safe_dump({
-        "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
-        "links": {link: {
-            "source": "src", "destination": "dst",
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
-        }},
-        "spark": {"master": "local[2]"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
+                "links": {
+                    link: {
+                        "source": "src",
+                        "destination": "dst",
+                        "consumer.offset.sync.enable": True,
+                        "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
+                    }
+                },
+                "spark": {"master": "local[2]"},
+            }
+        )
+    )
     return path
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +10,7 @@ import dagster as dg
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline_dagster.resources import MirrorEngine
 
-TICK = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+TICK = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 VALID_CONFIG = """\
 clusters:

@@ -14,27 +14,41 @@ from mirror_pipeline.sync.acl_plan import AclSyncFailed, AclSyncResult
 from tests.dagster.offline_config import VALID_CONFIG, stub_engine
 
 SECRET = "Sx-acl-secret-Qz"
-ACL_CONFIG = VALID_CONFIG.replace("""\
+ACL_CONFIG = VALID_CONFIG.replace(
+    """\
     destination: us-east
-""", f"""\
+""",
+    """\
     destination: us-east
     acl.sync.enable: true
     acl.sync.ms: 600000
-    acl.filters: '{{"aclFilters": [{{"resourceFilter": {{"resourceType": "topic"}}}}]}}'
-""", 1).replace("""\
+    acl.filters: '{"aclFilters": [{"resourceFilter": {"resourceType": "topic"}}]}'
+""",
+    1,
+).replace(
+    """\
   us-east:
     bootstrap.servers: 127.0.0.1:29999
-""", f"""\
+""",
+    f"""\
   us-east:
     bootstrap.servers: 127.0.0.1:29999
     security.protocol: SASL_PLAINTEXT
     sasl.mechanism: SCRAM-SHA-512
     sasl.username: mirror
     sasl.password: {SECRET}
-""")
+""",
+)
 KEY = dg.AssetKey(["west_to_east", "acl_bindings"])
-BINDING = {"resourceType": "topic", "name": "orders", "patternType": "literal", "principal": "User:app",
-           "host": "*", "operation": "read", "permissionType": "allow"}
+BINDING = {
+    "resourceType": "topic",
+    "name": "orders",
+    "patternType": "literal",
+    "principal": "User:app",
+    "host": "*",
+    "operation": "read",
+    "permissionType": "allow",
+}
 
 
 @pytest.fixture
@@ -86,8 +100,9 @@ def test_no_link_syncs_acls_no_acl_definitions(config_file: Path) -> None:
 
 
 def _materialize(defs, engine, raise_on_error=True):
-    return dg.materialize([defs.get_assets_def(KEY)], resources={"mirror_engine": engine},
-                          raise_on_error=raise_on_error)
+    return dg.materialize(
+        [defs.get_assets_def(KEY)], resources={"mirror_engine": engine}, raise_on_error=raise_on_error
+    )
 
 
 def test_a_materialization_records_what_the_sync_did(defs, acl_config) -> None:
@@ -95,9 +110,19 @@ def test_a_materialization_records_what_the_sync_did(defs, acl_config) -> None:
 
     def fake_sync(link, dry_run=False):
         asked.append((link, dry_run))
-        return AclSyncResult(link, True, False, time.time(), 0.2, source_bindings=5, selected=3,
-                             created=(BINDING,), in_sync_bindings=2, foreign=4,
-                             skipped=({"binding": {**BINDING, "name": "__consumer_offsets"}, "reason": "internal"},))
+        return AclSyncResult(
+            link,
+            True,
+            False,
+            time.time(),
+            0.2,
+            source_bindings=5,
+            selected=3,
+            created=(BINDING,),
+            in_sync_bindings=2,
+            foreign=4,
+            skipped=({"binding": {**BINDING, "name": "__consumer_offsets"}, "reason": "internal"},),
+        )
 
     result = _materialize(defs, stub_engine(acl_config, sync_acls=fake_sync))
     assert result.success and asked == [("west-to-east", False)]
@@ -120,8 +145,14 @@ def test_a_sync_turned_off_since_load_says_so(defs, acl_config) -> None:
 
 def test_a_sync_that_stops_part_way_fails_the_run_with_what_it_did(defs, acl_config) -> None:
     def failing(link, dry_run=False):
-        partial = AclSyncResult(link, True, False, time.time(), created=(BINDING,),
-                                error="cluster 'us-east': the link's principal may not delete ACLs")
+        partial = AclSyncResult(
+            link,
+            True,
+            False,
+            time.time(),
+            created=(BINDING,),
+            error="cluster 'us-east': the link's principal may not delete ACLs",
+        )
         raise AclSyncFailed(f"link '{link}': ACL sync stopped: {partial.error}", partial)
 
     result = _materialize(defs, stub_engine(acl_config, sync_acls=failing), raise_on_error=False)

@@ -22,23 +22,33 @@ PARTITIONS = "src_to_dst_mirrors"
 DEAD = "127.0.0.1:1"  # nothing listens there
 
 
-def write_config(tmp_path: Path, source: str, destination: str, unique: str, *, enable: bool = True, name: str = "mirror.yaml") -> Path:
+def write_config(
+    tmp_path: Path, source: str, destination: str, unique: str, *, enable: bool = True, name: str = "mirror.yaml"
+) -> Path:
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({
-        "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
-        "links": {LINK: {
-            "source": "src",
-            "destination": "dst",
-            "auto.create.mirror.topics.enable": enable,
-            "auto.create.mirror.topics.filters": {"topicFilters": [
-                {"name": unique, "patternType": "PREFIXED", "filterType": "INCLUDE"},
-                {"name": f"{unique}-skip", "patternType": "LITERAL", "filterType": "EXCLUDE"},
-            ]},
-            # A registry only this test reads: the sensor acts on every mirror of the link.
-            "mirror.state.topic": f"_mirror-pipeline.{unique}.state",
-            "mirror.offset.map.topic": f"_mirror-pipeline.{unique}.offset-map",
-        }},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
+                "links": {
+                    LINK: {
+                        "source": "src",
+                        "destination": "dst",
+                        "auto.create.mirror.topics.enable": enable,
+                        "auto.create.mirror.topics.filters": {
+                            "topicFilters": [
+                                {"name": unique, "patternType": "PREFIXED", "filterType": "INCLUDE"},
+                                {"name": f"{unique}-skip", "patternType": "LITERAL", "filterType": "EXCLUDE"},
+                            ]
+                        },
+                        # A registry only this test reads: the sensor acts on every mirror of the link.
+                        "mirror.state.topic": f"_mirror-pipeline.{unique}.state",
+                        "mirror.offset.map.topic": f"_mirror-pipeline.{unique}.offset-map",
+                    }
+                },
+            }
+        )
+    )
     return path
 
 

@@ -10,8 +10,12 @@ import yaml
 from mirror_pipeline_dagster.definitions import build_definitions
 from tests.dagster.offline_config import VALID_CONFIG
 
-RUNNING = {"west_to_east_replicate_schedule", "west_to_east_lag_sensor", "west_to_east_health_sensor",
-           "west_to_east_auto_create_sensor"}
+RUNNING = {
+    "west_to_east_replicate_schedule",
+    "west_to_east_lag_sensor",
+    "west_to_east_health_sensor",
+    "west_to_east_auto_create_sensor",
+}
 
 
 def _statuses(tmp_path: Path, **west_to_east) -> dict[str, str]:

@@ -45,8 +45,9 @@ def test_sync_configs_once_from_the_cli(tmp_path, source_bootstrap, destination_
         (record,) = instance.fetch_materializations(LinkNames(LINK).mirror_config_key, limit=5).records
         metadata = record.asset_materialization.metadata
         assert record.asset_materialization.partition == topic and record.run_id == ""
-        assert metadata["changed"].value == {"retention.ms": {"old": printed["mirrors"][topic]["changed"]["retention.ms"][0],
-                                                            "new": "7200000"}}
+        assert metadata["changed"].value == {
+            "retention.ms": {"old": printed["mirrors"][topic]["changed"]["retention.ms"][0], "new": "7200000"}
+        }
         assert metadata["in_sync"].value is True
         assert f"mirror-pipeline link sync-configs {LINK}" in record.asset_materialization.description
 

@@ -38,15 +38,16 @@ EPOCH_S = 2
 def wait_until(check, what: str, timeout: float = 90.0, follower=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (found := check()):
+        if found := check():
             return found
         assert follower is None or follower.poll() is None, f"follow mode ended while waiting for {what}"
         time.sleep(0.3)
     raise AssertionError(f"follow mode: no {what} within {timeout:.0f}s")
 
 
-def test_follow_mode_copies_syncs_and_records_until_sigterm(tmp_path, source_bootstrap, destination_bootstrap,
-                                                            create_topic, unique_name):
+def test_follow_mode_copies_syncs_and_records_until_sigterm(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     group = unique_name("billing")
     path = write_config(tmp_path, source_bootstrap, destination_bootstrap, group, LINK)
     settings = yaml.safe_load(path.read_text())
@@ -59,8 +60,24 @@ def test_follow_mode_copies_syncs_and_records_until_sigterm(tmp_path, source_boo
     home = ensure_dagster_home(tmp_path / "dagster-home")
     out, err = open(tmp_path / "follow.out", "w+"), open(tmp_path / "follow.err", "w+")
     follower = subprocess.Popen(
-        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--follow", "--epoch-seconds", str(EPOCH_S),
-         "--json", "--config", str(path)], stdout=out, stderr=err, env={**os.environ, "DAGSTER_HOME": str(home)})
+        [
+            sys.executable,
+            "-m",
+            "mirror_pipeline",
+            "run",
+            "--link",
+            LINK,
+            "--follow",
+            "--epoch-seconds",
+            str(EPOCH_S),
+            "--json",
+            "--config",
+            str(path),
+        ],
+        stdout=out,
+        stderr=err,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+    )
     try:
         wait_until(lambda: '"epoch"' in (tmp_path / "follow.out").read_text(), "first epoch", 120, follower)
         # Written while it runs: records, a config change, a group's committed offsets.
@@ -69,13 +86,22 @@ def test_follow_mode_copies_syncs_and_records_until_sigterm(tmp_path, source_boo
         commit(source_bootstrap, group, topic, {0: 60, 1: 25})
 
         source_ends = {0: 80, 1: 60, 2: 6}
-        wait_until(lambda: engine.mirror_lags(config, LINK).get(topic) == 0 and all(
-            len(r) == source_ends[p] for p, r in read_topic(destination_bootstrap, topic, 3).items()), "copy",
-            follower=follower)
-        wait_for(AdminClient({"bootstrap.servers": destination_bootstrap}), topic, {"retention.ms": "7300000"},
-                 timeout=60)
-        wait_until(lambda: committed(destination_bootstrap, group, topic, 2) == {0: 60, 1: 25}, "offset sync",
-                   follower=follower)
+        wait_until(
+            lambda: (
+                engine.mirror_lags(config, LINK).get(topic) == 0
+                and all(len(r) == source_ends[p] for p, r in read_topic(destination_bootstrap, topic, 3).items())
+            ),
+            "copy",
+            follower=follower,
+        )
+        wait_for(
+            AdminClient({"bootstrap.servers": destination_bootstrap}), topic, {"retention.ms": "7300000"}, timeout=60
+        )
+        wait_until(
+            lambda: committed(destination_bootstrap, group, topic, 2) == {0: 60, 1: 25},
+            "offset sync",
+            follower=follower,
+        )
         time.sleep(EPOCH_S)
     finally:
         follower.send_signal(signal.SIGTERM)
@@ -98,7 +124,8 @@ def test_follow_mode_copies_syncs_and_records_until_sigterm(tmp_path, source_boo
     # Each task packs its epoch's segments (one per chunk) before it ends: at most one a partition per epoch stays.
     segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
     assert segments and all(len(kept) <= len(epochs) for kept in segments.values()), {
-        p: len(kept) for p, kept in segments.items()}
+        p: len(kept) for p, kept in segments.items()
+    }
     synced = {line["sync"] for line in lines if "sync" in line and line["error"] is None}
     assert synced == {"config", "offsets"}, lines
 

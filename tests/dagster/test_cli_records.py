@@ -111,15 +111,17 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
     with dg.DagsterInstance.from_config(str(home)) as instance:
         records = instance.fetch_materializations(NAMES.mirror_config_key, limit=10).records
         assert sorted(r.asset_materialization.partition for r in records) == sorted([orders, refunds])
-        check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(NAMES.mirror_config_key,
-                                                                                   "config_in_sync"))
+        check = instance.get_latest_asset_check_evaluation_record(
+            dg.AssetCheckKey(NAMES.mirror_config_key, "config_in_sync")
+        )
         assert check is not None, "config_in_sync was not recorded"
         evaluation = check.event.dagster_event.event_specific_data
         assert evaluation.passed and evaluation.metadata["mirrors_checked"].value == 2
 
 
-def test_an_instance_that_cannot_be_written_is_one_warning(tmp_path, source_bootstrap, destination_bootstrap,
-                                                            create_topic, unique_name):
+def test_an_instance_that_cannot_be_written_is_one_warning(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     link = f"{LINK}-unwritable"
     path = write_config(tmp_path, source_bootstrap, destination_bootstrap, unique_name("group"), link)
     topic = create_topic(source_bootstrap, unique_name("orders"))

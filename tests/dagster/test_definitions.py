@@ -7,12 +7,11 @@ are exercised with the engine's verbs replaced by stubs.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import importlib
 import json
 import time
 import types
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -72,7 +71,11 @@ def test_each_link_has_asset_partitions_job_schedule_and_sensor(defs: dg.Definit
 
 def test_each_links_copy_asset_has_a_freshness_policy_from_its_target(definitions, tmp_path: Path) -> None:
     path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG.replace("destination: us-east\n", "destination: us-east\n    mirror.freshness.target.ms: 600000\n", 1))
+    path.write_text(
+        VALID_CONFIG.replace(
+            "destination: us-east\n", "destination: us-east\n    mirror.freshness.target.ms: 600000\n", 1
+        )
+    )
     graph = definitions.build_definitions(path).get_repository_def().asset_graph
     policies = {link: graph.get(dg.AssetKey([name, "mirror_data"])).freshness_policy for link, name in LINKS.items()}
     assert policies["west-to-east"].fail_window.to_timedelta() == timedelta(minutes=10)
@@ -82,10 +85,15 @@ def test_each_links_copy_asset_has_a_freshness_policy_from_its_target(definition
 
 def test_each_links_lag_sensor_looks_as_often_as_its_setting_says(definitions, tmp_path: Path) -> None:
     path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG.replace("destination: us-east\n",
-                                         "destination: us-east\n    dagster.lag.sensor.interval.seconds: 5\n", 1))
+    path.write_text(
+        VALID_CONFIG.replace(
+            "destination: us-east\n", "destination: us-east\n    dagster.lag.sensor.interval.seconds: 5\n", 1
+        )
+    )
     repo = definitions.build_definitions(path).get_repository_def()
-    intervals = {link: repo.get_sensor_def(f"{name}_lag_sensor").minimum_interval_seconds for link, name in LINKS.items()}
+    intervals = {
+        link: repo.get_sensor_def(f"{name}_lag_sensor").minimum_interval_seconds for link, name in LINKS.items()
+    }
     assert intervals == {"west-to-east": 5, "east.to.west": 30}
 
 
@@ -113,14 +121,13 @@ def test_the_location_finds_the_projects_file_whatever_the_working_directory(
     assert definitions.code_location_config_path() == tmp_path / "relative.yaml"
 
 
-def test_env_var_selects_the_file(
-    definitions, config_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_env_var_selects_the_file(definitions, config_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MIRROR_PIPELINE_CONFIG", str(config_file))
     defs = definitions.build_definitions()
     keys = set(defs.get_repository_def().asset_graph.get_all_asset_keys())
     assert keys == {
-        dg.AssetKey([name, kind]) for name in LINKS.values()
+        dg.AssetKey([name, kind])
+        for name in LINKS.values()
         for kind in ("source_topics", "mirror_data", "mirror_config", "consumer_offsets")
     }
 
@@ -137,9 +144,7 @@ def test_invalid_config_fails_with_the_problem_named(definitions, tmp_path: Path
 
 def test_links_whose_dagster_names_clash_are_refused(definitions, tmp_path: Path) -> None:
     path = tmp_path / "clash.yaml"
-    path.write_text(
-        VALID_CONFIG + "  west.to.east:\n    source: us-west\n    destination: us-east\n"
-    )
+    path.write_text(VALID_CONFIG + "  west.to.east:\n    source: us-west\n    destination: us-east\n")
     with pytest.raises(ConfigError, match="'west-to-east' and 'west.to.east'"):
         definitions.build_definitions(path)
 
@@ -163,9 +168,7 @@ def overview(states, lags):
     return lambda link: (states(link), lags(link))
 
 
-def test_lag_sensor_registers_new_mirrors_and_requests_one_run(
-    defs, config_file, instance, monkeypatch
-) -> None:
+def test_lag_sensor_registers_new_mirrors_and_requests_one_run(defs, config_file, instance, monkeypatch) -> None:
 
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
     lags = lambda link: {"a": 0, "b": 7, "c": 0, "d": 2}  # noqa: E731
@@ -203,8 +206,12 @@ def test_lag_sensor_observes_news_only(defs, config_file, instance, monkeypatch)
 
     def tick(cursor, lags, states):
         answers = overview(mirrors_answer(sorted(states.items())), lambda link: lags)
-        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                     resources=_resources(config_file, mirror_overview=answers)) as context:
+        with dg.build_sensor_context(
+            instance=instance,
+            cursor=cursor,
+            definitions=defs,
+            resources=_resources(config_file, mirror_overview=answers),
+        ) as context:
             result = sensor.evaluate_tick(context)
         return result.cursor, {e.partition: e.metadata["replication-records-lag"].value for e in result.asset_events}
 
@@ -227,16 +234,15 @@ def test_lag_sensor_observes_news_only(defs, config_file, instance, monkeypatch)
     assert sorted(json.loads(cursor)["observed"]) == ["a", "b"]  # a deleted mirror leaves the cursor
 
 
-def test_lag_sensor_threshold_and_in_progress_run_skip(
-    defs, config_file, instance, monkeypatch
-) -> None:
+def test_lag_sensor_threshold_and_in_progress_run_skip(defs, config_file, instance, monkeypatch) -> None:
 
     instance.add_dynamic_partitions("east_to_west_mirrors", ["x"])
     sensor = defs.get_repository_def().get_sensor_def("east_to_west_lag_sensor")
     states = mirrors_answer([("x", "ACTIVE")])
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 100})),
-        definitions=defs
+        instance=instance,
+        resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 100})),
+        definitions=defs,
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
@@ -249,8 +255,9 @@ def test_lag_sensor_threshold_and_in_progress_run_skip(
         unqueued.add_dynamic_partitions("east_to_west_mirrors", ["x"])
         run = unqueued.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
         with dg.build_sensor_context(
-            instance=unqueued, resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101})),
-            definitions=defs
+            instance=unqueued,
+            resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101})),
+            definitions=defs,
         ) as context:
             result = sensor.evaluate_tick(context)
     assert result.run_requests == []
@@ -266,7 +273,8 @@ def test_under_the_run_queue_the_lag_sensor_queues_one_run_behind_the_one_copyin
 
     def tick(instance):
         with dg.build_sensor_context(
-            instance=instance, definitions=defs,
+            instance=instance,
+            definitions=defs,
             resources=_resources(config_file, mirror_overview=overview(states, lambda link: {"x": 101, "y": 5000})),
         ) as context:
             return sensor.evaluate_tick(context)
@@ -283,16 +291,17 @@ def test_under_the_run_queue_the_lag_sensor_queues_one_run_behind_the_one_copyin
         assert f"run {waiting.run_id} of east_to_west_replicate is already waiting to start" in result.skip_message
 
 
-def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
-    defs, config_file, instance, monkeypatch
-) -> None:
+def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(defs, config_file, instance, monkeypatch) -> None:
 
     def unreachable(link):
         raise ClusterUnreachable("cluster 'us-west' (127.0.0.1:19999) did not answer within 10s")
 
     sensor = defs.get_repository_def().get_sensor_def("west_to_east_lag_sensor")
     with dg.build_sensor_context(
-        instance=instance, resources=_resources(config_file, mirror_overview=unreachable), definitions=defs, cursor="seen"
+        instance=instance,
+        resources=_resources(config_file, mirror_overview=unreachable),
+        definitions=defs,
+        cursor="seen",
     ) as context:
         result = sensor.evaluate_tick(context)
     assert result.run_requests == []
@@ -300,12 +309,11 @@ def test_lag_sensor_skips_naming_the_cluster_when_kafka_is_down(
     assert result.cursor == "seen"
 
 
-def test_schedule_requests_one_run_keyed_by_scheduled_time(
-    defs, config_file, instance, monkeypatch
-) -> None:
+def test_schedule_requests_one_run_keyed_by_scheduled_time(defs, config_file, instance, monkeypatch) -> None:
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c"])
-    engine = stub_engine(config_file, list_mirrors=mirrors_answer(
-        [("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")]))
+    engine = stub_engine(
+        config_file, list_mirrors=mirrors_answer([("a", "ACTIVE"), ("b", "ACTIVE"), ("c", "PAUSED"), ("new", "ACTIVE")])
+    )
     result = tick_schedule(defs, engine, instance, "west_to_east_replicate_schedule")
     (request,) = result.run_requests
     assert request.run_key == f"west-to-east:{TICK.isoformat()}"
@@ -314,17 +322,13 @@ def test_schedule_requests_one_run_keyed_by_scheduled_time(
     assert request.tags["mirror-pipeline/link"] == "west-to-east"
 
 
-def test_copy_asset_records_lineage_per_mirror_in_one_run(
-    defs, config_file, monkeypatch
-) -> None:
+def test_copy_asset_records_lineage_per_mirror_in_one_run(defs, config_file, monkeypatch) -> None:
     """A single run over three mirrors: one materialization each, with its own lineage."""
 
     def fake_cycle(link, spark, mirrors=None, progress=None):
         assert spark == "spark-session"
         copies = {
-            m: MirrorCopyResult(
-                m, f"src-{m}", (PartitionCopy(0, 0, 10 * n, 0, 10 * n, 10 * n, 100 * n, n - 1),)
-            )
+            m: MirrorCopyResult(m, f"src-{m}", (PartitionCopy(0, 0, 10 * n, 0, 10 * n, 10 * n, 100 * n, n - 1),))
             for n, m in enumerate(mirrors, start=1)
         }
         return CycleResult(link, time.time(), 2.5, len(copies), copies)
@@ -332,8 +336,9 @@ def test_copy_asset_records_lineage_per_mirror_in_one_run(
     engine = _engine(config_file, ["m1", "m2", "m3"], run_cycle=fake_cycle)
     result = _materialize_range(defs, engine, ["m1", "m2", "m3"])
     assert result.success
-    events = {e.materialization.partition: e.materialization.metadata
-              for e in result.get_asset_materialization_events()}
+    events = {
+        e.materialization.partition: e.materialization.metadata for e in result.get_asset_materialization_events()
+    }
     assert sorted(events) == ["m1", "m2", "m3"]
     for n, mirror in enumerate(["m1", "m2", "m3"], start=1):
         metadata = events[mirror]
@@ -382,9 +387,7 @@ def test_copy_asset_skips_a_deleted_mirror_inside_the_range(defs, config_file, m
     assert asked == [["m1", "m3"]]
 
 
-def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(
-    defs, config_file, monkeypatch
-) -> None:
+def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(defs, config_file, monkeypatch) -> None:
     from mirror_pipeline.engine import CycleFailed
 
     def failing_cycle(link, spark, mirrors=None, progress=None):
@@ -466,12 +469,18 @@ def _stub_config_sync(config_file, topics, drifted=(), failing=()):
         asked["sync"] = list(mirrors)
         synced = {
             m: MirrorConfigSync(
-                m, f"src-{m}", "ACTIVE",
+                m,
+                f"src-{m}",
+                "ACTIVE",
                 changed={} if m in failing else {"retention.ms": ("604800000", str(n))},
                 overridden={"flush.ms": "10"} if n == 2 else {},
                 held_back={"message.timestamp.type": "LogAppendTime"},
-                in_sync=m not in failing, synced_at=1.0, config_sync_lag_ms=0 if m not in failing else 9000,
-                source_partitions=n, mirror_partitions=n, error="boom" if m in failing else None,
+                in_sync=m not in failing,
+                synced_at=1.0,
+                config_sync_lag_ms=0 if m not in failing else 9000,
+                source_partitions=n,
+                mirror_partitions=n,
+                error="boom" if m in failing else None,
             )
             for n, m in enumerate(mirrors, start=1)
         }
@@ -483,8 +492,11 @@ def _stub_config_sync(config_file, topics, drifted=(), failing=()):
     def fake_drift(link, mirrors=None):
         asked["drift"] = list(mirrors)
         return {
-            m: {"in_sync": m not in drifted, "drift": {"retention.ms": ["1", "2"]} if m in drifted else {},
-                "config_sync_lag_ms": 7000 if m in drifted else 0}
+            m: {
+                "in_sync": m not in drifted,
+                "drift": {"retention.ms": ["1", "2"]} if m in drifted else {},
+                "config_sync_lag_ms": 7000 if m in drifted else 0,
+            }
             for m in mirrors
         }
 
@@ -511,8 +523,9 @@ def test_config_sync_records_each_mirror_and_the_check_warns_on_drift(defs, conf
     result = _run_config_sync(defs, engine, ["m1", "gone", "m2", "m3"])
     assert result.success
     assert asked == {"sync": ["m1", "m2", "m3"], "drift": ["m1", "gone", "m2", "m3"]}
-    events = {e.materialization.partition: e.materialization.metadata
-              for e in result.get_asset_materialization_events()}
+    events = {
+        e.materialization.partition: e.materialization.metadata for e in result.get_asset_materialization_events()
+    }
     assert sorted(events) == ["gone", "m1", "m2", "m3"]
     assert events["m2"]["changed"].value == {"retention.ms": {"old": "604800000", "new": "2"}}
     assert events["m2"]["overridden"].value == {"flush.ms": "10"}
@@ -544,8 +557,12 @@ def test_config_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
     defs, config_file, instance, monkeypatch
 ) -> None:
     instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
-    engine = stub_engine(config_file, list_mirrors=mirrors_answer(
-        [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]))
+    engine = stub_engine(
+        config_file,
+        list_mirrors=mirrors_answer(
+            [("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED"), ("new", "ACTIVE")]
+        ),
+    )
     result = tick_schedule(defs, engine, instance, "west_to_east_config_sync_schedule")
     (request,) = result.run_requests
     assert request.run_key == f"west-to-east:config-sync:{TICK.isoformat()}"
@@ -562,12 +579,15 @@ def test_spark_secrets_stay_out_of_the_repository_snapshot(definitions, tmp_path
     from mirror_pipeline_dagster.resources.spark import secret_settings
 
     path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG + (
-        "spark:\n  conf:\n"
-        "    spark.hadoop.fs.s3a.secret.key: s3cr3t-value-42\n"
-        "    spark.ssl.keyPassword: kp-value-99\n"
-        "    spark.hadoop.fs.s3a.access.key: AKIA-visible\n"
-    ))
+    path.write_text(
+        VALID_CONFIG
+        + (
+            "spark:\n  conf:\n"
+            "    spark.hadoop.fs.s3a.secret.key: s3cr3t-value-42\n"
+            "    spark.ssl.keyPassword: kp-value-99\n"
+            "    spark.hadoop.fs.s3a.access.key: AKIA-visible\n"
+        )
+    )
     defs = definitions.build_definitions(path)
     snapshot = serialize_value(RepositorySnap.from_def(defs.get_repository_def()))
     for secret in ("s3cr3t-value-42", "kp-value-99"):
@@ -585,23 +605,40 @@ def test_the_reverse_job_takes_an_explicit_topic_list_and_runs_the_engine_verb(d
 
     job = defs.get_job_def("reverse")
     with pytest.raises(dg.DagsterInvalidConfigError, match="topics"):
-        job.execute_in_process(run_config={"ops": {"reverse_mirrors": {"config": {"link": "west-to-east"}}}},
-                               instance=instance)
+        job.execute_in_process(
+            run_config={"ops": {"reverse_mirrors": {"config": {"link": "west-to-east"}}}}, instance=instance
+        )
     calls = []
 
     def reverse(link, topics, reverse_link, start, dry_run, realign_groups):
         calls.append((link, list(topics), reverse_link, start, dry_run, realign_groups))
-        return LifecycleResult("reverse", link, {"orders": {"before": "STOPPED", "after": "PAUSED", "said": "reversed",
-                                                            "new_mirror": "orders", "reverse_link": "east.to.west"}})
+        return LifecycleResult(
+            "reverse",
+            link,
+            {
+                "orders": {
+                    "before": "STOPPED",
+                    "after": "PAUSED",
+                    "said": "reversed",
+                    "new_mirror": "orders",
+                    "reverse_link": "east.to.west",
+                }
+            },
+        )
 
     result = job.execute_in_process(
-        run_config=reverse_run_config("west-to-east", ["orders"], start=False), instance=instance,
-        resources={"mirror_engine": stub_engine(config_file, reverse=reverse)})
+        run_config=reverse_run_config("west-to-east", ["orders"], start=False),
+        instance=instance,
+        resources={"mirror_engine": stub_engine(config_file, reverse=reverse)},
+    )
 
     assert result.success
     assert calls == [("west-to-east", ["orders"], None, False, False, False)]
     assert result.output_for_node("reverse_mirrors")["mirrors"]["orders"]["after"] == "PAUSED"
-    empty = job.execute_in_process(run_config=reverse_run_config("west-to-east", []), instance=instance,
-                                   resources={"mirror_engine": stub_engine(config_file, reverse=reverse)},
-                                   raise_on_error=False)
+    empty = job.execute_in_process(
+        run_config=reverse_run_config("west-to-east", []),
+        instance=instance,
+        resources={"mirror_engine": stub_engine(config_file, reverse=reverse)},
+        raise_on_error=False,
+    )
     assert not empty.success and len(calls) == 1

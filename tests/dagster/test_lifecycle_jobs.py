@@ -18,11 +18,15 @@ LINK = "src-to-dst"
 
 def setup_mirror(tmp_path: Path, source: str, destination: str, create_topic, unique_name):
     path = tmp_path / "mirror.yaml"
-    path.write_text(yaml.safe_dump({
-        "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
-        "links": {LINK: {"source": "src", "destination": "dst", "mirror.writer.fence.wait.ms": 3000}},
-        "spark": {"master": "local[2]"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": destination}},
+                "links": {LINK: {"source": "src", "destination": "dst", "mirror.writer.fence.wait.ms": 3000}},
+                "spark": {"master": "local[2]"},
+            }
+        )
+    )
     config = load_config(path)
     topic = create_topic(source, unique_name(), partitions=1)
     p = Producer({"bootstrap.servers": source})
@@ -37,7 +41,9 @@ def state_of(config, topic):
     return {m.mirror_topic: m for m in engine.list_mirrors(config, LINK)}[topic].state
 
 
-def test_promote_and_failover_jobs_stop_mirrors(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch):
+def test_promote_and_failover_jobs_stop_mirrors(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
     path, config, promoted = setup_mirror(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name)
     failed_over = create_topic(source_bootstrap, unique_name("b"), partitions=1)
     engine.create_mirror(config, LINK, failed_over)
@@ -49,9 +55,11 @@ def test_promote_and_failover_jobs_stop_mirrors(tmp_path, source_bootstrap, dest
 
     tags = {"mirror-pipeline/link": LINK}  # without it the jobs refuse to run
     promote = defs.get_job_def("promote").execute_in_process(
-        run_config=stop_run_config("promote", LINK, [promoted], 120), instance=instance, tags=tags)
+        run_config=stop_run_config("promote", LINK, [promoted], 120), instance=instance, tags=tags
+    )
     failover = defs.get_job_def("failover").execute_in_process(
-        run_config=stop_run_config("failover", LINK, [failed_over]), instance=instance, tags=tags)
+        run_config=stop_run_config("failover", LINK, [failed_over]), instance=instance, tags=tags
+    )
 
     assert promote.success and failover.success
     assert promote.output_for_node("promote_mirrors")["mirrors"][promoted]["after"] == "STOPPED"
@@ -59,7 +67,9 @@ def test_promote_and_failover_jobs_stop_mirrors(tmp_path, source_bootstrap, dest
     assert engine.describe_mirror(config, LINK, promoted).lag == 0
 
 
-def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_cli_failover_is_the_same_job_recorded_in_dagster(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     path, config, topic = setup_mirror(tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name)
     home = tmp_path / "dagster-home"
     home.mkdir()
@@ -80,8 +90,9 @@ def test_cli_failover_is_the_same_job_recorded_in_dagster(tmp_path, source_boots
     assert state_of(load_config(path), topic) == "STOPPED"
 
 
-def test_the_links_own_jobs_ask_only_for_the_mirrors(tmp_path, source_bootstrap, destination_bootstrap, create_topic,
-                                                      unique_name, monkeypatch):
+def test_the_links_own_jobs_ask_only_for_the_mirrors(
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
     """The Launchpad's one form: the link's promote and failover jobs carry its name and tag themselves,
     and take the mirror picked as the run's partition."""
     from mirror_pipeline_dagster.link_stop_jobs import link_stop_run_config
@@ -98,16 +109,19 @@ def test_the_links_own_jobs_ask_only_for_the_mirrors(tmp_path, source_bootstrap,
     promote_job, failover_job = defs.get_job_def(names.promote_job), defs.get_job_def(names.failover_job)
     assert promote_job.tags[LINK_TAG] == LINK == failover_job.tags[LINK_TAG]
 
-    refused = promote_job.execute_in_process(run_config=link_stop_run_config(names, "promote", []),
-                                             instance=instance, raise_on_error=False)
+    refused = promote_job.execute_in_process(
+        run_config=link_stop_run_config(names, "promote", []), instance=instance, raise_on_error=False
+    )
     assert not refused.success and state_of(config, promoted) == "ACTIVE"
 
-    promote = promote_job.execute_in_process(run_config=link_stop_run_config(names, "promote", [promoted], 120),
-                                             instance=instance)
+    promote = promote_job.execute_in_process(
+        run_config=link_stop_run_config(names, "promote", [promoted], 120), instance=instance
+    )
     # The failover picks its mirror from the link's partitions, as the Launchpad offers them.
     instance.add_dynamic_partitions(names.mirrors_partitions, [promoted, failed_over])
-    failover = failover_job.execute_in_process(run_config=link_stop_run_config(names, "failover", []),
-                                               partition_key=failed_over, instance=instance)
+    failover = failover_job.execute_in_process(
+        run_config=link_stop_run_config(names, "failover", []), partition_key=failed_over, instance=instance
+    )
     assert promote.success and failover.success
     assert instance.get_run_by_id(promote.run_id).tags[LINK_TAG] == LINK
     assert state_of(config, promoted) == "STOPPED" and state_of(config, failed_over) == "STOPPED"

@@ -44,9 +44,12 @@ def launch(config_file: Path, instance, calls):
     mirror_engine = stub_engine(
         config_file,
         list_mirrors=lambda link: calls.append(("list_mirrors", link)) or mirrors_answer([("orders", "ACTIVE")])(link),
-        promote=lambda link, spark, topics, timeout_s: calls.append(("promote", link, list(topics)))
-        or LifecycleResult("promote", link, {}),
-        failover=lambda link, topics: calls.append(("failover", link, list(topics))) or LifecycleResult("failover", link, {}),
+        promote=lambda link, spark, topics, timeout_s: (
+            calls.append(("promote", link, list(topics))) or LifecycleResult("promote", link, {})
+        ),
+        failover=lambda link, topics: (
+            calls.append(("failover", link, list(topics))) or LifecycleResult("failover", link, {})
+        ),
     )
 
     def run(job: str, link: str, topics: list[str], tags: dict | None = None):
@@ -68,8 +71,10 @@ def test_an_empty_topic_list_is_refused_before_anything(launch, calls, job):
     success, message, result = launch(job, LINK, [])
 
     assert not success
-    assert message == (f"{job} refused: name the mirror topics in `topics`; an empty list is not 'all' "
-                       "(the CLI's --all passes every mirror by name)")
+    assert message == (
+        f"{job} refused: name the mirror topics in `topics`; an empty list is not 'all' "
+        "(the CLI's --all passes every mirror by name)"
+    )
     assert calls == []  # not even a read of the link's mirrors
     failed = [e.step_key for e in result.all_events if e.is_step_failure]
     assert failed == [f"check_{job}"]  # the engine step never ran
@@ -80,7 +85,10 @@ def test_an_unknown_topic_is_refused_naming_it(launch, calls, job):
     success, message, _ = launch(job, LINK, ["orders", "nosuch"])
 
     assert not success
-    assert message == f"{job} refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders); nothing was changed"
+    assert (
+        message
+        == f"{job} refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders); nothing was changed"
+    )
     assert calls == [("list_mirrors", LINK)]  # read, never a promote or failover
 
 
@@ -88,20 +96,24 @@ def test_an_unknown_link_is_refused_naming_the_links(launch, calls, config_file)
     success, message, _ = launch("failover", "nosuch", ["orders"], tags={"mirror-pipeline/link": "nosuch"})
 
     assert not success
-    assert message == (f"failover refused: no link 'nosuch' in {config_file.resolve()}; "
-                       "its links: east.to.west, west-to-east")
+    assert message == (
+        f"failover refused: no link 'nosuch' in {config_file.resolve()}; its links: east.to.west, west-to-east"
+    )
     assert calls == []
 
 
-@pytest.mark.parametrize(("tags", "has"), [({}, "it has none"),
-                                           ({"mirror-pipeline/link": "east.to.west"},
-                                            "it has 'mirror-pipeline/link: east.to.west'")])
+@pytest.mark.parametrize(
+    ("tags", "has"),
+    [({}, "it has none"), ({"mirror-pipeline/link": "east.to.west"}, "it has 'mirror-pipeline/link: east.to.west'")],
+)
 def test_a_run_without_the_links_tag_is_refused(launch, calls, tags, has):
     success, message, _ = launch("promote", LINK, ["orders"], tags=tags)
 
     assert not success
-    assert message == (f"promote refused: the run must carry the tag 'mirror-pipeline/link: west-to-east' ({has}), "
-                       "so that it queues behind the link's other runs; the CLI sets it, in the launchpad add it under Tags")
+    assert message == (
+        f"promote refused: the run must carry the tag 'mirror-pipeline/link: west-to-east' ({has}), "
+        "so that it queues behind the link's other runs; the CLI sets it, in the launchpad add it under Tags"
+    )
     assert calls == []
 
 
@@ -141,22 +153,41 @@ def test_the_clis_all_on_a_link_without_mirrors_launches_nothing(config_file, tm
     assert not (tmp_path / ".dagster-home").exists()  # no Dagster run was launched
 
 
-@pytest.mark.parametrize(("job", "refused"), [
-    ("promote", "mirror 'refunds' is LINK_FAILED (it cannot be promoted; failover can stop it)"),
-    ("failover", "mirror 'refunds' is being set up by a reverse that did not finish (run reverse again to finish it, "
-                 "then promote or fail it over)"),
-])
+@pytest.mark.parametrize(
+    ("job", "refused"),
+    [
+        ("promote", "mirror 'refunds' is LINK_FAILED (it cannot be promoted; failover can stop it)"),
+        (
+            "failover",
+            "mirror 'refunds' is being set up by a reverse that did not finish (run reverse again to finish it, "
+            "then promote or fail it over)",
+        ),
+    ],
+)
 def test_a_mirror_the_verb_cannot_take_is_refused_before_the_engine(config_file, instance, job, refused):
     calls = []
     state = "LINK_FAILED" if job == "promote" else "PAUSED"
-    mirrors = [MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
-               MirrorInfo(LINK, "refunds", "refunds", state, 0.0, "", 0.0, flags=("REVERSING",) * (job == "failover"))]
-    mirror_engine = stub_engine(config_file, list_mirrors=lambda link: mirrors,
-                                promote=lambda *args: calls.append("promote"), failover=lambda *args: calls.append("failover"))
-    result = build_definitions(config_file).get_job_def(job).execute_in_process(
-        run_config=stop_run_config(job, LINK, ["orders", "refunds"]), instance=instance, tags=TAGS,
-        resources={"mirror_engine": mirror_engine, "pyspark": dg.ResourceDefinition.none_resource()},
-        raise_on_error=False)
+    mirrors = [
+        MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
+        MirrorInfo(LINK, "refunds", "refunds", state, 0.0, "", 0.0, flags=("REVERSING",) * (job == "failover")),
+    ]
+    mirror_engine = stub_engine(
+        config_file,
+        list_mirrors=lambda link: mirrors,
+        promote=lambda *args: calls.append("promote"),
+        failover=lambda *args: calls.append("failover"),
+    )
+    result = (
+        build_definitions(config_file)
+        .get_job_def(job)
+        .execute_in_process(
+            run_config=stop_run_config(job, LINK, ["orders", "refunds"]),
+            instance=instance,
+            tags=TAGS,
+            resources={"mirror_engine": mirror_engine, "pyspark": dg.ResourceDefinition.none_resource()},
+            raise_on_error=False,
+        )
+    )
 
     assert not result.success
     assert failure_message(result.all_events) == f"{job} refused: {refused}; nothing was changed"

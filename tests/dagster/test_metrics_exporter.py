@@ -43,8 +43,11 @@ def scrape(url: str, deadline_s: float = 120.0) -> dict:
             if time.monotonic() > until:
                 raise
             time.sleep(0.5)
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def stats(scraped: dict, name: str, **labels) -> dict:
@@ -57,7 +60,8 @@ def stats(scraped: dict, name: str, **labels) -> dict:
 
 
 def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
-        tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     group = unique_name("billing")
     path = write_config(tmp_path, source_bootstrap, destination_bootstrap, group, link=LINK)
     orders = create_topic(source_bootstrap, unique_name("orders"), partitions=2)
@@ -78,18 +82,37 @@ def test_exporter_serves_every_metric_with_windows_matching_a_known_copy(
 
     names = LinkNames(LINK)
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        recorded = {r.asset_materialization.partition: r.asset_materialization.metadata
-                    for r in instance.fetch_materializations(names.mirror_data_key, limit=10).records}
+        recorded = {
+            r.asset_materialization.partition: r.asset_materialization.metadata
+            for r in instance.fetch_materializations(names.mirror_data_key, limit=10).records
+        }
         offsets = instance.fetch_materializations(names.consumer_offsets_key, limit=10).records
     duration = recorded[orders]["cycle_duration_s"].value
     checkpoint_ms = offsets[0].asset_materialization.metadata["checkpoint-latency-ms"].value
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "mirror_pipeline", "metrics", "serve", "--config", str(path), "--port", str(port),
-         "--interval", "2", "--window", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "DAGSTER_HOME": str(home)},
-        preexec_fn=stoppable_with_ctrl_c)
+        [
+            sys.executable,
+            "-m",
+            "mirror_pipeline",
+            "metrics",
+            "serve",
+            "--config",
+            str(path),
+            "--port",
+            str(port),
+            "--interval",
+            "2",
+            "--window",
+            "600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        preexec_fn=stoppable_with_ctrl_c,
+    )
     try:
         scraped = scrape(f"http://127.0.0.1:{port}/metrics")
     finally:

@@ -56,9 +56,11 @@ def test_each_link_has_consumer_offsets_asset_check_job_and_schedule(defs: dg.De
 
 def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path) -> None:
     path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG.replace(
-        "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.ms: 600000\n", 1
-    ))
+    path.write_text(
+        VALID_CONFIG.replace(
+            "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.ms: 600000\n", 1
+        )
+    )
     repo = load_definitions(path).get_repository_def()
     assert repo.get_schedule_def("west_to_east_offset_sync_schedule").cron_schedule == "*/10 * * * *"
     assert "consumer.offset.sync.ms=600000" in repo.get_schedule_def("west_to_east_offset_sync_schedule").description
@@ -68,20 +70,24 @@ def test_offset_sync_schedule_follows_the_links_interval(tmp_path: Path) -> None
 def test_offset_sync_schedule_skips_while_sync_is_off(defs, config_file) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a"])
-        result = tick_schedule(defs, MirrorEngine(config_path=str(config_file)), instance, "west_to_east_offset_sync_schedule")
+        result = tick_schedule(
+            defs, MirrorEngine(config_path=str(config_file)), instance, "west_to_east_offset_sync_schedule"
+        )
     assert result.run_requests == []
     assert "consumer.offset.sync.enable: false" in result.skip_message
 
 
-def test_offset_sync_schedule_requests_one_run_over_active_and_paused_mirrors(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_offset_sync_schedule_requests_one_run_over_active_and_paused_mirrors(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "mirror.yaml"
-    path.write_text(VALID_CONFIG.replace(
-        "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.enable: true\n", 1
-    ))
+    path.write_text(
+        VALID_CONFIG.replace(
+            "    destination: us-east\n", "    destination: us-east\n    consumer.offset.sync.enable: true\n", 1
+        )
+    )
     defs = load_definitions(path)
-    engine = stub_engine(path, list_mirrors=mirrors_answer([("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")]))
+    engine = stub_engine(
+        path, list_mirrors=mirrors_answer([("a", "STOPPED"), ("b", "ACTIVE"), ("c", "PAUSED"), ("d", "FAILED")])
+    )
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("west_to_east_mirrors", ["a", "b", "c", "d"])
         result = tick_schedule(defs, engine, instance, "west_to_east_offset_sync_schedule")
@@ -120,16 +126,25 @@ def test_materialising_the_offsets_asset_lands_the_source_group_on_the_mirror(
 ) -> None:
     group = unique_name("readers")
     config_path = tmp_path / "mirror.yaml"
-    config_path.write_text(yaml.safe_dump({
-        "clusters": {"src": {"bootstrap.servers": source_bootstrap}, "dst": {"bootstrap.servers": destination_bootstrap}},
-        "links": {LINK: {
-            "source": "src",
-            "destination": "dst",
-            "consumer.offset.sync.enable": True,
-            "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
-        }},
-        "spark": {"master": "local[2]"},
-    }))
+    config_path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    "src": {"bootstrap.servers": source_bootstrap},
+                    "dst": {"bootstrap.servers": destination_bootstrap},
+                },
+                "links": {
+                    LINK: {
+                        "source": "src",
+                        "destination": "dst",
+                        "consumer.offset.sync.enable": True,
+                        "consumer.offset.group.filters": {"groupFilters": [{"name": group, "patternType": "LITERAL"}]},
+                    }
+                },
+                "spark": {"master": "local[2]"},
+            }
+        )
+    )
     config = load_config(config_path)
     topic = create_topic(source_bootstrap, unique_name("orders"), partitions=PARTITIONS)
     produce_records(source_bootstrap, topic)  # 100 records over 3 partitions: 34, 33, 33
@@ -155,8 +170,11 @@ def test_materialising_the_offsets_asset_lands_the_source_group_on_the_mirror(
         reader.close()
     assert {tp.partition: tp.offset for tp in landed} == committed
 
-    (event,) = [e for e in result.get_asset_materialization_events()
-                if e.materialization.asset_key == dg.AssetKey(["src_to_dst", "consumer_offsets"])]
+    (event,) = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.materialization.asset_key == dg.AssetKey(["src_to_dst", "consumer_offsets"])
+    ]
     metadata = event.materialization.metadata
     assert event.materialization.partition == mirror
     assert metadata["offset_sync"].value == "on"

@@ -38,17 +38,27 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
     tmp_path: Path, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin, spark
 ) -> None:
     u = unique_name()
-    path = write_pair_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK, {
-        "mirror.state.topic": f"_mp.{u}.state",
-        "mirror.offset.map.topic": f"_mp.{u}.offset-map",
-        "mirror.checkpoints.topic": f"_mp.{u}.checkpoints",
-        "auto.create.mirror.topics.enable": True,
-        "auto.create.mirror.topics.filters": {"topicFilters": [{"name": u, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-        "consumer.offset.sync.enable": True,
-        "consumer.offset.group.filters": {"groupFilters": [{"name": u, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-        "cluster.link.retry.timeout.ms": 1000,
-        "mirror.lag.alert.records": 10,
-    })
+    path = write_pair_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        LINK,
+        {
+            "mirror.state.topic": f"_mp.{u}.state",
+            "mirror.offset.map.topic": f"_mp.{u}.offset-map",
+            "mirror.checkpoints.topic": f"_mp.{u}.checkpoints",
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {
+                "topicFilters": [{"name": u, "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+            },
+            "consumer.offset.sync.enable": True,
+            "consumer.offset.group.filters": {
+                "groupFilters": [{"name": u, "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+            },
+            "cluster.link.retry.timeout.ms": 1000,
+            "mirror.lag.alert.records": 10,
+        },
+    )
     config = load_config(path)
     lagging = create_topic(source_bootstrap, f"{u}-lagging", partitions=2)
     _produce(source_bootstrap, lagging, 100)
@@ -58,7 +68,9 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
     _commit(source_bootstrap, f"{u}-group", lagging, 30)
     src = admin(source_bootstrap)
     retention = ConfigEntry("retention.ms", "123456789", incremental_operation=AlterConfigOpType.SET)
-    for done in src.incremental_alter_configs([ConfigResource("topic", lagging, incremental_configs=[retention])]).values():
+    for done in src.incremental_alter_configs(
+        [ConfigResource("topic", lagging, incremental_configs=[retention])]
+    ).values():
         done.result(timeout=30)
     src.create_partitions([NewPartitions(lagging, 3)])[lagging].result(timeout=30)
     orphan = create_topic(source_bootstrap, f"{u}-orphan")
@@ -73,9 +85,12 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
 
     # The read-only verbs, as an operator types them (export answers that there is nothing yet).
     for args, exit_code in (
-        (["mirror", "describe", lagging], 0), (["mirror", "list"], 0),
-        (["mirror", "promote", lagging, "--dry-run"], 0), (["mirror", "failover", "--all", "--dry-run"], 0),
-        (["offsets", "export"], 1), (["offsets", "translate", "--topic", lagging, "--partition", "0", "--offset", "10"], 0),
+        (["mirror", "describe", lagging], 0),
+        (["mirror", "list"], 0),
+        (["mirror", "promote", lagging, "--dry-run"], 0),
+        (["mirror", "failover", "--all", "--dry-run"], 0),
+        (["offsets", "export"], 1),
+        (["offsets", "translate", "--topic", lagging, "--partition", "0", "--offset", "10"], 0),
     ):
         result = CliRunner().invoke(cli, [*args, "--link", LINK, "--config", str(path)])
         assert result.exit_code == exit_code, f"{args}: {result.output}"
@@ -84,8 +99,12 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
         instance.add_dynamic_partitions(f"{GROUP}_mirrors", sorted([lagging, orphan]))
         # Each asset check, on its own (no asset is materialised).
         checks = list({id(c): c for c in repo.asset_checks_defs_by_key.values()}.values())
-        checked = dg.materialize(checks, selection=dg.AssetSelection.all_asset_checks(),  # resources bound already
-                                 instance=instance, raise_on_error=False)
+        checked = dg.materialize(
+            checks,
+            selection=dg.AssetSelection.all_asset_checks(),  # resources bound already
+            instance=instance,
+            raise_on_error=False,
+        )
         evaluations = {e.check_name: e.passed for e in checked.get_asset_check_evaluations()}
         assert {"lag_under_threshold", "no_foreign_writes", "config_in_sync", "mirror_verified"} <= set(evaluations)
         assert evaluations["lag_under_threshold"] is False and evaluations["config_in_sync"] is False
@@ -93,16 +112,22 @@ def test_reads_checks_sensors_and_schedules_change_no_cluster(
         # Each sensor and schedule: they find work, and only ask for runs.
         requested = {}
         for sensor in repo.sensor_defs:
-            with dg.build_sensor_context(instance=instance, instance_ref=instance.get_ref(), resources=resources,
-                                         definitions=defs) as context:
+            with dg.build_sensor_context(
+                instance=instance, instance_ref=instance.get_ref(), resources=resources, definitions=defs
+            ) as context:
                 requested[sensor.name] = sensor.evaluate_tick(context).run_requests
         for schedule in repo.schedule_defs:
-            with dg.build_schedule_context(instance=instance, resources=resources, repository_def=repo,
-                                           scheduled_execution_time=TICK) as context:
+            with dg.build_schedule_context(
+                instance=instance, resources=resources, repository_def=repo, scheduled_execution_time=TICK
+            ) as context:
                 requested[schedule.name] = schedule.evaluate_tick(context).run_requests
         assert {name for name, runs in requested.items() if runs} == {
-            f"{GROUP}_lag_sensor", f"{GROUP}_health_sensor", f"{GROUP}_auto_create_sensor",
-            f"{GROUP}_replicate_schedule", f"{GROUP}_config_sync_schedule", f"{GROUP}_offset_sync_schedule",
+            f"{GROUP}_lag_sensor",
+            f"{GROUP}_health_sensor",
+            f"{GROUP}_auto_create_sensor",
+            f"{GROUP}_replicate_schedule",
+            f"{GROUP}_config_sync_schedule",
+            f"{GROUP}_offset_sync_schedule",
             f"{GROUP}_verify_schedule",
         }
 
@@ -148,8 +173,11 @@ def _snapshot(admin, bootstraps, unique: str) -> dict:
             resource = ConfigResource("topic", name)
             described = client.describe_configs([resource])[resource].result(timeout=30)
             configs[name] = {k: v.value for k, v in described.items() if not v.is_default}
-        groups = sorted(g.group_id for g in client.list_consumer_groups().result(timeout=30).valid
-                        if g.group_id.startswith(unique) and "snapshot-probe" not in g.group_id)
+        groups = sorted(
+            g.group_id
+            for g in client.list_consumer_groups().result(timeout=30).valid
+            if g.group_id.startswith(unique) and "snapshot-probe" not in g.group_id
+        )
         committed = {}
         for group in groups:
             consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})

@@ -65,7 +65,10 @@ def test_every_link_has_its_source_topics_upstream_of_its_copy(chain_defs) -> No
         source = graph.get(key(group, "source_topics"))
         assert source.is_observable and not source.is_materializable
         assert key(group, "source_topics") in graph.get(key(group, "mirror_data")).parent_keys
-        assert chain_defs.get_assets_def(key(group, "source_topics")).group_names_by_key[key(group, "source_topics")] == group
+        assert (
+            chain_defs.get_assets_def(key(group, "source_topics")).group_names_by_key[key(group, "source_topics")]
+            == group
+        )
 
 
 def test_a_chain_of_links_is_one_connected_graph(chain_defs) -> None:
@@ -79,8 +82,12 @@ def test_a_chain_of_links_is_one_connected_graph(chain_defs) -> None:
             if child not in downstream:
                 downstream.add(child)
                 todo.append(child)
-    assert {key("west_to_east", "mirror_data"), key("east_to_eu", "source_topics"),
-            key("east_to_eu", "mirror_data"), key("east_to_eu", "consumer_offsets")} <= downstream
+    assert {
+        key("west_to_east", "mirror_data"),
+        key("east_to_eu", "source_topics"),
+        key("east_to_eu", "mirror_data"),
+        key("east_to_eu", "consumer_offsets"),
+    } <= downstream
     # A failback pair (us-east <-> eu-west) is not joined: the graph would be a cycle.
     assert graph.get(key("eu_to_east", "source_topics")).parent_keys == set()
     assert key("eu_to_east", "mirror_data") not in graph.get(key("east_to_eu", "source_topics")).parent_keys
@@ -95,13 +102,23 @@ def test_links_in_a_ring_leave_out_the_edge_that_closes_it() -> None:
 
 def describe_answer(ends: dict[str, list[int]], unknown: set[str] = frozenset()):
     """`describe_mirror` answering the source's log ends per mirror (None for the source's figures of `unknown`)."""
+
     def describe(link, mirror):
         info = mirrors_answer([(mirror, "ACTIVE")])(link)[0]
         gone = mirror in unknown
-        parts = tuple(PartitionStatus(p, None if gone else 0, None if gone else end, 0, end, end, 0, True, 0)
-                      for p, end in enumerate(ends.get(mirror, [])))
-        return MirrorDescription(info, None if gone else len(parts), len(parts), parts, None, {},
-                                 source_unknown="cluster 'us-west' did not answer" if gone else "")
+        parts = tuple(
+            PartitionStatus(p, None if gone else 0, None if gone else end, 0, end, end, 0, True, 0)
+            for p, end in enumerate(ends.get(mirror, []))
+        )
+        return MirrorDescription(
+            info,
+            None if gone else len(parts),
+            len(parts),
+            parts,
+            None,
+            {},
+            source_unknown="cluster 'us-west' did not answer" if gone else "",
+        )
 
     return describe
 
@@ -109,15 +126,20 @@ def describe_answer(ends: dict[str, list[int]], unknown: set[str] = frozenset())
 def observe(defs: dg.Definitions, engine, instance) -> dg.ExecuteInProcessResult:
     asset = defs.get_assets_def(key("west_to_east", "source_topics"))
     job = dg.define_asset_job("observe_sources", selection=[key("west_to_east", "source_topics")])
-    return dg.Definitions(assets=[asset], jobs=[job], resources={"mirror_engine": engine}).resolve_job_def(
-        "observe_sources").execute_in_process(instance=instance)
+    return (
+        dg.Definitions(assets=[asset], jobs=[job], resources={"mirror_engine": engine})
+        .resolve_job_def("observe_sources")
+        .execute_in_process(instance=instance)
+    )
 
 
 def test_observing_records_the_log_end_offsets_per_partition(chain_defs, tmp_path: Path) -> None:
     config = tmp_path / "chain.yaml"
     engine = stub_engine(
         config,
-        list_mirrors=mirrors_answer([("orders", "ACTIVE"), ("payments", "PAUSED"), ("old", "STOPPED"), ("gone", "ACTIVE")]),
+        list_mirrors=mirrors_answer(
+            [("orders", "ACTIVE"), ("payments", "PAUSED"), ("old", "STOPPED"), ("gone", "ACTIVE")]
+        ),
         describe_mirror=describe_answer({"orders": [120, 80], "payments": [7], "old": [1]}, unknown={"gone"}),
     )
     with dg.instance_for_test() as instance:
@@ -134,9 +156,14 @@ def test_observing_records_the_log_end_offsets_per_partition(chain_defs, tmp_pat
 
         # Nothing moved: same data version; a log end moved: another one.
         assert observe(chain_defs, engine, instance).success
-        moved = stub_engine(config, list_mirrors=mirrors_answer([("orders", "ACTIVE")]),
-                            describe_mirror=describe_answer({"orders": [121, 80]}))
+        moved = stub_engine(
+            config,
+            list_mirrors=mirrors_answer([("orders", "ACTIVE")]),
+            describe_mirror=describe_answer({"orders": [121, 80]}),
+        )
         assert observe(chain_defs, moved, instance).success
-        versions = [r.asset_observation.data_version
-                    for r in instance.fetch_observations(key("west_to_east", "source_topics"), limit=5).records]
+        versions = [
+            r.asset_observation.data_version
+            for r in instance.fetch_observations(key("west_to_east", "source_topics"), limit=5).records
+        ]
         assert versions[2] == first and versions[1] == first and versions[0] != first

@@ -15,7 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 WORKSPACE = REPO / "workspace.yaml"
 
 
-
 def validate(cwd: Path, config: Path | None, dagster_home: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "MIRROR_PIPELINE_CONFIG"}
     if config is not None:
@@ -57,9 +56,7 @@ def test_a_missing_config_is_the_locations_load_error_naming_the_file(tmp_path: 
     assert "MIRROR_PIPELINE_CONFIG" in output
 
 
-def test_validate_fails_on_an_invalid_config_naming_the_problem(
-    tmp_path: Path, dagster_home: Path
-) -> None:
+def test_validate_fails_on_an_invalid_config_naming_the_problem(tmp_path: Path, dagster_home: Path) -> None:
     config = tmp_path / "mirror.yaml"
     config.write_text(VALID_CONFIG.replace("destination: us-east", "destination: us-west"))
     result = validate(REPO, config, dagster_home)

@@ -13,8 +13,13 @@ from pathlib import Path
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-PG_VARIABLES = {"hostname": "DAGSTER_PG_HOST", "port": "DAGSTER_PG_PORT", "username": "DAGSTER_PG_USER",
-                "password": "DAGSTER_PG_PASSWORD", "db_name": "DAGSTER_PG_DB"}
+PG_VARIABLES = {
+    "hostname": "DAGSTER_PG_HOST",
+    "port": "DAGSTER_PG_PORT",
+    "username": "DAGSTER_PG_USER",
+    "password": "DAGSTER_PG_PASSWORD",
+    "db_name": "DAGSTER_PG_DB",
+}
 
 
 def load(name: str) -> dict:
@@ -36,11 +41,13 @@ def test_the_postgres_file_is_the_local_file_plus_storage() -> None:
 def test_the_postgres_storage_reads_every_connection_setting_from_the_environment() -> None:
     storage = load("dagster-postgres.yaml")["storage"]
     assert list(storage) == ["postgres"]  # run, event-log and schedule storage, all three
-    assert storage["postgres"] == {"postgres_db": {
-        **{key: {"env": var} for key, var in PG_VARIABLES.items()},
-        # SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3; dagster-postgres brings psycopg2.
-        "scheme": "postgresql+psycopg2",
-    }}
+    assert storage["postgres"] == {
+        "postgres_db": {
+            **{key: {"env": var} for key, var in PG_VARIABLES.items()},
+            # SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3; dagster-postgres brings psycopg2.
+            "scheme": "postgresql+psycopg2",
+        }
+    }
 
 
 def test_no_literal_password_in_the_postgres_file() -> None:

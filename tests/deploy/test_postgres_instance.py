@@ -36,27 +36,35 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 
 import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.local.postgres import PostgresServer
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
 from mirror_pipeline_dagster.definitions import build_definitions
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 from tests.dagster.conftest import config_file  # noqa: F401 (the fixture: mirror.yaml of the offline links)
 from tests.dagster.offline_config import mirrors_answer, stub_engine
-from mirror_pipeline.local.postgres import PostgresServer
 
 DEPLOY_FILE = Path(__file__).resolve().parents[2] / "deploy" / "dagster-postgres.yaml"
 LINK, OTHER_LINK = "west-to-east", "east.to.west"
 NAMES = LinkNames(LINK)
 MIRRORS = ["orders", "refunds"]
-CYCLE = CycleResult(LINK, 1_767_225_600.0, 2.5, 3, {
-    "orders": MirrorCopyResult("orders", "orders", (PartitionCopy(0, 0, 10, 0, 10, 10, 100, 2),
-                                                    PartitionCopy(1, 5, 9, 3, 7, 4, 40, 0))),
-    "refunds": MirrorCopyResult("refunds", "refunds", (PartitionCopy(0, 0, 3, 0, 3, 3, 30, 0),)),
-})
+CYCLE = CycleResult(
+    LINK,
+    1_767_225_600.0,
+    2.5,
+    3,
+    {
+        "orders": MirrorCopyResult(
+            "orders", "orders", (PartitionCopy(0, 0, 10, 0, 10, 10, 100, 2), PartitionCopy(1, 5, 9, 3, 7, 4, 40, 0))
+        ),
+        "refunds": MirrorCopyResult("refunds", "refunds", (PartitionCopy(0, 0, 3, 0, 3, 3, 30, 0),)),
+    },
+)
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_server: PostgresServer,
-         postgres_database: str) -> Path:
+def home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_server: PostgresServer, postgres_database: str
+) -> Path:
     """`$DAGSTER_HOME` as docs/deploying.md ("Dagster on PostgreSQL") sets it up."""
     home = tmp_path / "dagster-home"
     home.mkdir()
@@ -77,8 +85,9 @@ def table_count(server: PostgresServer, db: str, sql: str) -> int:
         conn.close()
 
 
-def test_run_event_and_schedule_storage_are_postgres_and_keep_no_password(home: Path,
-                                                                         postgres_server: PostgresServer) -> None:
+def test_run_event_and_schedule_storage_are_postgres_and_keep_no_password(
+    home: Path, postgres_server: PostgresServer
+) -> None:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
@@ -97,19 +106,22 @@ def test_run_event_and_schedule_storage_are_postgres_and_keep_no_password(home: 
     assert not list(home.rglob("*.db")), "no SQLite storage next to the Postgres one"
 
 
-def test_a_replicate_run_and_a_cli_record_land_in_postgres(home: Path, config_file: Path, postgres_server,
-                                                           postgres_database: str, capsys) -> None:
-    engine = stub_engine(config_file, list_mirrors=mirrors_answer([(m, "ACTIVE") for m in MIRRORS]),
-                         run_cycle=lambda link, spark, mirrors=None, progress=None: CYCLE,
-                         mirror_lags=lambda link: {"orders": 0, "refunds": 0})
+def test_a_replicate_run_and_a_cli_record_land_in_postgres(
+    home: Path, config_file: Path, postgres_server, postgres_database: str, capsys
+) -> None:
+    engine = stub_engine(
+        config_file,
+        list_mirrors=mirrors_answer([(m, "ACTIVE") for m in MIRRORS]),
+        run_cycle=lambda link, spark, mirrors=None, progress=None: CYCLE,
+        mirror_lags=lambda link: {"orders": 0, "refunds": 0},
+    )
     job = build_definitions(config_file).get_repository_def().get_job(NAMES.replicate_job)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(NAMES.mirrors_partitions, MIRRORS)
         result = job.execute_in_process(
             instance=instance,
             resources={"mirror_engine": engine, "pyspark": types.SimpleNamespace(spark_session="spark")},
-            tags={"dagster/asset_partition_range_start": MIRRORS[0],
-                  "dagster/asset_partition_range_end": MIRRORS[-1]},
+            tags={"dagster/asset_partition_range_start": MIRRORS[0], "dagster/asset_partition_range_end": MIRRORS[-1]},
         )
         assert result.success
         run_id = result.run_id
@@ -132,30 +144,46 @@ def test_a_replicate_run_and_a_cli_record_land_in_postgres(home: Path, config_fi
             assert cli.metadata["records"] == dagster_run.metadata["records"]
         assert "recorded by `mirror-pipeline run --link" in by_cli["orders"].asset_materialization.description
         assert sorted(reader.get_dynamic_partitions(NAMES.mirrors_partitions)) == MIRRORS
-        checks = {e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.passed
-                  for e in reader.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)}
+        checks = {
+            e.dagster_event.event_specific_data.check_name: e.dagster_event.event_specific_data.passed
+            for e in reader.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        }
         assert checks == {"lag_under_threshold": True, "no_foreign_writes": True}
         # The copy step took its slot in the link's pool, kept in Postgres with the limit `pools.default_limit`.
         assert reader.event_log_storage.get_concurrency_info(NAMES.pool).slot_count == 1
 
     # In the database itself, not in some fallback.
     assert table_count(postgres_server, postgres_database, "SELECT count(*) FROM runs") == 1
-    assert table_count(postgres_server, postgres_database,
-                       "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'") == 4
+    assert (
+        table_count(
+            postgres_server,
+            postgres_database,
+            "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'",
+        )
+        == 4
+    )
 
 
 def test_the_run_queue_admits_one_run_per_link(home: Path) -> None:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         queue = instance.get_concurrency_config().run_queue_config
-        assert {"key": LINK_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in queue.tag_concurrency_limits
+        assert {
+            "key": LINK_TAG,
+            "value": {"applyLimitPerUniqueValue": True},
+            "limit": 1,
+        } in queue.tag_concurrency_limits
 
         # Where the webserver or the daemon says a run comes from (a queued run must say it).
         origin = RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("mirror-pipeline"), "__repository__")
 
         def run(link: str | None, status: dg.DagsterRunStatus):
-            return create_run_for_test(instance, job_name=NAMES.replicate_job, tags={LINK_TAG: link} if link else {},
-                                       status=status,
-                                       remote_job_origin=origin.get_job_origin(NAMES.replicate_job)).run_id
+            return create_run_for_test(
+                instance,
+                job_name=NAMES.replicate_job,
+                tags={LINK_TAG: link} if link else {},
+                status=status,
+                remote_job_origin=origin.get_job_origin(NAMES.replicate_job),
+            ).run_id
 
         copying = run(LINK, dg.DagsterRunStatus.STARTED)
         same_link = run(LINK, dg.DagsterRunStatus.QUEUED)

@@ -24,11 +24,18 @@ def fault_config(tmp_path: Path, source_bootstrap: str, destination_bootstrap: s
     def write(settings: dict | None = None) -> Path:
         own_topics = {
             # Its own internal topics: a killed writer here never delays other tests' links.
-            "mirror.state.topic": "_faults.state", "mirror.offset.map.topic": "_faults.offset-map",
+            "mirror.state.topic": "_faults.state",
+            "mirror.offset.map.topic": "_faults.offset-map",
             "mirror.checkpoints.topic": "_faults.checkpoints",
         }
-        return write_pair_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
-                                 {**own_topics, **(settings or {})}, defaults={"mirror.chunk.max.records": 2000})
+        return write_pair_config(
+            tmp_path / "mirror.yaml",
+            source_bootstrap,
+            destination_bootstrap,
+            LINK,
+            {**own_topics, **(settings or {})},
+            defaults={"mirror.chunk.max.records": 2000},
+        )
 
     return write
 
@@ -67,10 +74,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
     total = {"kills": 0, "records": 0, "lost": 0, "duplicated": 0, "mismatched": 0, "wrong": 0}
     for scenario, kills, v in _REPORT:
         points = ", ".join(f"{k} {n}" for k, n in kills.items() if n) or "-"
-        tr.write_line(f"| {scenario} | {points} | {v.records_checked:,} | {v.lost} | {v.duplicated} | "
-                      f"{v.mismatched} | {v.wrong_states} |")
-        for key, value in (("kills", sum(kills.values())), ("records", v.records_checked), ("lost", v.lost),
-                           ("duplicated", v.duplicated), ("mismatched", v.mismatched), ("wrong", v.wrong_states)):
+        tr.write_line(
+            f"| {scenario} | {points} | {v.records_checked:,} | {v.lost} | {v.duplicated} | "
+            f"{v.mismatched} | {v.wrong_states} |"
+        )
+        for key, value in (
+            ("kills", sum(kills.values())),
+            ("records", v.records_checked),
+            ("lost", v.lost),
+            ("duplicated", v.duplicated),
+            ("mismatched", v.mismatched),
+            ("wrong", v.wrong_states),
+        ):
             total[key] += value
-    tr.write_line(f"| all | {total['kills']} | {total['records']:,} | {total['lost']} | {total['duplicated']} | "
-                  f"{total['mismatched']} | {total['wrong']} |")
+    tr.write_line(
+        f"| all | {total['kills']} | {total['records']:,} | {total['lost']} | {total['duplicated']} | "
+        f"{total['mismatched']} | {total['wrong']} |"
+    )

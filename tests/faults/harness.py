@@ -40,8 +40,11 @@ from tests.kafka_records import read_partition
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_KINDS = ("gapfree", "compacted", "transactional")
 COMPACTED_CONFIG = {
-    "cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.01",
-    "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
+    "cleanup.policy": "compact",
+    "segment.ms": "200",
+    "min.cleanable.dirty.ratio": "0.01",
+    "min.compaction.lag.ms": "0",
+    "delete.retention.ms": "86400000",
 }
 COMPACTED_KEYS = 400  # per partition: the cleaner removes most older records, leaving holes everywhere
 
@@ -50,13 +53,26 @@ def topic_config(kind: str) -> dict[str, str]:
     return dict(COMPACTED_CONFIG) if kind == "compacted" else {}
 
 
-def preload(bootstrap: str, topic: str, partitions: int, per_partition: int, kind: str = "gapfree",
-            source: "LiveSource | None" = None) -> "LiveSource":
+def preload(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    per_partition: int,
+    kind: str = "gapfree",
+    source: LiveSource | None = None,
+) -> LiveSource:
     """Write `per_partition` records into each partition at once; returns the writer to go on with
     (pass it back as `source` so sequence numbers go on)."""
     source = source or LiveSource(bootstrap, topic, partitions, kind)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "enable.idempotence": True,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
     for p in range(partitions):
         for _ in range(per_partition):
             source.produce_into(producer, p)
@@ -90,8 +106,12 @@ class LiveSource(threading.Thread):
             self.error = exc
 
     def _new_producer(self) -> Producer:
-        conf = {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                "message.timeout.ms": 300000}
+        conf = {
+            "bootstrap.servers": self.bootstrap,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "message.timeout.ms": 300000,
+        }
         if self.kind == "transactional":
             conf["transactional.id"] = f"fault-source-{self.topic}"
             conf["transaction.timeout.ms"] = 300000
@@ -185,15 +205,24 @@ def start(args: list[str], what: str, log_dir: Path, env: dict | None = None) ->
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{what}-{time.monotonic_ns()}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
     return Started(proc, what, log)
 
 
 def start_cycle(config_path: Path, link: str, topic: str, log_dir: Path) -> Started:
     """One `mirror-pipeline run` of the link, limited to `topic`."""
-    return start(python_cmd("-m", "mirror_pipeline", "run", "--link", link, "--mirror", topic,
-                            "--config", str(config_path)), "cycle", log_dir)
+    return start(
+        python_cmd("-m", "mirror_pipeline", "run", "--link", link, "--mirror", topic, "--config", str(config_path)),
+        "cycle",
+        log_dir,
+    )
 
 
 # Follow mode's epochs in the fault suite: short, so kills land in every part of an epoch's life.
@@ -202,8 +231,24 @@ FOLLOW_EPOCH_S = 3
 
 def start_follow(config_path: Path, link: str, topic: str, log_dir: Path) -> Started:
     """`mirror-pipeline run --follow` of the link, limited to `topic`: it runs until stopped."""
-    return start(python_cmd("-m", "mirror_pipeline", "run", "--link", link, "--mirror", topic, "--follow",
-                            "--epoch-seconds", str(FOLLOW_EPOCH_S), "--config", str(config_path)), "follow", log_dir)
+    return start(
+        python_cmd(
+            "-m",
+            "mirror_pipeline",
+            "run",
+            "--link",
+            link,
+            "--mirror",
+            topic,
+            "--follow",
+            "--epoch-seconds",
+            str(FOLLOW_EPOCH_S),
+            "--config",
+            str(config_path),
+        ),
+        "follow",
+        log_dir,
+    )
 
 
 def wait_output(started: Started, text: str, timeout: float) -> bool:
@@ -335,7 +380,7 @@ class Verdict:
     def clean(self) -> bool:
         return not (self.lost or self.duplicated or self.mismatched or self.wrong_states)
 
-    def merge(self, other: "Verdict") -> None:
+    def merge(self, other: Verdict) -> None:
         for name in ("records_checked", "lost", "duplicated", "mismatched", "wrong_states", "compacted_away"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.problems.extend(other.problems[: max(0, 20 - len(self.problems))])
@@ -345,8 +390,17 @@ def _seq(record) -> int:
     return int(dict(record.headers or ())["seq"])
 
 
-def compare(config_path: Path, link: str, source_bootstrap: str, dest_bootstrap: str, topic: str, partitions: int,
-            *, complete: bool, expected_state: str | None = None) -> Verdict:
+def compare(
+    config_path: Path,
+    link: str,
+    source_bootstrap: str,
+    dest_bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    complete: bool,
+    expected_state: str | None = None,
+) -> Verdict:
     """Compare every mirror record with the source record its offset map says it is.
 
     - mismatched: a mirror record whose key, value, headers (in order) or
@@ -373,8 +427,11 @@ def compare(config_path: Path, link: str, source_bootstrap: str, dest_bootstrap:
         res = resolve([s for _, s in snapshot.segments.get((topic, p), [])], leo)
         omap = res.offset_map
         if res.in_doubt or res.foreign_records:
-            verdict.note("duplicated", f"partition {p}: offset map does not account for the mirror's log end {leo} "
-                                       f"(map ends {omap.dest_end}, {len(res.in_doubt)} segments in doubt)")
+            verdict.note(
+                "duplicated",
+                f"partition {p}: offset map does not account for the mirror's log end {leo} "
+                f"(map ends {omap.dest_end}, {len(res.in_doubt)} segments in doubt)",
+            )
         by_offset = {r.offset: r for r in source}
         dest_to_source = {}
         for run in omap.runs:
@@ -399,14 +456,20 @@ def compare(config_path: Path, link: str, source_bootstrap: str, dest_bootstrap:
                 verdict.compacted_away += 1
                 continue
             if m.content() != s.content():
-                verdict.note("mismatched", f"partition {p}: mirror offset {m.offset} (seq {seq}) differs from "
-                                           f"source offset {s_off} (seq {_seq(s)})")
+                verdict.note(
+                    "mismatched",
+                    f"partition {p}: mirror offset {m.offset} (seq {seq}) differs from "
+                    f"source offset {s_off} (seq {_seq(s)})",
+                )
         mirrored_up_to = omap.next_source_offset or 0
         for s in source:
             if (complete or s.offset < mirrored_up_to) and omap.dest_of(s.offset) is None:
                 if s.offset >= mirrored_up_to:
-                    verdict.note("lost", f"partition {p}: source offset {s.offset} (seq {_seq(s)}) not mirrored; "
-                                         f"mirrored up to {mirrored_up_to}")
+                    verdict.note(
+                        "lost",
+                        f"partition {p}: source offset {s.offset} (seq {_seq(s)}) not mirrored; "
+                        f"mirrored up to {mirrored_up_to}",
+                    )
                 else:
                     verdict.note("lost", f"partition {p}: source offset {s.offset} (seq {_seq(s)}) skipped")
     return verdict

@@ -42,9 +42,17 @@ def kill_broker_mid_copy(local_kafka, index: int, path, topic: str, dest_bootstr
         kill_session(cycle)
 
 
-def test_broker_kills_mid_copy_lose_and_duplicate_nothing(fault_config, spark, local_kafka, source_bootstrap,
-                                                         destination_bootstrap, create_topic, unique_name, log_dir,
-                                                         fault_report):
+def test_broker_kills_mid_copy_lose_and_duplicate_nothing(
+    fault_config,
+    spark,
+    local_kafka,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    log_dir,
+    fault_report,
+):
     path = fault_config()
     config = load_config(path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS, config=topic_config("transactional"))
@@ -58,7 +66,8 @@ def test_broker_kills_mid_copy_lose_and_duplicate_nothing(fault_config, spark, l
     finally:
         live.stop()
     catch_up(config, spark, topic)
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="ACTIVE")
+    verdict = compare(
+        path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True, expected_state="ACTIVE"
+    )
     fault_report("broker kill -9 (transactional)", {"destination broker": 1, "source broker": 1}, verdict)
     assert verdict.clean, verdict.problems

@@ -65,8 +65,9 @@ def wait_caught_up(config, topic: str, within: int = 500, timeout: float = 120) 
     pytest.fail(f"follow mode did not catch up on '{topic}' in {timeout:.0f}s")
 
 
-def test_failover_racing_follow_mode_is_final(live_mirror, source_bootstrap, destination_bootstrap, log_dir,
-                                             fault_report):
+def test_failover_racing_follow_mode_is_final(
+    live_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic, live = live_mirror
     config = load_config(path)
     with following(path, topic, destination_bootstrap, log_dir):
@@ -78,12 +79,22 @@ def test_failover_racing_follow_mode_is_final(live_mirror, source_bootstrap, des
     assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return
     reported = {int(p): o for p, o in result.mirrors[topic]["last_source_offsets"].items()}
     assert reported == at_return, "the reported stop point must be what the mirror holds (gap-free: its log ends)"
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                 expected_state="STOPPED", report=fault_report.race("failover vs follow mode"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=False,
+        expected_state="STOPPED",
+        report=fault_report.race("failover vs follow mode"),
+    )
 
 
-def test_pause_racing_follow_mode_holds_and_resume_is_picked_up(live_mirror, source_bootstrap, destination_bootstrap,
-                                                                log_dir, fault_report):
+def test_pause_racing_follow_mode_holds_and_resume_is_picked_up(
+    live_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic, live = live_mirror
     config = load_config(path)
     with following(path, topic, destination_bootstrap, log_dir):
@@ -97,5 +108,14 @@ def test_pause_racing_follow_mode_holds_and_resume_is_picked_up(live_mirror, sou
         wait_caught_up(config, topic)  # the follower's next epoch takes the mirror up again
         live.stop()
         wait_caught_up(config, topic, within=1)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                 expected_state="ACTIVE", report=fault_report.race("pause vs follow mode, then resume"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=fault_report.race("pause vs follow mode, then resume"),
+    )

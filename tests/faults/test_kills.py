@@ -95,8 +95,9 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
 
 @pytest.mark.timeout(2400)
 @pytest.mark.parametrize("kind", SOURCE_KINDS)
-def test_kill_points_lose_and_duplicate_nothing(kind, fault_config, spark, source_bootstrap, destination_bootstrap,
-                                               create_topic, unique_name, log_dir, fault_report):
+def test_kill_points_lose_and_duplicate_nothing(
+    kind, fault_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, log_dir, fault_report
+):
     rng = random.Random(f"{SEED}-{kind}")
     path = fault_config()
     config = load_config(path)
@@ -130,8 +131,9 @@ def test_kill_points_lose_and_duplicate_nothing(kind, fault_config, spark, sourc
     assert not any(session_members(p.pid) for p in started), "no process of the suite outlives its scenario"
 
     catch_up(config, spark, topic)
-    verdict = compare(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                      expected_state="ACTIVE")
+    verdict = compare(
+        path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True, expected_state="ACTIVE"
+    )
     fault_report(f"kill -9 ({kind})", kills, verdict)
     assert sum(log_ends(destination_bootstrap, topic, PARTITIONS).values()) > 0
     assert verdict.clean, verdict.problems

@@ -48,15 +48,21 @@ print("open", flush=True)
 time.sleep(600)
 """
 
+
 def _two_links(path: Path, source: str, destination: str, one: str, two: str) -> Path:
     """Two links on the same pair with the default internal topic names."""
     link = {"source": "us-west", "destination": "us-east"}
-    path.write_text(yaml.safe_dump({
-        "clusters": {"us-west": {"bootstrap.servers": source}, "us-east": {"bootstrap.servers": destination}},
-        "defaults": {"mirror.writer.fence.wait.ms": 4000},
-        "links": {one: dict(link), two: dict(link)},
-        "spark": {"master": "local[2]"},
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {"us-west": {"bootstrap.servers": source}, "us-east": {"bootstrap.servers": destination}},
+                "defaults": {"mirror.writer.fence.wait.ms": 4000},
+                "links": {one: dict(link), two: dict(link)},
+                "spark": {"master": "local[2]"},
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -81,11 +87,14 @@ def _transaction_open(ctx: LinkContext, topic: str) -> bool:
 
 
 def test_a_writer_killed_mid_transaction_does_not_delay_another_link(
-        tmp_path, source_bootstrap, destination_bootstrap, spark, create_topic, unique_name):
+    tmp_path, source_bootstrap, destination_bootstrap, spark, create_topic, unique_name
+):
     one, two = unique_name("one"), unique_name("two")
     config = load_config(_two_links(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, one, two))
-    topics = {one: create_topic(source_bootstrap, unique_name("t1"), 2),
-              two: create_topic(source_bootstrap, unique_name("t2"), 2)}
+    topics = {
+        one: create_topic(source_bootstrap, unique_name("t1"), 2),
+        two: create_topic(source_bootstrap, unique_name("t2"), 2),
+    }
     for link, topic in topics.items():
         _produce(source_bootstrap, topic, 200)
         engine.create_mirror(config, link, topic)
@@ -100,9 +109,12 @@ def test_a_writer_killed_mid_transaction_does_not_delay_another_link(
         _produce(source_bootstrap, topics[two], 200)
         before.append(_timed_cycle(config, two, spark))
 
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, destination_bootstrap, one, killed_topic,
-                               str(KILLED_TRANSACTION_TIMEOUT_MS)], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, destination_bootstrap, one, killed_topic, str(KILLED_TRANSACTION_TIMEOUT_MS)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert writer.stdout.readline().strip() == "open"
     finally:
@@ -117,5 +129,7 @@ def test_a_writer_killed_mid_transaction_does_not_delay_another_link(
     assert _transaction_open(ctx_one, killed_topic), "the killed transaction ended before link two's cycle did"
     assert ctx_two.store.offset_map_topic != killed_topic
     assert_identical(read_topic(source_bootstrap, topics[two], 2), read_topic(destination_bootstrap, topics[two], 2))
-    print(f"\nlink '{two}' cycle: {', '.join(f'{s:.1f}' for s in before)} s before, {after:.1f} s with "
-          f"link '{one}''s writer killed mid-transaction")
+    print(
+        f"\nlink '{two}' cycle: {', '.join(f'{s:.1f}' for s in before)} s before, {after:.1f} s with "
+        f"link '{one}''s writer killed mid-transaction"
+    )

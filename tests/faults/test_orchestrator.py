@@ -28,8 +28,8 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -69,12 +69,17 @@ class Deployment:
 
 def automated_link_config(root: Path, source_bootstrap: str, destination_bootstrap: str, link: str) -> Path:
     """The link with its automation on and a 5 s lag sensor, on internal topics of its own."""
-    own_topics = {f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}"
-                  for kind in ("state", "offset.map", "checkpoints")}
-    return write_pair_config(root / "mirror.yaml", source_bootstrap, destination_bootstrap, link,
-                             {**own_topics, "dagster.automation.running": True,
-                              "dagster.lag.sensor.interval.seconds": 5},
-                             defaults={"mirror.chunk.max.records": 2000})
+    own_topics = {
+        f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")
+    }
+    return write_pair_config(
+        root / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        link,
+        {**own_topics, "dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": 5},
+        defaults={"mirror.chunk.max.records": 2000},
+    )
 
 
 @contextlib.contextmanager
@@ -105,8 +110,9 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
     """A mirror of a new topic with a backlog, records arriving all along (stopped by `settle`)."""
     topic = create_topic(source_bootstrap, f"orch-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS)
     source = preload(source_bootstrap, topic, PARTITIONS, BACKLOG)
-    created = run_cli(deployment.home, "mirror", "create", topic, "--link", deployment.link,
-                      "--config", str(deployment.config))
+    created = run_cli(
+        deployment.home, "mirror", "create", topic, "--link", deployment.link, "--config", str(deployment.config)
+    )
     assert created.returncode == 0, created.stdout + created.stderr
     live = LiveSource(source_bootstrap, topic, PARTITIONS, "gapfree", rate=RATE)
     live.seq = list(source.seq)  # sequence numbers go on from the backlog
@@ -122,8 +128,18 @@ def test_a_killed_run_worker(deployment, mirror, source_bootstrap, destination_b
     victim, worker = wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
     os.kill(worker, signal.SIGKILL)
     # The code server sees its child die and ends the run itself; run monitoring is the second guard.
-    recover(deployment, victim, time.time(), ("terminated by signal 9", f"run worker (process {worker}) is gone"),
-            live, topic, source_bootstrap, destination_bootstrap, fault_report, "a run worker killed mid-copy")
+    recover(
+        deployment,
+        victim,
+        time.time(),
+        ("terminated by signal 9", f"run worker (process {worker}) is gone"),
+        live,
+        topic,
+        source_bootstrap,
+        destination_bootstrap,
+        fault_report,
+        "a run worker killed mid-copy",
+    )
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
@@ -132,9 +148,18 @@ def test_a_killed_code_server(deployment, mirror, source_bootstrap, destination_
     victim, worker = wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
     os.killpg(deployment.child_pid("code-server"), signal.SIGKILL)  # its own group: the server and its workers
     # Nothing is left to report the run's end: only run monitoring can see that its worker is gone.
-    recover(deployment, victim, time.time(), (f"run worker (process {worker}) is gone",),
-            live, topic, source_bootstrap, destination_bootstrap, fault_report,
-            "the code server and its run workers killed while a run copies")
+    recover(
+        deployment,
+        victim,
+        time.time(),
+        (f"run worker (process {worker}) is gone",),
+        live,
+        topic,
+        source_bootstrap,
+        destination_bootstrap,
+        fault_report,
+        "the code server and its run workers killed while a run copies",
+    )
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
@@ -142,8 +167,18 @@ def test_a_killed_daemon(deployment, mirror, source_bootstrap, destination_boots
     topic, live = mirror
     wait_for_copying_run(deployment.instance, destination_bootstrap, topic)
     os.kill(deployment.child_pid("dagster-daemon"), signal.SIGKILL)
-    recover(deployment, None, time.time(), (), live, topic, source_bootstrap, destination_bootstrap,
-            fault_report, "the daemon killed while a run copies")
+    recover(
+        deployment,
+        None,
+        time.time(),
+        (),
+        live,
+        topic,
+        source_bootstrap,
+        destination_bootstrap,
+        fault_report,
+        "the daemon killed while a run copies",
+    )
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
@@ -158,8 +193,11 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
     names = LinkNames(deployment.link)
     host, port = deployment.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
     follow_run = DagsterGraphQLClient(host, port_number=int(port)).submit_job_execution(
-        names.follow_job, repository_location_name="mirror-pipeline", repository_name="__repository__",
-        run_config={"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}})
+        names.follow_job,
+        repository_location_name="mirror-pipeline",
+        repository_name="__repository__",
+        run_config={"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}},
+    )
     worker, follower = wait_for_following(deployment.instance, follow_run, destination_bootstrap, topic)
     fault_at = time.time()
     os.kill(worker, signal.SIGKILL)
@@ -167,9 +205,18 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
     while running(follower) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not running(follower), f"follow mode (process {follower}) still runs with its run worker gone"
-    recover(deployment, follow_run, fault_at, ("terminated by signal 9", f"run worker (process {worker}) is gone"),
-            live, topic, source_bootstrap, destination_bootstrap, fault_report,
-            "the worker of an always-on (follow) run killed mid-copy")
+    recover(
+        deployment,
+        follow_run,
+        fault_at,
+        ("terminated by signal 9", f"run worker (process {worker}) is gone"),
+        live,
+        topic,
+        source_bootstrap,
+        destination_bootstrap,
+        fault_report,
+        "the worker of an always-on (follow) run killed mid-copy",
+    )
 
 
 def wait_for_following(instance: DagsterInstance, run_id: str, destination: str, topic: str) -> tuple[int, int]:
@@ -212,9 +259,18 @@ def children_running(parent: int, marker: str) -> list[int]:
     return found
 
 
-def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons: tuple[str, ...],
-            live: LiveSource, topic: str, source_bootstrap: str, destination_bootstrap: str, fault_report,
-            scenario: str) -> None:
+def recover(
+    deployment: Deployment,
+    victim: str | None,
+    fault_at: float,
+    reasons: tuple[str, ...],
+    live: LiveSource,
+    topic: str,
+    source_bootstrap: str,
+    destination_bootstrap: str,
+    fault_report,
+    scenario: str,
+) -> None:
     """The victim run ends FAILURE for one of `reasons`, a later run succeeds, the lag returns to 0, and
     the mirror holds every source record once."""
     instance = deployment.instance
@@ -227,23 +283,31 @@ def recover(deployment: Deployment, victim: str | None, fault_at: float, reasons
     recovered_s = healed.end_time - fault_at
     live.stop()
     wait_for_no_lag(source_bootstrap, destination_bootstrap, topic, RECOVERY_S)
-    verdict = assert_clean(deployment.config, deployment.link, source_bootstrap, destination_bootstrap, topic, PARTITIONS,
-                           complete=True, expected_state="ACTIVE",
-                           report=lambda v: fault_report(
-                               f"orchestrator: {scenario}; a good run ended {recovered_s:.0f} s after it",
-                               {"orchestrator": 1}, v))
+    verdict = assert_clean(
+        deployment.config,
+        deployment.link,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=lambda v: fault_report(
+            f"orchestrator: {scenario}; a good run ended {recovered_s:.0f} s after it", {"orchestrator": 1}, v
+        ),
+    )
     assert verdict.records_checked >= PARTITIONS * BACKLOG
 
 
-def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str,
-                         link: str = LINK) -> tuple[str, int]:
+def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str, link: str = LINK) -> tuple[str, int]:
     """(run id, worker pid) of a started replicate run of `link`, once `topic`'s mirror holds some of its backlog."""
     deadline = time.monotonic() + RUN_START_S
     while time.monotonic() < deadline:
         copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
         assert copied < PARTITIONS * BACKLOG, "the backlog was copied before the fault could hit mid-copy"
-        for run in instance.get_runs(RunsFilter(job_name=LinkNames(link).replicate_job,
-                                                statuses=[DagsterRunStatus.STARTED])):
+        for run in instance.get_runs(
+            RunsFilter(job_name=LinkNames(link).replicate_job, statuses=[DagsterRunStatus.STARTED])
+        ):
             worker = run_worker(instance, run)
             if copied > 0 and not isinstance(worker, str) and process_alive(*worker):
                 return run.run_id, worker[0]
@@ -265,8 +329,9 @@ def wait_for_good_run_after(instance: DagsterInstance, after: float, timeout_s: 
     """The record of the first replicate run of `link` started after `after` that succeeded."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        records = instance.get_run_records(RunsFilter(job_name=LinkNames(link).replicate_job,
-                                                      statuses=[DagsterRunStatus.SUCCESS]))
+        records = instance.get_run_records(
+            RunsFilter(job_name=LinkNames(link).replicate_job, statuses=[DagsterRunStatus.SUCCESS])
+        )
         later = [r for r in records if r.start_time and r.start_time > after]
         if later:
             return min(later, key=lambda r: r.end_time)
@@ -281,5 +346,7 @@ def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float)
         if log_ends(source, topic, PARTITIONS) == log_ends(destination, topic, PARTITIONS):
             return
         time.sleep(2)
-    pytest.fail(f"the mirror still lags {timeout_s} s after the fault: source {log_ends(source, topic, PARTITIONS)}, "
-                f"mirror {log_ends(destination, topic, PARTITIONS)}")
+    pytest.fail(
+        f"the mirror still lags {timeout_s} s after the fault: source {log_ends(source, topic, PARTITIONS)}, "
+        f"mirror {log_ends(destination, topic, PARTITIONS)}"
+    )

@@ -38,8 +38,8 @@ import shutil
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
@@ -47,8 +47,18 @@ from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
 
 from mirror_pipeline_dagster.naming import LinkNames
-from tests.faults.test_orchestrator import (RECOVERY_S, RUN_START_S, TERMINAL, Deployment, automated_link_config,
-                                            mirror, recover, serving, wait_for_copying_run, wait_for_status)
+from tests.faults.test_orchestrator import (
+    RECOVERY_S,
+    RUN_START_S,
+    TERMINAL,
+    Deployment,
+    automated_link_config,
+    mirror,
+    recover,
+    serving,
+    wait_for_copying_run,
+    wait_for_status,
+)
 
 __all__ = ["mirror"]  # the fixture, shared with test_orchestrator: a mirror with a backlog, records arriving
 
@@ -94,14 +104,27 @@ def test_a_postgres_restart(deployment, postgres_server, mirror, source_bootstra
 
     ended = wait_for_status(instance, victim, TERMINAL, RECOVERY_S)
     why = how_it_ended(instance, victim)
-    print(f"the run copying at the restart ended {ended.status.value} {ended_after(instance, victim, restarted_at)}; "
-          f"its logs say:\n" + "\n".join(f"{kind.value}: {text}" for kind, text in why)[-3000:])
+    print(
+        f"the run copying at the restart ended {ended.status.value} {ended_after(instance, victim, restarted_at)}; "
+        f"its logs say:\n" + "\n".join(f"{kind.value}: {text}" for kind, text in why)[-3000:]
+    )
     if ended.status != DagsterRunStatus.SUCCESS:
-        assert any(kind in FAILED_ENDINGS and text.strip() for kind, text in why), \
+        assert any(kind in FAILED_ENDINGS and text.strip() for kind, text in why), (
             f"run {victim} ended {ended.status.value} and its logs say nothing of why: {why}"
+        )
 
-    recover(deployment, None, restarted_at, (), live, topic, source_bootstrap, destination_bootstrap, fault_report,
-            "PostgreSQL restarted (fast: every connection dropped) while a run copies")
+    recover(
+        deployment,
+        None,
+        restarted_at,
+        (),
+        live,
+        topic,
+        source_bootstrap,
+        destination_bootstrap,
+        fault_report,
+        "PostgreSQL restarted (fast: every connection dropped) while a run copies",
+    )
     for sensor in (NAMES.lag_sensor, NAMES.health_sensor, NAMES.auto_create_sensor):
         wait_for_tick_after(instance, sensor, restarted_at, TICK_WAIT_S)
     assert ui_run_status(deployment.url, victim) == ended.status.value
@@ -122,15 +145,19 @@ def webserver_failures_before_answer(url: str, run_id: str) -> int:
 
 def ui_run_status(url: str, run_id: str) -> str:
     """The run's status as the webserver shows it (its GraphQL API, as the UI's runs page asks)."""
-    query = ('{ runsOrError(filter: {runIds: ["%s"]}) { __typename ... on Runs { results { runId status } } '
-             '... on PythonError { message } } }' % run_id)
-    request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    query = (
+        '{ runsOrError(filter: {runIds: ["%s"]}) { __typename ... on Runs { results { runId status } } '
+        "... on PythonError { message } } }" % run_id
+    )
+    request = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         body = json.load(answer)
     runs = (body.get("data") or {}).get("runsOrError") or {}
-    assert runs.get("__typename") == "Runs" and runs["results"], \
+    assert runs.get("__typename") == "Runs" and runs["results"], (
         f"the webserver could not show run {run_id}: {json.dumps(body)[:3000]}"
+    )
     return runs["results"][0]["status"]
 
 
@@ -142,8 +169,13 @@ def how_it_ended(instance: DagsterInstance, run_id: str) -> list[tuple[DagsterEv
         if event is None or event.event_type not in ENDINGS:
             continue
         error = getattr(event.event_specific_data, "error", None)
-        said.append((event.event_type, (entry.message or event.message or "")
-                     + (f" [{error.cls_name}: {error.message.strip()}]" if error is not None else "")))
+        said.append(
+            (
+                event.event_type,
+                (entry.message or event.message or "")
+                + (f" [{error.cls_name}: {error.message.strip()}]" if error is not None else ""),
+            )
+        )
     return said
 
 
@@ -157,13 +189,17 @@ def wait_for_tick_after(instance: DagsterInstance, sensor: str, after: float, ti
     deadline = time.monotonic() + timeout_s
     seen: list = []
     while time.monotonic() < deadline:
-        states = [s for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-                  if s.instigator_name == sensor]
+        states = [
+            s
+            for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+            if s.instigator_name == sensor
+        ]
         assert states, f"the daemon has no state for sensor {sensor}"
-        seen = [t for s in states
-                for t in instance.get_ticks(s.instigator_origin_id, s.selector_id, after=after)]
+        seen = [t for s in states for t in instance.get_ticks(s.instigator_origin_id, s.selector_id, after=after)]
         if any(t.status in (TickStatus.SUCCESS, TickStatus.SKIPPED) for t in seen):
             return
         time.sleep(2)
-    pytest.fail(f"sensor {sensor} completed no tick within {timeout_s} s after the restart; ticks after it: "
-                + ", ".join(f"{t.status.value} {t.error.message.strip() if t.error else ''}" for t in seen))
+    pytest.fail(
+        f"sensor {sensor} completed no tick within {timeout_s} s after the restart; ticks after it: "
+        + ", ".join(f"{t.status.value} {t.error.message.strip() if t.error else ''}" for t in seen)
+    )

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from mirror_pipeline import engine
-from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.link.context import LinkContext
 from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import (
@@ -36,7 +36,9 @@ CHUNK = 2000  # mirror.chunk.max.records of the fault config
 MID_COPY = 10_000  # records landed before most races start
 
 
-def wait_until_copying(dest_bootstrap: str, topic: str, started, at_least: int = MID_COPY, timeout: float = 120) -> None:
+def wait_until_copying(
+    dest_bootstrap: str, topic: str, started, at_least: int = MID_COPY, timeout: float = 120
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if sum(e for e in log_ends(dest_bootstrap, topic, PARTITIONS).values() if e > 0) >= at_least:
@@ -77,7 +79,9 @@ def busy_mirror(fault_config, per_partition, source_bootstrap, create_topic, uni
     return path, topic
 
 
-def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(
+    busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     config = load_config(path)
     # As soon as the first chunk lands: a cycle now copies the rest of the 160,000 records in about as long
@@ -90,14 +94,25 @@ def test_failover_racing_a_cycle_is_final_and_reports_the_exact_stop_point(busy_
     reported = {int(p): o for p, o in result.mirrors[topic]["last_source_offsets"].items()}
     assert reported == at_return, "the reported stop point must be what the mirror holds (gap-free: its log ends)"
     assert sum(at_return.values()) < PARTITIONS * PER_PARTITION, "the failover must land mid-copy"
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                 expected_state="STOPPED", report=fault_report.race("failover vs a running cycle"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=False,
+        expected_state="STOPPED",
+        report=fault_report.race("failover vs a running cycle"),
+    )
 
 
 # Twice the records of the other races: a pause fences the eight partitions one by one (2.5-3.5 s
 # here), and a cycle has copied all 160,000 records of the default in that time.
 @pytest.mark.parametrize("per_partition", [2 * PER_PARTITION])
-def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirror, per_partition, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(
+    busy_mirror, per_partition, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     config = load_config(path)
     with racing_cycle(path, topic, destination_bootstrap, log_dir, at_least=CHUNK) as cycle:
@@ -109,28 +124,53 @@ def test_pause_racing_a_cycle_stays_paused_and_copying_resumes_exactly(busy_mirr
     after = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert all(after[p] - at_pause[p] <= CHUNK for p in after), (at_pause, after)
     assert sum(after.values()) < PARTITIONS * per_partition, f"the pause must land mid-copy: {at_pause}"
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                 expected_state="PAUSED")
+    assert_clean(
+        path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False, expected_state="PAUSED"
+    )
 
     engine.resume(config, LINK, [topic])
     catch_up(config, spark, topic)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                 expected_state="ACTIVE", report=fault_report.race("pause vs a running cycle, then resume"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=fault_report.race("pause vs a running cycle, then resume"),
+    )
 
 
-def test_promote_racing_a_scheduled_cycle_stops_at_zero_lag_for_good(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_promote_racing_a_scheduled_cycle_stops_at_zero_lag_for_good(
+    busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     config = load_config(path)
     with racing_cycle(path, topic, destination_bootstrap, log_dir):
         result = engine.promote(config, LINK, spark, [topic], timeout_s=300)
         at_return = log_ends(destination_bootstrap, topic, PARTITIONS)
     assert result.mirrors[topic]["after"] == "STOPPED"
-    assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return == {p: PER_PARTITION for p in range(PARTITIONS)}
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                 expected_state="STOPPED", report=fault_report.race("promote vs a scheduled cycle"))
+    assert (
+        log_ends(destination_bootstrap, topic, PARTITIONS) == at_return == {p: PER_PARTITION for p in range(PARTITIONS)}
+    )
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="STOPPED",
+        report=fault_report.race("promote vs a scheduled cycle"),
+    )
 
 
-def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_two_cycles_started_at_once_never_both_write_a_partition(
+    busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     first, second = start_cycle(path, LINK, topic, log_dir), start_cycle(path, LINK, topic, log_dir)
     try:
@@ -141,11 +181,22 @@ def test_two_cycles_started_at_once_never_both_write_a_partition(busy_mirror, sp
         kill_session(second)
     assert "Traceback" not in first.output(20000) + second.output(20000)
     catch_up(load_config(path), spark, topic)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                 expected_state="ACTIVE", report=fault_report.race("two cycles at once"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=fault_report.race("two cycles at once"),
+    )
 
 
-def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(
+    busy_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     config = load_config(path)
     first = start_cycle(path, LINK, topic, log_dir)
@@ -168,11 +219,22 @@ def test_a_cycle_started_while_a_failover_runs_writes_nothing_after_it(busy_mirr
     assert log_ends(destination_bootstrap, topic, PARTITIONS) == at_return
     reported = {int(p): o for p, o in outcome["result"].mirrors[topic]["last_source_offsets"].items()}
     assert reported == at_return
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=False,
-                 expected_state="STOPPED", report=fault_report.race("a cycle started during a failover"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=False,
+        expected_state="STOPPED",
+        report=fault_report.race("a cycle started during a failover"),
+    )
 
 
-def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report):
+def test_a_stray_worker_of_a_killed_driver_is_harmless(
+    busy_mirror, spark, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
     path, topic = busy_mirror
     first = start_cycle(path, LINK, topic, log_dir)
     second = None
@@ -186,11 +248,22 @@ def test_a_stray_worker_of_a_killed_driver_is_harmless(busy_mirror, spark, sourc
         if second is not None:
             kill_session(second)
     catch_up(load_config(path), spark, topic)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, PARTITIONS, complete=True,
-                 expected_state="ACTIVE", report=fault_report.race("a stray worker of a killed driver"))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=fault_report.race("a stray worker of a killed driver"),
+    )
 
 
-def test_delete_racing_a_cycle_is_final_and_leaves_no_map_or_topic(busy_mirror, source_bootstrap, destination_bootstrap, admin, log_dir):
+def test_delete_racing_a_cycle_is_final_and_leaves_no_map_or_topic(
+    busy_mirror, source_bootstrap, destination_bootstrap, admin, log_dir
+):
     path, topic = busy_mirror
     config = load_config(path)
     with racing_cycle(path, topic, destination_bootstrap, log_dir) as cycle:

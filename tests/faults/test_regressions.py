@@ -73,7 +73,9 @@ def produce_copies(bootstrap: str, topic: str, records: list) -> None:
     assert p.flush(30) == 0
 
 
-def test_1_a_hole_inside_the_last_chunk_is_found_not_mapped_as_copied(mirror_of, spark, source_bootstrap, destination_bootstrap):
+def test_1_a_hole_inside_the_last_chunk_is_found_not_mapped_as_copied(
+    mirror_of, spark, source_bootstrap, destination_bootstrap
+):
     path, topic, _ = mirror_of(100)
     announce(path, topic, Segment(0, ((0, 100),), 100))
     source = source_records(source_bootstrap, topic, 100)
@@ -104,14 +106,21 @@ def test_2_a_cycle_never_writes_a_state_from_an_older_read(verb, mirror_of, spar
     assert FOREIGN_WRITE not in after.flags
 
 
-def test_3_a_transaction_left_open_on_the_state_topics_hides_nothing(mirror_of, spark, source_bootstrap, destination_bootstrap):
+def test_3_a_transaction_left_open_on_the_state_topics_hides_nothing(
+    mirror_of, spark, source_bootstrap, destination_bootstrap
+):
     path, topic, writer = mirror_of(1000)
     config = load_config(path)
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
     ctx = LinkContext.open(config, LINK)
     # Another writer of the offset-map topic dies mid-transaction.
-    hung = Producer({"bootstrap.servers": destination_bootstrap, "transactional.id": f"hung-{topic}",
-                     "transaction.timeout.ms": 5000})
+    hung = Producer(
+        {
+            "bootstrap.servers": destination_bootstrap,
+            "transactional.id": f"hung-{topic}",
+            "transaction.timeout.ms": 5000,
+        }
+    )
     hung.init_transactions(30)
     hung.begin_transaction()
     hung.produce(ctx.store.offset_map_topic, key=b"other-link/x/0/00000000000000000000", value=b"{}")

@@ -31,17 +31,27 @@ KILLS = 8 if FULL else 3
 
 
 def start_reverse(path, topic: str, log_dir):
-    script = ("import sys; from mirror_pipeline import engine; from mirror_pipeline.config.loader import load_config; "
-              "print(engine.reverse(load_config(sys.argv[1]), sys.argv[2], [sys.argv[3]]).to_dict())")
+    script = (
+        "import sys; from mirror_pipeline import engine; from mirror_pipeline.config.loader import load_config; "
+        "print(engine.reverse(load_config(sys.argv[1]), sys.argv[2], [sys.argv[3]]).to_dict())"
+    )
     return start(python_cmd("-c", script, str(path), FORWARD, topic), "reverse", log_dir)
 
 
 @pytest.mark.timeout(1800)
 def test_killed_and_racing_reverses_save_the_tail_once_and_rebuild_exactly(
-        tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, log_dir, fault_report):
+    tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, log_dir, fault_report
+):
     rng = random.Random(f"{SEED}-reverse")
-    path = write_two_way_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, FORWARD, BACK,
-                                f"faults-reverse-{uuid.uuid4().hex[:6]}", defaults={"mirror.chunk.max.records": 2000})
+    path = write_two_way_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        FORWARD,
+        BACK,
+        f"faults-reverse-{uuid.uuid4().hex[:6]}",
+        defaults={"mirror.chunk.max.records": 2000},
+    )
     config = load_config(path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     old = preload(source_bootstrap, topic, PARTITIONS, MIRRORED)

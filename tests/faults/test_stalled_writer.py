@@ -40,8 +40,13 @@ def process_state(pid: int) -> str:
 def start_frozen_task(work_file: Path, point: str, log: Path) -> subprocess.Popen:
     """The task of `work_file` in a process of its own, once it has frozen itself at `point`."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(python_cmd("-m", "tests.faults.stalled_task", str(work_file), point),
-                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        proc = subprocess.Popen(
+            python_cmd("-m", "tests.faults.stalled_task", str(work_file), point),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while process_state(proc.pid) != "T":
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -51,8 +56,9 @@ def start_frozen_task(work_file: Path, point: str, log: Path) -> subprocess.Pope
     return proc
 
 
-def cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path: Path, topic: str, point: str,
-                           work_of) -> subprocess.Popen:
+def cycle_in_a_frozen_task(
+    config, spark, monkeypatch, tmp_path: Path, topic: str, point: str, work_of
+) -> subprocess.Popen:
     """Run a cycle of `topic` whose copy job is one task in a process of its own, frozen at `point`;
     `work_of(groups)` is what that task copies (a unit, or a group's units)."""
     tasks = []
@@ -72,8 +78,17 @@ def cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path: Path, topic: st
 
 @pytest.mark.parametrize("point", ["announced", "produced"])
 def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
-        point, fault_config, spark, monkeypatch, tmp_path, source_bootstrap, destination_bootstrap, create_topic,
-        unique_name, fault_report):
+    point,
+    fault_config,
+    spark,
+    monkeypatch,
+    tmp_path,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    fault_report,
+):
     path = fault_config()
     config = load_config(path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
@@ -103,9 +118,19 @@ def test_a_task_frozen_mid_chunk_lands_nothing_after_another_cycle_settled_it(
     assert log_ends(destination_bootstrap, topic, 1) == settled, "the frozen task landed records after the settling"
     after = engine.run_cycle(config, LINK, spark, mirrors=[topic])
     assert (after.records, after.lag_after) == (0, 0)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, 1, complete=True, expected_state="ACTIVE",
-                 report=lambda verdict: fault_report(f"stall: a copy task frozen once its chunk was {point}",
-                                                     {"stall": 1}, verdict))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        1,
+        complete=True,
+        expected_state="ACTIVE",
+        report=lambda verdict: fault_report(
+            f"stall: a copy task frozen once its chunk was {point}", {"stall": 1}, verdict
+        ),
+    )
 
 
 GROUP_PARTITIONS = 4
@@ -114,8 +139,17 @@ GROUP_RECORDS = 1_500  # per partition: less than a chunk, so the partitions are
 
 @pytest.mark.parametrize("point", ["group-announced", "between-partitions"])
 def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_cycle_settled_them(
-        point, fault_config, spark, monkeypatch, tmp_path, source_bootstrap, destination_bootstrap, create_topic,
-        unique_name, fault_report):
+    point,
+    fault_config,
+    spark,
+    monkeypatch,
+    tmp_path,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    fault_report,
+):
     """A task copying small units together (`group_copy`), one writer per slot and one producer for
     all, frozen once the first round is announced, or between two partitions' records of it."""
     path = fault_config()
@@ -144,11 +178,19 @@ def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_
     assert any(r["error"] for r in results), results
 
     time.sleep(3)
-    assert log_ends(destination_bootstrap, topic, GROUP_PARTITIONS) == settled, \
+    assert log_ends(destination_bootstrap, topic, GROUP_PARTITIONS) == settled, (
         "the frozen task landed records after the settling"
+    )
     after = engine.run_cycle(config, LINK, spark, mirrors=[topic])
     assert (after.records, after.lag_after) == (0, 0)
-    assert_clean(path, LINK, source_bootstrap, destination_bootstrap, topic, GROUP_PARTITIONS, complete=True,
-                 expected_state="ACTIVE",
-                 report=lambda verdict: fault_report(f"stall: a group copy task frozen once {point}",
-                                                     {"stall": 1}, verdict))
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        GROUP_PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=lambda verdict: fault_report(f"stall: a group copy task frozen once {point}", {"stall": 1}, verdict),
+    )

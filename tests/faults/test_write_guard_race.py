@@ -36,12 +36,19 @@ from tests.secured_link import LINK, grant, produce, settings
 ROUNDS = 6 if FULL else 2
 
 
-def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(secure_kafka, principals, secured_link,
-                                                                    fault_report):
+def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(
+    secure_kafka, principals, secured_link, fault_report
+):
     config, east = secured_link["config"], secured_link["east"]
     app = f"User:{principals['app']}"
-    grant(east, "us-east", [AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*", op,
-                                       AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)])
+    grant(
+        east,
+        "us-east",
+        [
+            AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*", op, AclPermissionType.ALLOW)
+            for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+        ],
+    )
     west = settings(secure_kafka, "admin", 0)
     rng = random.Random(f"{SEED}-write-guard")
     verdict = Verdict()
@@ -83,9 +90,19 @@ def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(secure_kafk
                 thread.join(60)
         assert not errors, errors
 
-        left = acls.describe_bindings(east, "us-east", AclBindingFilter(
-            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
-            AclPermissionType.DENY))
+        left = acls.describe_bindings(
+            east,
+            "us-east",
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                topic,
+                ResourcePatternType.LITERAL,
+                None,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.DENY,
+            ),
+        )
         written = produce(settings(secure_kafka, principals["app"], 1), topic, 3, start=100)
         verdict.records_checked += 3
         if left:
@@ -97,13 +114,28 @@ def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(secure_kafk
 
 
 def _source_reads(topic: str, user: str) -> list[AclBinding]:
-    return [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
-                       AclPermissionType.ALLOW)
-            for op in (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)]
+    return [
+        AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", op, AclPermissionType.ALLOW
+        )
+        for op in (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)
+    ]
 
 
 def _destination_owns(topic: str, user: str) -> list[AclBinding]:
-    ops = (AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
-           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.ALTER, AclOperation.DELETE)
-    return [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
-                       AclPermissionType.ALLOW) for op in ops]
+    ops = (
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.ALTER,
+        AclOperation.DELETE,
+    )
+    return [
+        AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", op, AclPermissionType.ALLOW
+        )
+        for op in ops
+    ]

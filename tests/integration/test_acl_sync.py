@@ -39,8 +39,9 @@ def _uid() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _key(rtype: str, name: str, principal: str, operation: str = "read", permission: str = "allow",
-         pattern: str = "literal") -> BindingKey:
+def _key(
+    rtype: str, name: str, principal: str, operation: str = "read", permission: str = "allow", pattern: str = "literal"
+) -> BindingKey:
     return BindingKey(rtype, name, pattern, principal, "*", operation, permission)
 
 
@@ -52,8 +53,9 @@ def _of_principals(admin, alias: str, principals: set[str]) -> set[BindingKey]:
     """The cluster's bindings of `principals` (other tests' bindings are not this test's business)."""
     found = set()
     for principal in principals:
-        f = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
-                             AclPermissionType.ANY)
+        f = AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
+        )
         found |= {acls.binding_key(b) for b in acls.describe_bindings(admin, alias, f)}
     return found
 
@@ -91,9 +93,16 @@ def _write_config(path: Path, source: dict, destination: dict, tag: str, setting
     """One link us-west -> us-east, with a state topic of its own (records never meet other tests')."""
     data = {
         "clusters": {"us-west": source, "us-east": destination},
-        "links": {LINK: {"source": "us-west", "destination": "us-east", "acl.sync.enable": True,
-                         "mirror.state.topic": f"_acl-{tag}.state", "mirror.offset.map.topic": f"_acl-{tag}.omap",
-                         **settings}},
+        "links": {
+            LINK: {
+                "source": "us-west",
+                "destination": "us-east",
+                "acl.sync.enable": True,
+                "mirror.state.topic": f"_acl-{tag}.state",
+                "mirror.offset.map.topic": f"_acl-{tag}.omap",
+                **settings,
+            }
+        },
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -104,8 +113,13 @@ def secure_config(tmp_path: Path, secure_kafka):
     """Factory: a config on the secure pair, both clusters as the super user `admin`."""
 
     def write(filters: str, **settings) -> Path:
-        return _write_config(tmp_path / "mirror.yaml", secure_kafka.client_properties("admin", 0),
-                             secure_kafka.client_properties("admin", 1), _uid(), {"acl.filters": filters, **settings})
+        return _write_config(
+            tmp_path / "mirror.yaml",
+            secure_kafka.client_properties("admin", 0),
+            secure_kafka.client_properties("admin", 1),
+            _uid(),
+            {"acl.filters": filters, **settings},
+        )
 
     return write
 
@@ -219,8 +233,10 @@ def test_each_filter_kind_selects_what_kafka_would(secure_kafka, secure_config):
         "principal": ([_principal_filter(p2)], {b4, b5}),
         "operation": ([{**f, "accessFilter": {**f["accessFilter"], "operation": "write"}} for f in both], {b4, b6}),
         "permission": ([{"accessFilter": {"principal": p2, "permissionType": "deny"}}], {b5}),
-        "exclude": ([_principal_filter(p1), {"resourceFilter": {"resourceType": "group"}, "filterType": "EXCLUDE"}],
-                    {b1, b2, b6}),
+        "exclude": (
+            [_principal_filter(p1), {"resourceFilter": {"resourceType": "group"}, "filterType": "EXCLUDE"}],
+            {b1, b2, b6},
+        ),
     }
     for kind, (entries, expected) in cases.items():
         preview = engine.sync_acls(load_config(secure_config(_filters(*entries))), LINK, dry_run=True)
@@ -235,14 +251,20 @@ def test_topic_names_are_mapped_by_the_default_replication_policy(secure_kafka, 
     group = _key("group", f"g-{u}", app)
     _create(secure_kafka, 0, [literal, prefixed, group])
     _await_bindings(_admin(secure_kafka, 0), "us-west", {app}, {literal, prefixed, group})
-    config = load_config(secure_config(_filters(_principal_filter(app)),
-                                       **{"replication.policy.class": "DefaultReplicationPolicy"}))
+    config = load_config(
+        secure_config(_filters(_principal_filter(app)), **{"replication.policy.class": "DefaultReplicationPolicy"})
+    )
     engine.sync_acls(config, LINK)
-    _await_bindings(_admin(secure_kafka, 1), "us-east", {app}, {
-        literal._replace(name=f"us-west.orders-{u}"),
-        prefixed._replace(name=f"us-west.pay-{u}"),
-        group,  # group names are not topic names: unchanged
-    })
+    _await_bindings(
+        _admin(secure_kafka, 1),
+        "us-east",
+        {app},
+        {
+            literal._replace(name=f"us-west.orders-{u}"),
+            prefixed._replace(name=f"us-west.pay-{u}"),
+            group,  # group names are not topic names: unchanged
+        },
+    )
 
 
 def test_cli_dry_run_changes_nothing_and_describe_shows_the_last_sync(secure_kafka, secure_config):
@@ -276,41 +298,63 @@ def test_a_principal_that_may_not_describe_acls_is_refused_not_read_as_no_acls(s
     u = _uid()
     weak = f"weak-{u}"
     secure_kafka.create_user(weak)
-    path = _write_config(tmp_path / "mirror.yaml", secure_kafka.client_properties(weak, 0),
-                         secure_kafka.client_properties("admin", 1), u,
-                         {"acl.filters": _filters(_principal_filter(f"User:{weak}"))})
+    path = _write_config(
+        tmp_path / "mirror.yaml",
+        secure_kafka.client_properties(weak, 0),
+        secure_kafka.client_properties("admin", 1),
+        u,
+        {"acl.filters": _filters(_principal_filter(f"User:{weak}"))},
+    )
     with pytest.raises(MirrorRefused) as err:
         engine.sync_acls(load_config(path), LINK)
-    assert str(err.value) == \
-        "cluster 'us-west': the link's principal may not describe ACLs (needs DESCRIBE on the cluster)"
+    assert (
+        str(err.value)
+        == "cluster 'us-west': the link's principal may not describe ACLs (needs DESCRIBE on the cluster)"
+    )
 
 
 def test_a_destination_without_an_authorizer_is_refused(secure_kafka, local_kafka, tmp_path):
     u = _uid()
-    path = _write_config(tmp_path / "mirror.yaml", secure_kafka.client_properties("admin", 0),
-                         {"bootstrap.servers": local_kafka.bootstraps[1]}, u,
-                         {"acl.filters": _filters({"resourceFilter": {"resourceType": "topic"}})})
+    path = _write_config(
+        tmp_path / "mirror.yaml",
+        secure_kafka.client_properties("admin", 0),
+        {"bootstrap.servers": local_kafka.bootstraps[1]},
+        u,
+        {"acl.filters": _filters({"resourceFilter": {"resourceType": "topic"}})},
+    )
     result = CliRunner().invoke(cli, ["link", "sync-acls", LINK, "--config", str(path)])
     assert result.exit_code == 1
     assert result.output.strip() == (
         f"error: link '{LINK}': cluster 'us-east' has no authorizer, so it keeps no ACLs and ACL sync cannot "
-        f"run (configure one, e.g. StandardAuthorizer, or set acl.sync.enable to false)")
+        f"run (configure one, e.g. StandardAuthorizer, or set acl.sync.enable to false)"
+    )
     # Refused before anything: not even the link's state topic was created to record it.
     plain = kc.admin_client({"bootstrap.servers": local_kafka.bootstraps[1]})
     assert kc.topic_partitions(plain, f"_acl-{u}.state", "us-east") is None
 
 
 def test_nothing_happens_when_acl_sync_is_off(secure_kafka, tmp_path):
-    path = _write_config(tmp_path / "mirror.yaml", secure_kafka.client_properties("admin", 0),
-                         secure_kafka.client_properties("admin", 1), _uid(), {"acl.sync.enable": False})
+    path = _write_config(
+        tmp_path / "mirror.yaml",
+        secure_kafka.client_properties("admin", 0),
+        secure_kafka.client_properties("admin", 1),
+        _uid(),
+        {"acl.sync.enable": False},
+    )
     result = engine.sync_acls(load_config(path), LINK)
     assert not result.enabled and "acl.sync.enable is false" in result.message
 
 
 def _fields(d: dict) -> dict:
-    return {"resource_type": d["resourceType"], "name": d["name"], "pattern_type": d["patternType"],
-            "principal": d["principal"], "host": d["host"], "operation": d["operation"],
-            "permission_type": d["permissionType"]}
+    return {
+        "resource_type": d["resourceType"],
+        "name": d["name"],
+        "pattern_type": d["patternType"],
+        "principal": d["principal"],
+        "host": d["host"],
+        "operation": d["operation"],
+        "permission_type": d["permissionType"],
+    }
 
 
 def _passwords(kafka) -> list[str]:

@@ -94,7 +94,9 @@ def test_scan_creates_mirrors_for_matching_topics_and_not_for_excluded_or_intern
     ]
 
 
-def test_scan_does_nothing_when_auto_create_is_off(write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_scan_does_nothing_when_auto_create_is_off(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     u = unique_name()
     topic = create_topic(source_bootstrap, f"{u}-t")
     config = load_config(write_config(auto_create(u, include(u), enable=False)))
@@ -137,16 +139,26 @@ def test_prefixed_link_names_mirrors_with_the_prefix_and_never_chains_a_mirror(
     produce(source_bootstrap, orders, 20, partitions=2)
     upstream = create_topic(destination_bootstrap, f"{u}-upstream")
     path = tmp_path / "mirror.yaml"
-    path.write_text(yaml.safe_dump({
-        "clusters": {"us-west": {"bootstrap.servers": source_bootstrap},
-                     "us-east": {"bootstrap.servers": destination_bootstrap}},
-        "defaults": own_state(u),
-        "links": {
-            LINK: {"source": "us-west", "destination": "us-east", "cluster.link.prefix": "west.",
-                   **auto_create(u, include(u))},
-            "east-to-west": {"source": "us-east", "destination": "us-west"},
-        },
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    "us-west": {"bootstrap.servers": source_bootstrap},
+                    "us-east": {"bootstrap.servers": destination_bootstrap},
+                },
+                "defaults": own_state(u),
+                "links": {
+                    LINK: {
+                        "source": "us-west",
+                        "destination": "us-east",
+                        "cluster.link.prefix": "west.",
+                        **auto_create(u, include(u)),
+                    },
+                    "east-to-west": {"source": "us-east", "destination": "us-west"},
+                },
+            }
+        )
+    )
     config = load_config(path)
     # `<u>-upstream` on us-west is a mirror of us-east's topic.
     engine.create_mirror(config, "east-to-west", upstream)
@@ -236,9 +248,15 @@ def test_many_mirrors_are_created_at_once_and_a_refused_one_stops_none_of_the_ot
     from mirror_pipeline.operations.bulk_create import create_mirrors
 
     u = unique_name()
-    batch = [create_topic(source_bootstrap, f"{u}-{i}", partitions=1 + i % 3,
-                          config={"retention.ms": str(3_600_000 + i), "cleanup.policy": "compact" if i == 2 else "delete"})
-             for i in range(6)]
+    batch = [
+        create_topic(
+            source_bootstrap,
+            f"{u}-{i}",
+            partitions=1 + i % 3,
+            config={"retention.ms": str(3_600_000 + i), "cleanup.policy": "compact" if i == 2 else "delete"},
+        )
+        for i in range(6)
+    ]
     taken = create_topic(source_bootstrap, f"{u}-taken")
     create_topic(destination_bootstrap, taken)  # a normal topic of that name on the destination
     config = load_config(write_config(own_state(u)))

@@ -60,12 +60,20 @@ def mirror(config, source_bootstrap, create_topic, unique_name):
     return make
 
 
-def test_always_synced_configs_follow_the_source(config, mirror, admin, source_bootstrap, destination_bootstrap) -> None:
+def test_always_synced_configs_follow_the_source(
+    config, mirror, admin, source_bootstrap, destination_bootstrap
+) -> None:
     topic = mirror("orders", partitions=2)
     src, dst = admin(source_bootstrap), admin(destination_bootstrap)
     before = describe_topic_configs(dst, topic, "us-east")
-    set_configs(src, topic, retention_ms="123456789", cleanup_policy="compact", max_message_bytes="2000000",
-                compression_type="gzip")
+    set_configs(
+        src,
+        topic,
+        retention_ms="123456789",
+        cleanup_policy="compact",
+        max_message_bytes="2000000",
+        compression_type="gzip",
+    )
 
     result = sync_configs(config, LINK, mirrors=[topic])
 
@@ -78,8 +86,16 @@ def test_always_synced_configs_follow_the_source(config, mirror, admin, source_b
     }
     assert synced.in_sync and synced.config_sync_lag_ms == 0 and synced.error is None
     assert (synced.source_partitions, synced.mirror_partitions) == (2, 2)
-    after = wait_for(dst, topic, {"retention.ms": "123456789", "cleanup.policy": "compact",
-                                  "max.message.bytes": "2000000", "compression.type": "gzip"})
+    after = wait_for(
+        dst,
+        topic,
+        {
+            "retention.ms": "123456789",
+            "cleanup.policy": "compact",
+            "max.message.bytes": "2000000",
+            "compression.type": "gzip",
+        },
+    )
     # R-CS-3: nothing else moved.
     assert {k: v for k, v in after.items() if k not in synced.changed} == {
         k: v for k, v in before.items() if k not in synced.changed
@@ -210,7 +226,9 @@ def test_a_mirror_that_fails_is_named_and_the_others_are_still_synced(
         ctx.store._write_plain(ctx.store.state_topic, config_sync_key(LINK, bad), None)
 
 
-def test_only_active_and_paused_mirrors_are_synced(config, mirror, admin, source_bootstrap, destination_bootstrap) -> None:
+def test_only_active_and_paused_mirrors_are_synced(
+    config, mirror, admin, source_bootstrap, destination_bootstrap
+) -> None:
     topic = mirror("paused")
     src = admin(source_bootstrap)
     set_configs(src, topic, retention_ms="4200000")
@@ -228,7 +246,9 @@ def test_only_active_and_paused_mirrors_are_synced(config, mirror, admin, source
     assert configs["retention.ms"] == "4200000"
 
 
-def test_the_dagster_asset_syncs_and_its_check_passes(config, write_config, mirror, admin, source_bootstrap, destination_bootstrap) -> None:
+def test_the_dagster_asset_syncs_and_its_check_passes(
+    config, write_config, mirror, admin, source_bootstrap, destination_bootstrap
+) -> None:
     import dagster as dg
 
     from mirror_pipeline_dagster.config_sync import build_config_in_sync_check, build_mirror_config_asset
@@ -263,7 +283,9 @@ def test_the_dagster_asset_syncs_and_its_check_passes(config, write_config, mirr
     defs = dg.Definitions(
         assets=[build_mirror_config_asset(names)],
         asset_checks=[build_config_in_sync_check(names)],
-        jobs=[dg.define_asset_job("check_only", selection=dg.AssetSelection.checks_for_assets(names.mirror_config_key))],
+        jobs=[
+            dg.define_asset_job("check_only", selection=dg.AssetSelection.checks_for_assets(names.mirror_config_key))
+        ],
         resources={"mirror_engine": MirrorEngine(config_path=str(write_config()))},
     )
     checked = defs.resolve_job_def("check_only").execute_in_process(instance=instance)

@@ -41,7 +41,9 @@ def read_watermarks(bootstrap, topic, partition):
         c.close()
 
 
-def test_records_are_copied_byte_for_byte(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_records_are_copied_byte_for_byte(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     # Kept forever, so that records with 2001 timestamps are not expired by time retention.
     topic = create_topic(source_bootstrap, unique_name("orders"), partitions=3, config={"retention.ms": "-1"})
     records = []
@@ -71,7 +73,9 @@ def test_records_are_copied_byte_for_byte(config, spark, source_bootstrap, desti
         assert (p.dest_from, p.dest_until) == (0, 200)
 
 
-def test_later_cycles_copy_only_new_records(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_later_cycles_copy_only_new_records(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, [{"value": b"a%d" % i, "partition": i % 2} for i in range(100)])
     engine.create_mirror(config, LINK, topic)
@@ -87,7 +91,9 @@ def test_later_cycles_copy_only_new_records(config, spark, source_bootstrap, des
     assert_identical(read_topic(source_bootstrap, topic, 2), read_topic(destination_bootstrap, topic, 2))
 
 
-def test_log_start_above_zero_is_aligned(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_log_start_above_zero_is_aligned(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(100)])
     admin(source_bootstrap).delete_records([TopicPartition(topic, 0, 40)])[TopicPartition(topic, 0, 40)].result()
@@ -102,7 +108,9 @@ def test_log_start_above_zero_is_aligned(config, spark, source_bootstrap, destin
     assert description.to_dict()["offsets"] == "preserved"
 
 
-def test_log_start_past_alignment_budget_translates_offsets(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_log_start_past_alignment_budget_translates_offsets(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     config = load_config(write_config({"mirror.log.start.alignment.max.records": 10}))
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, [{"value": b"v%d" % i} for i in range(60)])
@@ -120,7 +128,9 @@ def test_log_start_past_alignment_budget_translates_offsets(write_config, spark,
     assert engine.describe_mirror(config, LINK, topic).to_dict()["offsets"] == "translated"
 
 
-def test_transactional_source_copies_only_committed_records(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_transactional_source_copies_only_committed_records(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     tx = Producer({"bootstrap.servers": source_bootstrap, "transactional.id": unique_name("tx")})
     tx.init_transactions(30)
@@ -151,7 +161,9 @@ def test_transactional_source_copies_only_committed_records(config, spark, sourc
         assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror))
         # One run per committed transaction, not one entry per record.
         assert len(omap.runs) == 4
-    assert sorted(r.value for p in range(2) for r in read_partition(destination_bootstrap, topic, p)) == sorted(committed)
+    assert sorted(r.value for p in range(2) for r in read_partition(destination_bootstrap, topic, p)) == sorted(
+        committed
+    )
 
 
 def _wait_for_commit_markers(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -164,23 +176,38 @@ def _wait_for_commit_markers(bootstrap: str, topic: str, partitions: int, timeou
     admin = admin_client({"bootstrap.servers": bootstrap})
     parts = [(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + timeout
-    while list_offsets(admin, parts, "latest", "source") != list_offsets(admin, parts, "latest", "source",
-                                                                         read_committed=False):
+    while list_offsets(admin, parts, "latest", "source") != list_offsets(
+        admin, parts, "latest", "source", read_committed=False
+    ):
         assert time.monotonic() < deadline, f"{topic}: transactions still open after {timeout:.0f}s"
         time.sleep(0.05)
 
 
-def test_compacted_source_keeps_tombstones_and_maps_holes(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_compacted_source_keeps_tombstones_and_maps_holes(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(
         source_bootstrap,
         unique_name(),
         partitions=1,
-        config={"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-                "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"},
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "86400000",
+        },
     )
     # Rewrite a few keys many times, across several segments, with tombstones.
     for round_ in range(6):
-        produce(source_bootstrap, topic, [{"key": b"k%d" % (i % 5), "value": None if (i + round_) % 9 == 0 else b"r%d-%d" % (round_, i)} for i in range(20)])
+        produce(
+            source_bootstrap,
+            topic,
+            [
+                {"key": b"k%d" % (i % 5), "value": None if (i + round_) % 9 == 0 else b"r%d-%d" % (round_, i)}
+                for i in range(20)
+            ],
+        )
         time.sleep(0.3)
     produce(source_bootstrap, topic, [{"key": b"k0", "value": None}, {"key": b"k1", "value": None}])
     source = _wait_for_holes(source_bootstrap, topic)
@@ -209,7 +236,9 @@ def _wait_for_holes(bootstrap: str, topic: str, timeout: float = 90):
     pytest.fail("the log cleaner did not compact the source within the timeout")
 
 
-def test_describe_and_the_drift_check_only_read_a_grown_source(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_describe_and_the_drift_check_only_read_a_grown_source(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     engine.create_mirror(config, LINK, topic)
     admin(source_bootstrap).create_partitions([NewPartitions(topic, 4)])[topic].result()
@@ -224,7 +253,9 @@ def test_describe_and_the_drift_check_only_read_a_grown_source(config, spark, so
     assert admin(destination_bootstrap).list_topics(topic=topic, timeout=10).topics[topic].partitions.keys() == {0, 1}
 
 
-def test_source_partition_growth_reaches_the_mirror(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_source_partition_growth_reaches_the_mirror(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(20)])
     engine.create_mirror(config, LINK, topic)

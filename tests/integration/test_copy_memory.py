@@ -51,8 +51,14 @@ def budgeted_cycles(monkeypatch):
 
 def load(bootstrap: str, topic: str, records: int, value_bytes: int) -> int:
     """`records` distinct records of `value_bytes` each into partition 0; their key + value bytes."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 256 * 1024})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        }
+    )
     body = os.urandom(value_bytes)
     total = 0
     for i in range(records):
@@ -73,8 +79,14 @@ def load(bootstrap: str, topic: str, records: int, value_bytes: int) -> int:
 
 def digest(bootstrap: str, topic: str, records: int) -> str:
     """A digest of every record of partition 0 (offset, key, value, headers, timestamp), read as a stream."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"memory-test-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "queued.max.messages.kbytes": 65536})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"memory-test-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "queued.max.messages.kbytes": 65536,
+        }
+    )
     h = hashlib.sha256()
     seen = 0
     try:
@@ -93,12 +105,24 @@ def digest(bootstrap: str, topic: str, records: int) -> str:
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("value_bytes,records", [
-    pytest.param(998_000, 300, id="1MB-records-300MB"),
-    pytest.param(1024, 150_000, id="1KiB-records-150MB"),
-])
-def test_a_copy_task_stays_within_its_memory_budget(config, spark, source_bootstrap, destination_bootstrap,
-                                                    create_topic, unique_name, budgeted_cycles, value_bytes, records):
+@pytest.mark.parametrize(
+    "value_bytes,records",
+    [
+        pytest.param(998_000, 300, id="1MB-records-300MB"),
+        pytest.param(1024, 150_000, id="1KiB-records-150MB"),
+    ],
+)
+def test_a_copy_task_stays_within_its_memory_budget(
+    config,
+    spark,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    budgeted_cycles,
+    value_bytes,
+    records,
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     size = load(source_bootstrap, topic, records, value_bytes)
     assert size > 2 * BUDGET
@@ -109,8 +133,10 @@ def test_a_copy_task_stays_within_its_memory_budget(config, spark, source_bootst
     assert (result.records, result.bytes, result.lag_after) == (records, size, 0)
     [task] = budgeted_cycles
     assert not task.error, task.error
-    figures = (f"task RSS at start {task.rss_start_bytes / MiB:.0f} MiB, peak {task.rss_peak_bytes / MiB:.0f} MiB, "
-               f"budget {BUDGET / MiB:.0f} MiB, worker ceiling {WORKER_CEILING / MiB:.0f} MiB")
+    figures = (
+        f"task RSS at start {task.rss_start_bytes / MiB:.0f} MiB, peak {task.rss_peak_bytes / MiB:.0f} MiB, "
+        f"budget {BUDGET / MiB:.0f} MiB, worker ceiling {WORKER_CEILING / MiB:.0f} MiB"
+    )
     print(figures)
     assert 0 < task.rss_start_bytes <= task.rss_peak_bytes
     assert task.rss_peak_bytes - task.rss_start_bytes <= BUDGET, figures  # what the task added

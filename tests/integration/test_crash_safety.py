@@ -34,11 +34,23 @@ SETTINGS = {"mirror.chunk.max.records": 2000}
 
 
 def load_source(bootstrap: str, topic: str, records: int = RECORDS, partitions: int = PARTITIONS) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     payload = os.urandom(150)
     for i in range(records):
-        p.produce(topic, key=b"key-%d" % i, value=payload + i.to_bytes(4, "big"), partition=i % partitions,
-                  headers=[("seq", i.to_bytes(4, "big"))])
+        p.produce(
+            topic,
+            key=b"key-%d" % i,
+            value=payload + i.to_bytes(4, "big"),
+            partition=i % partitions,
+            headers=[("seq", i.to_bytes(4, "big"))],
+        )
         if i % 10000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
@@ -55,8 +67,21 @@ def mirrored(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
 def start_cycle(config_path: Path, topic: str) -> subprocess.Popen:
     """`mirror-pipeline run` in its own process group (the driver, its JVM, its Python workers)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--mirror", topic, "--config", str(config_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "mirror_pipeline",
+            "run",
+            "--link",
+            LINK,
+            "--mirror",
+            topic,
+            "--config",
+            str(config_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -101,7 +126,9 @@ def copy_until_caught_up(config, spark, topic: str) -> None:
             return
 
 
-def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(loaded_mirror, spark, source_bootstrap, destination_bootstrap):
+def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(
+    loaded_mirror, spark, source_bootstrap, destination_bootstrap
+):
     config_path, config, topic = loaded_mirror
 
     kills, outputs = [], []
@@ -115,7 +142,10 @@ def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(loaded_mirror
     assert kills[0] < kills[-1] < RECORDS, f"kills must land mid-copy: {kills}"
 
     copy_until_caught_up(config, spark, topic)
-    source, mirror = read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    source, mirror = (
+        read_topic(source_bootstrap, topic, PARTITIONS),
+        read_topic(destination_bootstrap, topic, PARTITIONS),
+    )
     try:
         assert_identical(source, mirror)
     except AssertionError:
@@ -131,11 +161,15 @@ def crash_evidence(config, topic, source, mirror, kills, outputs) -> str:
         first = next((i for i, (s, m) in enumerate(zip(source[p], mirror[p])) if s != m), None)
         if first is None and len(source[p]) == len(mirror[p]):
             continue
-        lines.append(f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}, first difference at mirror offset {first}")
+        lines.append(
+            f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}, first difference at mirror offset {first}"
+        )
         if first is not None:
             lines.append(f"  source seq {source[p][first].headers}, mirror seq {mirror[p][first].headers}")
         for key, seg in sorted(segments.get((topic, p), []), key=lambda kv: kv[1].dest_start):
-            lines.append(f"  segment {key}: dest {seg.dest_start}..{seg.dest_end} runs {seg.runs[:4]} source_end {seg.source_end}")
+            lines.append(
+                f"  segment {key}: dest {seg.dest_start}..{seg.dest_end} runs {seg.runs[:4]} source_end {seg.source_end}"
+            )
     lines += [f"--- killed cycle {i} output ---\n{out}" for i, out in enumerate(outputs)]
     return "\n".join(lines)
 
@@ -159,10 +193,14 @@ def test_overlapping_cycles_never_both_write_a_partition(loaded_mirror, spark, s
     assert "another cycle" in failed or "another writer" in failed, failed[-1500:]
     assert "Traceback" not in out_first + out_second
     copy_until_caught_up(config, spark, topic)
-    assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
+    assert_identical(
+        read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    )
 
 
-def test_unit_refuses_when_another_writer_wrote_after_the_plan(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_unit_refuses_when_another_writer_wrote_after_the_plan(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     load_source(source_bootstrap, topic, records=100, partitions=1)
     engine.create_mirror(config, LINK, topic)
@@ -174,8 +212,15 @@ def test_unit_refuses_when_another_writer_wrote_after_the_plan(config, spark, so
     other.fence()
     other.write(puts=[Segment(0, ((0, 10),), 10)])
     other.close()
-    copy_ctx = CopyContext("us-west", "us-east", dict(ctx.source.properties), dict(ctx.dest.properties),
-                           ctx.store.offset_map_topic, 3000, ctx.store.state_topic)
+    copy_ctx = CopyContext(
+        "us-west",
+        "us-east",
+        dict(ctx.source.properties),
+        dict(ctx.dest.properties),
+        ctx.store.offset_map_topic,
+        3000,
+        ctx.store.state_topic,
+    )
 
     result = copy_unit(unit, copy_ctx)
 
@@ -188,7 +233,9 @@ def mirrored_partition(bootstrap, topic):
     return mirrored(bootstrap, topic, partitions=1)
 
 
-def test_foreign_write_into_a_mirror_is_detected(config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_foreign_write_into_a_mirror_is_detected(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     load_source(source_bootstrap, topic, records=50, partitions=1)
     engine.create_mirror(config, LINK, topic)

@@ -31,9 +31,15 @@ def failback_config(tmp_path, source_bootstrap, destination_bootstrap, unique_na
     """Links both ways between the pair, syncing the groups named `<prefix>...`; returns (path, config, prefix)."""
     prefix = unique_name("g")
     groups = {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]}
-    path = write_two_way_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, FORWARD, BACK,
-                                f"failback-{uuid.uuid4().hex[:6]}",
-                                {"consumer.offset.sync.enable": True, "consumer.offset.group.filters": groups})
+    path = write_two_way_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        FORWARD,
+        BACK,
+        f"failback-{uuid.uuid4().hex[:6]}",
+        {"consumer.offset.sync.enable": True, "consumer.offset.group.filters": groups},
+    )
     return path, load_config(path), prefix
 
 
@@ -49,8 +55,13 @@ class Producing(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set():
             p = self.sent % PARTITIONS
-            self.producer.produce(self.topic, key=b"k%d" % self.sent, value=f"{self.tag}-{self.sent}".encode(),
-                                  partition=p, headers=[("app", self.tag.encode())])
+            self.producer.produce(
+                self.topic,
+                key=b"k%d" % self.sent,
+                value=f"{self.tag}-{self.sent}".encode(),
+                partition=p,
+                headers=[("app", self.tag.encode())],
+            )
             self.sent += 1
             self.producer.poll(0)
             time.sleep(0.005)
@@ -64,8 +75,13 @@ class Producing(threading.Thread):
 def produce(bootstrap: str, topic: str, count: int, partition: int | None = None, tag: str = "v") -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
-        p.produce(topic, key=b"k%d" % i, value=f"{tag}{i}".encode(), headers=[("h", b"1"), ("h", b"2")],
-                  partition=i % PARTITIONS if partition is None else partition)
+        p.produce(
+            topic,
+            key=b"k%d" % i,
+            value=f"{tag}{i}".encode(),
+            headers=[("h", b"1"), ("h", b"2")],
+            partition=i % PARTITIONS if partition is None else partition,
+        )
     assert p.flush(30) == 0
 
 
@@ -87,7 +103,8 @@ def state(config, link: str, topic: str) -> str:
 
 
 def test_planned_migration_and_back_keeps_every_record_and_group_offset(
-        failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     path, config, prefix = failback_config
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     group, rewound = f"{prefix}-orders", f"{prefix}-rewound"
@@ -130,7 +147,9 @@ def test_planned_migration_and_back_keeps_every_record_and_group_offset(
     back = engine.promote(config, BACK, spark, [topic], timeout_s=120).mirrors[topic]  # and back to us-west
 
     assert back["after"] == "STOPPED"
-    assert_identical(read_topic(destination_bootstrap, topic, PARTITIONS), read_topic(source_bootstrap, topic, PARTITIONS))
+    assert_identical(
+        read_topic(destination_bootstrap, topic, PARTITIONS), read_topic(source_bootstrap, topic, PARTITIONS)
+    )
     assert sum(len(r) for r in read_topic(source_bootstrap, topic, PARTITIONS).values()) == 200 + apps.sent
     assert committed(source_bootstrap, group, topic, PARTITIONS) == {0: 150, 1: 160}
     assert_verified(config, BACK, spark, topic)  # the mirror of the way back, continued in place
@@ -140,12 +159,15 @@ def test_planned_migration_and_back_keeps_every_record_and_group_offset(
     assert again["action"] == "continue" and state(config, FORWARD, topic) == "ACTIVE"
     produce(source_bootstrap, topic, 20, tag="after")
     catch_up(config, FORWARD, spark, topic)
-    assert_identical(read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS))
+    assert_identical(
+        read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    )
     assert_verified(config, FORWARD, spark, topic)
 
 
 def test_unplanned_failover_saves_the_divergent_tail_then_rebuilds(
-        failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, tmp_path):
+    failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, tmp_path
+):
     path, config, prefix = failback_config
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     group = f"{prefix}-payments"
@@ -168,8 +190,7 @@ def test_unplanned_failover_saves_the_divergent_tail_then_rebuilds(
 
         home = tmp_path / "dagster-home"
         home.mkdir()
-        out = run_cli(home, "mirror", "reverse", topic, "--link", FORWARD, "--config", str(path), "--json",
-                      timeout=300)
+        out = run_cli(home, "mirror", "reverse", topic, "--link", FORWARD, "--config", str(path), "--json", timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         done = json.loads(out.stdout)
         assert done["mirrors"][topic]["saved_topic"] == f"{topic}.diverged"
@@ -185,7 +206,9 @@ def test_unplanned_failover_saves_the_divergent_tail_then_rebuilds(
         apps.stop()
     catch_up(config, BACK, spark, topic)
 
-    assert_identical(read_topic(destination_bootstrap, topic, PARTITIONS), read_topic(source_bootstrap, topic, PARTITIONS))
+    assert_identical(
+        read_topic(destination_bootstrap, topic, PARTITIONS), read_topic(source_bootstrap, topic, PARTITIONS)
+    )
     assert engine.describe_mirror(config, BACK, topic).offsets_preserved
     assert_verified(config, BACK, spark, topic)  # the rebuilt mirror
     engine.sync_offsets(config, BACK, [topic])
@@ -195,7 +218,8 @@ def test_unplanned_failover_saves_the_divergent_tail_then_rebuilds(
 
 
 def test_reverse_refuses_a_mirror_that_still_copies_and_a_config_without_a_way_back(
-        failback_config, write_config, spark, source_bootstrap, create_topic, unique_name):
+    failback_config, write_config, spark, source_bootstrap, create_topic, unique_name
+):
     path, config, _ = failback_config
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     engine.create_mirror(config, FORWARD, topic)
@@ -209,7 +233,8 @@ def test_reverse_refuses_a_mirror_that_still_copies_and_a_config_without_a_way_b
 
 
 def test_reverse_and_pause_then_an_interrupted_reverse_is_finished_by_the_next_one_only(
-        failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     from mirror_pipeline.link.context import LinkContext
     from mirror_pipeline.operations import reverse as reversing
 
@@ -227,14 +252,19 @@ def test_reverse_and_pause_then_an_interrupted_reverse_is_finished_by_the_next_o
     assert engine.run_cycle(config, BACK, spark, mirrors=[paused]).records == 0
     engine.resume(config, BACK, [paused])
     catch_up(config, BACK, spark, paused)
-    assert_identical(read_topic(destination_bootstrap, paused, PARTITIONS), read_topic(source_bootstrap, paused, PARTITIONS))
+    assert_identical(
+        read_topic(destination_bootstrap, paused, PARTITIONS), read_topic(source_bootstrap, paused, PARTITIONS)
+    )
 
     # A reverse killed right after recording its plan: the old topic, tail unsaved, is the reverse's alone.
     forward, back = LinkContext.open(config, FORWARD), LinkContext.open(config, BACK)
     stopped = forward.select([interrupted])[0]
     reversing._record_plan(back, stopped, reversing.make_plan(forward, back, stopped, start=True))
-    for verb in (lambda: engine.failover(config, BACK, [interrupted]), lambda: engine.delete_mirrors(config, BACK, [interrupted]),
-                 lambda: engine.promote(config, BACK, spark, [interrupted], timeout_s=5)):
+    for verb in (
+        lambda: engine.failover(config, BACK, [interrupted]),
+        lambda: engine.delete_mirrors(config, BACK, [interrupted]),
+        lambda: engine.promote(config, BACK, spark, [interrupted], timeout_s=5),
+    ):
         with pytest.raises(MirrorRefused, match="being set up by a reverse that did not finish"):
             verb()
     assert engine.run_cycle(config, BACK, spark, mirrors=[interrupted]).records == 0
@@ -245,5 +275,7 @@ def test_reverse_and_pause_then_an_interrupted_reverse_is_finished_by_the_next_o
     assert done["after"] == "ACTIVE" and done["saved_topic"] == f"{interrupted}.diverged"
     assert [r.value for r in read_partition(source_bootstrap, f"{interrupted}.diverged", 1)] == [r.value for r in tail]
     catch_up(config, BACK, spark, interrupted)
-    assert_identical(read_topic(destination_bootstrap, interrupted, PARTITIONS),
-                     read_topic(source_bootstrap, interrupted, PARTITIONS))
+    assert_identical(
+        read_topic(destination_bootstrap, interrupted, PARTITIONS),
+        read_topic(source_bootstrap, interrupted, PARTITIONS),
+    )

@@ -36,9 +36,9 @@ def plan(config, topics: list[str]):
     return ctx, plan_cycle(ctx, selected)
 
 
-def test_a_pause_of_a_mirror_sharing_the_slot_stops_only_that_mirror(write_config, spark, source_bootstrap,
-                                                                     destination_bootstrap, create_topic, unique_name,
-                                                                     monkeypatch):
+def test_a_pause_of_a_mirror_sharing_the_slot_stops_only_that_mirror(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
     config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
     paused, going_on = slot_sharing_names(unique_name())
     for topic in (paused, going_on):

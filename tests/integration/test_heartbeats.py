@@ -26,13 +26,21 @@ from tests.kafka_records import read_topic
 LINK = "beating"
 
 
-def test_cycles_write_mirror_and_show_heartbeats(tmp_path, spark, source_bootstrap, destination_bootstrap,
-                                                 create_topic, unique_name):
+def test_cycles_write_mirror_and_show_heartbeats(
+    tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     tag = uuid.uuid4().hex[:8]
-    own = {f"mirror.{kind}.topic": f"_hb-{tag}.{kind.replace('.', '-')}"
-           for kind in ("state", "offset.map", "checkpoints", "heartbeats")}
-    path = write_pair_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
-                             {**own, "emit.heartbeats.enabled": True})
+    own = {
+        f"mirror.{kind}.topic": f"_hb-{tag}.{kind.replace('.', '-')}"
+        for kind in ("state", "offset.map", "checkpoints", "heartbeats")
+    }
+    path = write_pair_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        LINK,
+        {**own, "emit.heartbeats.enabled": True},
+    )
     config = load_config(path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     load_source(source_bootstrap, topic, records=10, partitions=1)
@@ -59,8 +67,12 @@ def test_cycles_write_mirror_and_show_heartbeats(tmp_path, spark, source_bootstr
     source_topics = AdminClient({"bootstrap.servers": source_bootstrap}).list_topics(heartbeats, timeout=10).topics
     assert len(source_topics[heartbeats].partitions) == 1
 
-    out = subprocess.run([sys.executable, "-m", "mirror_pipeline", "link", "describe", LINK, "--config", str(path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "mirror_pipeline", "link", "describe", LINK, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stdout.splitlines() if line.strip().startswith("heartbeats:"))
     assert f"heartbeats: the newest on '{mirrored}' was written " in line, out.stdout
@@ -68,16 +80,38 @@ def test_cycles_write_mirror_and_show_heartbeats(tmp_path, spark, source_bootstr
 
 def test_follow_mode_writes_heartbeats_on_its_interval(tmp_path, source_bootstrap, destination_bootstrap):
     tag = uuid.uuid4().hex[:8]
-    own = {f"mirror.{kind}.topic": f"_hb-{tag}.{kind.replace('.', '-')}"
-           for kind in ("state", "offset.map", "checkpoints", "heartbeats")}
-    path = write_pair_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, LINK,
-                             {**own, "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 1})
+    own = {
+        f"mirror.{kind}.topic": f"_hb-{tag}.{kind.replace('.', '-')}"
+        for kind in ("state", "offset.map", "checkpoints", "heartbeats")
+    }
+    path = write_pair_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        LINK,
+        {**own, "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 1},
+    )
     config = load_config(path)
     home = ensure_dagster_home(tmp_path / "dagster-home")
     log = open(tmp_path / "follow.log", "w+")
     follower = subprocess.Popen(
-        [sys.executable, "-m", "mirror_pipeline", "run", "--link", LINK, "--follow", "--epoch-seconds", "2",
-         "--config", str(path)], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "DAGSTER_HOME": str(home)})
+        [
+            sys.executable,
+            "-m",
+            "mirror_pipeline",
+            "run",
+            "--link",
+            LINK,
+            "--follow",
+            "--epoch-seconds",
+            "2",
+            "--config",
+            str(path),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+    )
     seen: set[int] = set()
     try:
         deadline = time.monotonic() + 120

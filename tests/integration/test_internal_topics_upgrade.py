@@ -19,8 +19,10 @@ from mirror_pipeline.model.errors import ConfigError
 from tests.config_files import write_pair_config
 from tests.kafka_records import assert_identical, commit, read_topic
 
-SHARED = {"mirror.offset.map.topic": "_mirror-pipeline.offset-map",
-          "mirror.checkpoints.topic": "_mirror-pipeline.checkpoints"}
+SHARED = {
+    "mirror.offset.map.topic": "_mirror-pipeline.offset-map",
+    "mirror.checkpoints.topic": "_mirror-pipeline.checkpoints",
+}
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> None:
@@ -32,8 +34,15 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
 
 def _config(tmp_path, source, destination, link, group, **settings):
     filters = {"groupFilters": [{"name": group, "patternType": "LITERAL", "filterType": "INCLUDE"}]}
-    return load_config(write_pair_config(tmp_path / "mirror.yaml", source, destination, link, {
-        "consumer.offset.sync.enable": True, "consumer.offset.group.filters": filters, **settings}))
+    return load_config(
+        write_pair_config(
+            tmp_path / "mirror.yaml",
+            source,
+            destination,
+            link,
+            {"consumer.offset.sync.enable": True, "consumer.offset.group.filters": filters, **settings},
+        )
+    )
 
 
 def _settled(config, link: str) -> LinkContext:
@@ -52,7 +61,8 @@ def _copied_and_synced(config, link: str, topic: str, group: str, positions: dic
 
 
 def test_a_link_with_state_in_the_shared_topics_keeps_its_offset_maps_and_checkpoints(
-        tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     link, group = unique_name("link"), unique_name("group")
     topic = create_topic(source_bootstrap, unique_name("orders"), 2)
     _produce(source_bootstrap, topic, 300)
@@ -82,22 +92,29 @@ def test_a_link_with_state_in_the_shared_topics_keeps_its_offset_maps_and_checkp
     assert {k: _settled(upgraded, link)._recorded_naming[k] for k in SHARED} == SHARED
 
     # Moving a link with live mirrors off its topics would leave its maps behind: refused.
-    moved = _config(tmp_path, source_bootstrap, destination_bootstrap, link, group,
-                    **{"mirror.offset.map.topic": f"_{link}.omap"})
-    with pytest.raises(ConfigError, match=r"mirror\.offset\.map\.topic: cannot change from "
-                                          r"'_mirror-pipeline\.offset-map'"):
+    moved = _config(
+        tmp_path, source_bootstrap, destination_bootstrap, link, group, **{"mirror.offset.map.topic": f"_{link}.omap"}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"mirror\.offset\.map\.topic: cannot change from "
+        r"'_mirror-pipeline\.offset-map'",
+    ):
         LinkContext.open(moved, link).registry()
 
 
 def test_a_new_link_has_topics_of_its_own(
-        tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     link, group = unique_name("link"), unique_name("group")
     topic = create_topic(source_bootstrap, unique_name("orders"), 2)
     _produce(source_bootstrap, topic, 100)
     config = _config(tmp_path, source_bootstrap, destination_bootstrap, link, group)
     ctx = _copied_and_synced(config, link, topic, group, {0: 10, 1: 20}, spark, source_bootstrap)
-    own = {"mirror.offset.map.topic": f"_mirror-pipeline.{link}.offset-map",
-           "mirror.checkpoints.topic": f"_mirror-pipeline.{link}.checkpoints"}
+    own = {
+        "mirror.offset.map.topic": f"_mirror-pipeline.{link}.offset-map",
+        "mirror.checkpoints.topic": f"_mirror-pipeline.{link}.checkpoints",
+    }
     assert (ctx.store.offset_map_topic, ctx.checkpoints_topic) == tuple(own.values())
     assert {k: ctx._recorded_naming[k] for k in own} == own
     assert ctx.store.state_topic == "_mirror-pipeline.state"  # the destination's registry stays shared

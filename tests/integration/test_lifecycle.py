@@ -48,7 +48,9 @@ def mirror(config, spark, source_bootstrap, create_topic, unique_name):
     return topic
 
 
-def test_paused_mirror_copies_nothing_and_shows_growing_lag_until_resumed(config, spark, mirror, source_bootstrap, destination_bootstrap):
+def test_paused_mirror_copies_nothing_and_shows_growing_lag_until_resumed(
+    config, spark, mirror, source_bootstrap, destination_bootstrap
+):
     assert engine.pause(config, LINK, [mirror]).mirrors[mirror]["after"] == "PAUSED"
     assert engine.pause(config, LINK, [mirror]).mirrors[mirror]["said"] == "already paused"
     produce(source_bootstrap, mirror, 40)
@@ -64,7 +66,9 @@ def test_paused_mirror_copies_nothing_and_shows_growing_lag_until_resumed(config
     assert transitions[-2:] == [("ACTIVE", "PAUSED"), ("PAUSED", "ACTIVE")]
 
 
-def test_promote_waits_for_zero_lag_then_the_topic_is_writable(config, spark, mirror, source_bootstrap, destination_bootstrap):
+def test_promote_waits_for_zero_lag_then_the_topic_is_writable(
+    config, spark, mirror, source_bootstrap, destination_bootstrap
+):
     stop_producing = threading.Event()
 
     def keep_producing():  # the source keeps moving while promote runs
@@ -101,7 +105,9 @@ def test_promote_refuses_when_the_source_is_unreachable(write_config, config, mi
     assert state(config, mirror).state == "ACTIVE"
 
 
-def test_failover_with_lag_and_source_down_stops_at_once(write_config, config, spark, mirror, source_bootstrap, destination_bootstrap, admin):
+def test_failover_with_lag_and_source_down_stops_at_once(
+    write_config, config, spark, mirror, source_bootstrap, destination_bootstrap, admin
+):
     produce(source_bootstrap, mirror, 50)  # lag the failover leaves behind
     down = with_source(write_config(), DEAD_SOURCE)
 
@@ -150,7 +156,9 @@ def test_failover_cancels_a_pending_promote(config, spark, mirror, source_bootst
     producer = threading.Thread(target=keep_producing)
     producer.start()
     outcome = {}
-    promoting = threading.Thread(target=lambda: outcome.update(r=engine.promote(config, LINK, spark, [mirror], timeout_s=120)))
+    promoting = threading.Thread(
+        target=lambda: outcome.update(r=engine.promote(config, LINK, spark, [mirror], timeout_s=120))
+    )
     promoting.start()
     try:
         deadline = time.monotonic() + 60
@@ -168,7 +176,9 @@ def test_failover_cancels_a_pending_promote(config, spark, mirror, source_bootst
     assert "cancelled" in outcome["r"].mirrors[mirror]["said"]
 
 
-def test_deleted_source_topic_fails_the_mirror_after_the_retry_timeout(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin):
+def test_deleted_source_topic_fails_the_mirror_after_the_retry_timeout(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
     config = load_config(write_config({"cluster.link.retry.timeout.ms": 2000}))
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, 10, partitions=1)
@@ -202,7 +212,9 @@ def test_foreign_write_flags_the_mirror(config, spark, mirror, source_bootstrap,
         engine.promote(config, LINK, spark, [mirror], timeout_s=5)
 
 
-def test_delete_removes_the_mirror_topic_and_never_the_source(config, mirror, source_bootstrap, destination_bootstrap, admin):
+def test_delete_removes_the_mirror_topic_and_never_the_source(
+    config, mirror, source_bootstrap, destination_bootstrap, admin
+):
     engine.delete_mirrors(config, LINK, [mirror])
 
     assert mirror not in {m.mirror_topic for m in engine.list_mirrors(config, LINK)}
@@ -220,8 +232,9 @@ def test_a_link_with_mirrors_cannot_leave_the_config(write_config, config, mirro
         engine.list_mirrors(load_config(path), "other")
 
 
-def test_config_files_sharing_a_destination_never_block_each_other(config, mirror, tmp_path, create_topic,
-                                                                    source_bootstrap, unique_name):
+def test_config_files_sharing_a_destination_never_block_each_other(
+    config, mirror, tmp_path, create_topic, source_bootstrap, unique_name
+):
     """Another team's file, with the same cluster names and a link of its own, on the same destination."""
     data = yaml.safe_load(config.path.read_text())
     data["links"] = {"their-link": {"source": "us-west", "destination": "us-east", "cluster.link.prefix": "theirs."}}
@@ -236,7 +249,9 @@ def test_config_files_sharing_a_destination_never_block_each_other(config, mirro
     engine.delete_mirrors(load_config(theirs), "their-link", [info.mirror_topic])
 
 
-def test_a_different_cluster_behind_the_source_address_fails_the_link_until_it_is_back(write_config, config, spark, mirror, third_bootstrap, destination_bootstrap):
+def test_a_different_cluster_behind_the_source_address_fails_the_link_until_it_is_back(
+    write_config, config, spark, mirror, third_bootstrap, destination_bootstrap
+):
     elsewhere = with_source(write_config(), third_bootstrap)  # answers, but is not the cluster the mirror came from
 
     result = engine.run_cycle(elsewhere, LINK, spark, mirrors=[mirror])
@@ -260,18 +275,23 @@ def test_config_sync_grows_the_mirror_with_the_source(config, mirror, source_boo
 
 def test_creating_a_mirror_of_a_missing_topic_writes_nothing(write_config, unique_name, admin, destination_bootstrap):
     u = unique_name()
-    config = load_config(write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"}))
+    config = load_config(
+        write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"})
+    )
     with pytest.raises(TopicNotFound, match="does not exist on cluster 'us-west'"):
         engine.create_mirror(config, LINK, f"{u}-missing")
     # Not even the link's internal topics: a refusal changes nothing.
     assert not [t for t in admin(destination_bootstrap).list_topics(timeout=10).topics if u in t]
 
 
-def test_a_precreated_internal_topic_that_is_not_compacted_is_refused(write_config, unique_name, create_topic,
-                                                                       source_bootstrap, destination_bootstrap):
+def test_a_precreated_internal_topic_that_is_not_compacted_is_refused(
+    write_config, unique_name, create_topic, source_bootstrap, destination_bootstrap
+):
     u = unique_name()
     create_topic(destination_bootstrap, f"_mp.{u}.state")  # cleanup.policy=delete: would lose the registry
-    config = load_config(write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"}))
+    config = load_config(
+        write_config({"mirror.state.topic": f"_mp.{u}.state", "mirror.offset.map.topic": f"_mp.{u}.map"})
+    )
     topic = create_topic(source_bootstrap, f"{u}-src")
     with pytest.raises(MirrorError, match=rf"internal topic '_mp\.{u}\.state' exists with cleanup.policy=delete"):
         engine.create_mirror(config, LINK, topic)

@@ -43,8 +43,9 @@ OUTAGE = "cluster 'us-east' (127.0.0.1:9) did not answer within 30s: timed out"
 def own_link(write_config, unique_name):
     """(config file, config) of link `west-to-east` with internal topics of its own."""
     u = unique_name("state")
-    path = write_config({f"mirror.{kind}.topic": f"_mp.{u}.{kind.replace('.', '-')}"
-                         for kind in ("state", "offset.map", "checkpoints")})
+    path = write_config(
+        {f"mirror.{kind}.topic": f"_mp.{u}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")}
+    )
     return path, load_config(path)
 
 
@@ -100,12 +101,15 @@ def test_pause_with_one_mirror_stopped_or_unknown_changes_nothing(own_link, mirr
     known = ", ".join(sorted(m.values()))
     assert str(refused.value) == (
         f"pause refused: no mirror 'nosuch' on link '{LINK}' (its mirrors: {known}); "
-        f"mirror '{m['b']}' is STOPPED (only an ACTIVE mirror can be paused); nothing was changed")
+        f"mirror '{m['b']}' is STOPPED (only an ACTIVE mirror can be paused); nothing was changed"
+    )
 
     out = cli_in_process("mirror", "pause", m["a"], m["b"], "--link", LINK, "--config", str(path))
     assert out.exit_code == 1
-    assert out.stderr == (f"error: pause refused: mirror '{m['b']}' is STOPPED (only an ACTIVE mirror can be "
-                          f"paused); nothing was changed\n")
+    assert out.stderr == (
+        f"error: pause refused: mirror '{m['b']}' is STOPPED (only an ACTIVE mirror can be "
+        f"paused); nothing was changed\n"
+    )
     assert out.stdout == ""
     assert states(config) == before
 
@@ -121,8 +125,10 @@ def test_resume_with_one_mirror_stopped_changes_nothing(own_link, mirrors):
 
     assert states(config) == before and before[m["a"]][0] == "PAUSED"
     assert out.exit_code == 1 and out.stdout == ""
-    assert json.loads(out.stderr) == {"error": f"resume refused: mirror '{m['b']}' is STOPPED (only a PAUSED mirror "
-                                               f"can be resumed); nothing was changed"}
+    assert json.loads(out.stderr) == {
+        "error": f"resume refused: mirror '{m['b']}' is STOPPED (only a PAUSED mirror "
+        f"can be resumed); nothing was changed"
+    }
 
 
 def test_pause_and_resume_of_every_mirror_leave_the_stopped_ones_out(own_link, mirrors):
@@ -144,13 +150,16 @@ def test_delete_of_a_mirror_and_an_unknown_name_deletes_nothing(own_link, mirror
     out = cli_in_process("mirror", "delete", m["a"], "nosuch", "--link", LINK, "--config", str(path))
 
     assert out.exit_code == 1
-    assert out.stderr == (f"error: delete refused: no mirror 'nosuch' on link '{LINK}' (its mirrors: {m['a']}); "
-                          f"nothing was changed\n")
+    assert out.stderr == (
+        f"error: delete refused: no mirror 'nosuch' on link '{LINK}' (its mirrors: {m['a']}); nothing was changed\n"
+    )
     assert states(config)[m["a"]][0] == "ACTIVE"
     assert m["a"] in admin(destination_bootstrap).list_topics(timeout=10).topics
 
 
-def test_promote_with_one_mirror_not_eligible_changes_nothing(own_link, mirrors, third_bootstrap, monkeypatch, tmp_path):
+def test_promote_with_one_mirror_not_eligible_changes_nothing(
+    own_link, mirrors, third_bootstrap, monkeypatch, tmp_path
+):
     path, config = own_link
     m = mirrors("b")
     # The source address answers as another cluster: the health check fails 'b' (LINK_FAILED), no promote takes it.
@@ -165,8 +174,10 @@ def test_promote_with_one_mirror_not_eligible_changes_nothing(own_link, mirrors,
         engine.promote(config, LINK, None, [m["a"], m["b"]], timeout_s=5)
 
     assert states(config) == before  # 'a' is still ACTIVE, not PENDING_STOPPED
-    assert str(refused.value) == (f"promote refused: mirror '{m['b']}' is LINK_FAILED (it cannot be promoted; "
-                                  f"failover can stop it); nothing was changed")
+    assert str(refused.value) == (
+        f"promote refused: mirror '{m['b']}' is LINK_FAILED (it cannot be promoted; "
+        f"failover can stop it); nothing was changed"
+    )
 
     # The CLI refuses before a Dagster run exists; the job's own check step refuses the same way.
     ensure_dagster_home(tmp_path / "dagster-home")
@@ -174,10 +185,17 @@ def test_promote_with_one_mirror_not_eligible_changes_nothing(own_link, mirrors,
     out = cli_in_process("mirror", "promote", m["a"], m["b"], "--link", LINK, "--config", str(path))
     assert out.exit_code == 1 and out.stderr == f"error: {refused.value}\n"
     assert [p.name for p in (tmp_path / "dagster-home").iterdir()] == ["dagster.yaml"]
-    run = build_definitions(path).get_job_def("promote").execute_in_process(
-        run_config=stop_run_config("promote", LINK, [m["a"], m["b"]]), instance=dg.DagsterInstance.ephemeral(),
-        tags={"mirror-pipeline/link": LINK}, raise_on_error=False,
-        resources={"pyspark": dg.ResourceDefinition.none_resource()})  # a refused promote needs no Spark
+    run = (
+        build_definitions(path)
+        .get_job_def("promote")
+        .execute_in_process(
+            run_config=stop_run_config("promote", LINK, [m["a"], m["b"]]),
+            instance=dg.DagsterInstance.ephemeral(),
+            tags={"mirror-pipeline/link": LINK},
+            raise_on_error=False,
+            resources={"pyspark": dg.ResourceDefinition.none_resource()},
+        )
+    )  # a refused promote needs no Spark
     assert not run.success
     assert [e.step_key for e in run.all_events if e.is_step_failure] == ["check_promote"]
     assert failure_message(run.all_events) == str(refused.value)
@@ -186,14 +204,15 @@ def test_promote_with_one_mirror_not_eligible_changes_nothing(own_link, mirrors,
 
 @pytest.fixture
 def two_way(tmp_path, source_bootstrap, destination_bootstrap, unique_name):
-    path = write_two_way_config(tmp_path / "two-way.yaml", source_bootstrap, destination_bootstrap, LINK, BACK,
-                                unique_name("tw"))
+    path = write_two_way_config(
+        tmp_path / "two-way.yaml", source_bootstrap, destination_bootstrap, LINK, BACK, unique_name("tw")
+    )
     return path, load_config(path)
 
 
-def test_failover_with_one_mirror_a_reverse_is_setting_up_changes_nothing(two_way, source_bootstrap,
-                                                                          destination_bootstrap, create_topic,
-                                                                          unique_name):
+def test_failover_with_one_mirror_a_reverse_is_setting_up_changes_nothing(
+    two_way, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     path, config = two_way
     reversed_topic = create_topic(source_bootstrap, unique_name("r"))
     engine.create_mirror(config, LINK, reversed_topic)
@@ -209,12 +228,21 @@ def test_failover_with_one_mirror_a_reverse_is_setting_up_changes_nothing(two_wa
         engine.failover(config, BACK, [other, reversed_topic])
 
     assert states(config, BACK) == before and before[other][0] == "ACTIVE"
-    assert str(refused.value) == (f"failover refused: mirror '{reversed_topic}' is being set up by a reverse that did "
-                                  f"not finish (run reverse again to finish it, then promote or fail it over); "
-                                  f"nothing was changed")
-    run = build_definitions(path).get_job_def("failover").execute_in_process(
-        run_config=stop_run_config("failover", BACK, [other, reversed_topic]), instance=dg.DagsterInstance.ephemeral(),
-        tags={"mirror-pipeline/link": BACK}, raise_on_error=False)
+    assert str(refused.value) == (
+        f"failover refused: mirror '{reversed_topic}' is being set up by a reverse that did "
+        f"not finish (run reverse again to finish it, then promote or fail it over); "
+        f"nothing was changed"
+    )
+    run = (
+        build_definitions(path)
+        .get_job_def("failover")
+        .execute_in_process(
+            run_config=stop_run_config("failover", BACK, [other, reversed_topic]),
+            instance=dg.DagsterInstance.ephemeral(),
+            tags={"mirror-pipeline/link": BACK},
+            raise_on_error=False,
+        )
+    )
     assert [e.step_key for e in run.all_events if e.is_step_failure] == ["check_failover"]
     assert failure_message(run.all_events) == str(refused.value)
     assert states(config, BACK) == before
@@ -234,22 +262,29 @@ def test_pause_that_fails_part_way_says_what_was_paused_and_what_was_not(own_lin
 
     assert {k: v[0] for k, v in states(config).items()} == {m["a"]: "PAUSED", m["b"]: "ACTIVE", m["c"]: "ACTIVE"}
     assert out.exit_code == 1
-    assert out.stderr == (f"error: pause did not finish on link '{LINK}': paused: {m['a']}; "
-                          f"not paused: {m['b']} ({OUTAGE}), {m['c']} (not attempted)\n")
+    assert out.stderr == (
+        f"error: pause did not finish on link '{LINK}': paused: {m['a']}; "
+        f"not paused: {m['b']} ({OUTAGE}), {m['c']} (not attempted)\n"
+    )
     rows = {line.split()[0]: line for line in out.stdout.splitlines()[1:]}
     assert rows[m["a"]].split()[1:3] == ["ACTIVE", "PAUSED"]
     assert rows[m["b"]].split()[1:3] == ["ACTIVE", "ACTIVE"] and f"not paused: {OUTAGE}" in rows[m["b"]]
     assert rows[m["c"]].endswith("not paused: not attempted")
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout) == {
-        "verb": "pause", "link": LINK, "mirrors": {},
-        "not_done": {m["b"]: {"state": "ACTIVE", "why": OUTAGE}, m["c"]: {"state": "ACTIVE", "why": "not attempted"}}}
-    assert json.loads(as_json.stderr) == {"error": f"pause did not finish on link '{LINK}': not paused: {m['b']} "
-                                                   f"({OUTAGE}), {m['c']} (not attempted)"}
+        "verb": "pause",
+        "link": LINK,
+        "mirrors": {},
+        "not_done": {m["b"]: {"state": "ACTIVE", "why": OUTAGE}, m["c"]: {"state": "ACTIVE", "why": "not attempted"}},
+    }
+    assert json.loads(as_json.stderr) == {
+        "error": f"pause did not finish on link '{LINK}': not paused: {m['b']} ({OUTAGE}), {m['c']} (not attempted)"
+    }
 
 
-def test_delete_that_fails_part_way_says_what_was_deleted_and_what_was_left_marked(own_link, mirrors, monkeypatch,
-                                                                                   admin, destination_bootstrap):
+def test_delete_that_fails_part_way_says_what_was_deleted_and_what_was_left_marked(
+    own_link, mirrors, monkeypatch, admin, destination_bootstrap
+):
     path, config = own_link
     m = mirrors("a", "b", "c")
     real = StateStore.delete_mirror
@@ -266,9 +301,11 @@ def test_delete_that_fails_part_way_says_what_was_deleted_and_what_was_left_mark
     left = {i.mirror_topic: i for i in engine.list_mirrors(config, LINK)}
     assert sorted(left) == sorted([m["b"], m["c"]]) and "DELETING" in left[m["b"]].flags and not left[m["c"]].flags
     assert out.exit_code == 1
-    assert out.stderr == (f"error: delete did not finish on link '{LINK}': deleted: {m['a']}; not deleted: {m['b']} "
-                          f"({OUTAGE}; it is marked DELETING and copies nothing more: run delete again to finish), "
-                          f"{m['c']} (not attempted)\n")
+    assert out.stderr == (
+        f"error: delete did not finish on link '{LINK}': deleted: {m['a']}; not deleted: {m['b']} "
+        f"({OUTAGE}; it is marked DELETING and copies nothing more: run delete again to finish), "
+        f"{m['c']} (not attempted)\n"
+    )
     topics = admin(destination_bootstrap).list_topics(timeout=10).topics
     assert m["a"] not in topics and m["c"] in topics
 
@@ -301,9 +338,11 @@ def test_failover_that_fails_part_way_in_its_dagster_run_says_what_stopped(own_l
     assert out.exit_code == 1
     error = json.loads(out.stderr)["error"]
     assert error.startswith("failover failed (Dagster run ")
-    assert error.endswith(f"): failover did not finish on link '{LINK}': failed over: {m['a']}; not failed over: "
-                          f"{m['b']} ({OUTAGE}; it is marked STOPPING and copies nothing more: run failover again to "
-                          f"finish)")
+    assert error.endswith(
+        f"): failover did not finish on link '{LINK}': failed over: {m['a']}; not failed over: "
+        f"{m['b']} ({OUTAGE}; it is marked STOPPING and copies nothing more: run failover again to "
+        f"finish)"
+    )
     done = json.loads(out.stdout)
     assert done["mirrors"][m["a"]]["after"] == "STOPPED" and list(done["not_done"]) == [m["b"]]
     assert done["dagster_run_id"] in error
@@ -311,9 +350,9 @@ def test_failover_that_fails_part_way_in_its_dagster_run_says_what_stopped(own_l
     assert engine.failover(config, LINK, [m["b"]]).mirrors[m["b"]]["after"] == "STOPPED"  # running it again finishes
 
 
-def test_reverse_of_several_with_one_that_cannot_be_planned_changes_nothing(two_way, source_bootstrap, admin,
-                                                                            destination_bootstrap, create_topic,
-                                                                            unique_name):
+def test_reverse_of_several_with_one_that_cannot_be_planned_changes_nothing(
+    two_way, source_bootstrap, admin, destination_bootstrap, create_topic, unique_name
+):
     path, config = two_way
     kept, gone = (create_topic(source_bootstrap, unique_name(n)) for n in ("k", "g"))
     for topic in (kept, gone):
@@ -324,8 +363,10 @@ def test_reverse_of_several_with_one_that_cannot_be_planned_changes_nothing(two_
     with pytest.raises(MirrorRefused) as refused:
         engine.reverse(config, LINK, [kept, gone])
 
-    assert str(refused.value) == (f"reverse refused: '{gone}' no longer exists on cluster 'us-east': there is nothing "
-                                  f"to follow; nothing was changed")
+    assert str(refused.value) == (
+        f"reverse refused: '{gone}' no longer exists on cluster 'us-east': there is nothing "
+        f"to follow; nothing was changed"
+    )
     assert engine.list_mirrors(config, BACK) == []  # 'kept' was not reversed either
 
 
@@ -353,8 +394,10 @@ def test_promote_that_times_out_on_one_mirror_says_which_it_promoted(own_link, m
 
     assert {k: v[0] for k, v in states(config).items()} == {m["a"]: "STOPPED", m["b"]: "PENDING_STOPPED"}
     message = str(incomplete.value)
-    assert message.startswith(f"promote did not finish on link '{LINK}': promoted: {m['a']}; not promoted: {m['b']} "
-                              f"(did not reach zero lag within 20s (producers still writing to the source?)")
+    assert message.startswith(
+        f"promote did not finish on link '{LINK}': promoted: {m['a']}; not promoted: {m['b']} "
+        f"(did not reach zero lag within 20s (producers still writing to the source?)"
+    )
     assert message.endswith("; it stays PENDING_STOPPED: run promote again, or failover to stop it now)")
     result = incomplete.value.result.to_dict()
     assert result["mirrors"][m["a"]]["after"] == "STOPPED" and result["not_done"][m["b"]]["state"] == "PENDING_STOPPED"

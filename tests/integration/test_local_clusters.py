@@ -13,8 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -90,7 +90,11 @@ def test_status_reports_running_clusters_that_answer(local_kafka: LocalKafka) ->
     infos = local_kafka.status()
     assert [i.name for i in infos] == ["us-west", "us-east", "eu-west"]
     base = local_kafka.base_port
-    assert [i.bootstrap for i in infos] == [f"127.0.0.1:{base}", f"127.0.0.1:{base + 10000}", f"127.0.0.1:{base + 20000}"]
+    assert [i.bootstrap for i in infos] == [
+        f"127.0.0.1:{base}",
+        f"127.0.0.1:{base + 10000}",
+        f"127.0.0.1:{base + 20000}",
+    ]
     cluster_ids = set()
     for info in infos:
         assert info.running and info.pid

@@ -8,7 +8,6 @@ made certain.
 
 from __future__ import annotations
 
-
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.state_store import SlotWriter
@@ -18,8 +17,9 @@ from tests.integration.test_crash_safety import load_source
 from tests.kafka_records import assert_identical, read_topic
 
 
-def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(write_config, spark, monkeypatch, source_bootstrap,
-                                                                     destination_bootstrap, create_topic, unique_name):
+def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(
+    write_config, spark, monkeypatch, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     config = load_config(write_config({"mirror.chunk.max.records": 100}))
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     load_source(source_bootstrap, topic, records=3000, partitions=1)
@@ -29,7 +29,7 @@ def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(write_config
     monkeypatch.setattr(cycle, "_consolidate", lambda ctx, plan: held.append((ctx, plan)))
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
     monkeypatch.undo()
-    (ctx, plan), = held
+    ((ctx, plan),) = held
     assert len(ctx.store.read_segments([topic]).segments[(topic, 0)]) > cycle.CONSOLIDATE_AFTER
 
     # Just before it fences to merge, another cycle copies more and merges everything.

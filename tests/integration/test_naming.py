@@ -35,9 +35,9 @@ def topics(admin, bootstrap: str) -> set[str]:
     return set(admin(bootstrap).list_topics(timeout=10).topics)
 
 
-def test_renamed_internal_topics_hold_the_link_state(write_config, own_state, spark, admin,
-                                                     source_bootstrap, destination_bootstrap,
-                                                     create_topic, unique_name):
+def test_renamed_internal_topics_hold_the_link_state(
+    write_config, own_state, spark, admin, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     config = load_config(write_config(own_state))
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, 50)
@@ -45,7 +45,9 @@ def test_renamed_internal_topics_hold_the_link_state(write_config, own_state, sp
     engine.create_mirror(config, LINK, topic)
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
 
-    assert {own_state["mirror.state.topic"], own_state["mirror.offset.map.topic"]} <= topics(admin, destination_bootstrap)
+    assert {own_state["mirror.state.topic"], own_state["mirror.offset.map.topic"]} <= topics(
+        admin, destination_bootstrap
+    )
     state = read_partition(destination_bootstrap, own_state["mirror.state.topic"], 0)
     assert f"mirror/{LINK}/{topic}".encode() in {r.key for r in state}
     assert_identical(read_topic(source_bootstrap, topic, 2), read_topic(destination_bootstrap, topic, 2))
@@ -54,8 +56,9 @@ def test_renamed_internal_topics_hold_the_link_state(write_config, own_state, sp
     assert topic not in {m.mirror_topic for m in engine.list_mirrors(default_config, LINK)}
 
 
-def test_default_policy_names_a_hand_created_mirror(write_config, own_state, spark, source_bootstrap,
-                                                    destination_bootstrap, create_topic, unique_name):
+def test_default_policy_names_a_hand_created_mirror(
+    write_config, own_state, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     config = load_config(write_config({**own_state, "replication.policy.class": "DefaultReplicationPolicy"}))
     topic = create_topic(source_bootstrap, unique_name())
     produce(source_bootstrap, topic, 20)
@@ -70,7 +73,8 @@ def test_default_policy_names_a_hand_created_mirror(write_config, own_state, spa
 
 
 def test_prefix_change_on_a_link_with_mirrors_is_refused_and_changes_nothing(
-        write_config, own_state, admin, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    write_config, own_state, admin, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     first = load_config(write_config({**own_state, "cluster.link.prefix": "p1."}))
     topic = create_topic(source_bootstrap, unique_name())
     other = create_topic(source_bootstrap, unique_name("other"))

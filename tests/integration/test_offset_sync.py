@@ -31,11 +31,15 @@ from tests.kafka_records import commit, committed, read_partition
 def offset_config(write_config, group_prefix: str, **settings):
     """A config whose link syncs the groups named `<group_prefix>...`."""
     filters = {"groupFilters": [{"name": group_prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]}
-    return load_config(write_config({
-        "consumer.offset.sync.enable": True,
-        "consumer.offset.group.filters": filters,
-        **settings,
-    }))
+    return load_config(
+        write_config(
+            {
+                "consumer.offset.sync.enable": True,
+                "consumer.offset.group.filters": filters,
+                **settings,
+            }
+        )
+    )
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start_ts: int | None = None) -> None:
@@ -46,7 +50,9 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start_t
     assert p.flush(30) == 0
 
 
-def produce_transactions(bootstrap: str, topic: str, txn_id: str, batches: int = 6, per_batch: int = 10, start_ts: int | None = None) -> None:
+def produce_transactions(
+    bootstrap: str, topic: str, txn_id: str, batches: int = 6, per_batch: int = 10, start_ts: int | None = None
+) -> None:
     """Committed and aborted transactions (every third aborted): gaps of aborted data and markers."""
     tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
     tx.init_transactions(30)
@@ -72,7 +78,9 @@ def expected_landing(source: list, mirror: list, position: int, mirror_end: int)
     return mirror_end
 
 
-def mirrored(config, spark, source_bootstrap, create_topic, topic_name: str, count: int = 0, partitions: int = 1, **topic_config) -> str:
+def mirrored(
+    config, spark, source_bootstrap, create_topic, topic_name: str, count: int = 0, partitions: int = 1, **topic_config
+) -> str:
     topic = create_topic(source_bootstrap, topic_name, partitions=partitions, config=topic_config or None)
     if count:
         produce(source_bootstrap, topic, count, partitions)
@@ -102,9 +110,11 @@ def offsets_read(request, monkeypatch) -> list[dict]:
     if request.param == "asked group by group":
         monkeypatch.setattr(offset_sync, "committed_offsets", lambda *args: {})
     else:
+
         def recorded(*args):
             answers.append(listing.committed_offsets(*args))
             return answers[-1]
+
         monkeypatch.setattr(offset_sync, "committed_offsets", recorded)
     return answers
 
@@ -112,8 +122,9 @@ def offsets_read(request, monkeypatch) -> list[dict]:
 # --- exact translation ------------------------------------------------------------------
 
 
-def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name,
-                                                          offsets_read):
+def test_lagging_groups_land_exactly_on_a_gap_free_mirror(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, offsets_read
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=200, partitions=2)
@@ -139,7 +150,9 @@ def test_lagging_groups_land_exactly_on_a_gap_free_mirror(write_config, spark, s
         assert offsets_read == [offsets, offsets]
 
 
-def test_transactional_partition_lands_after_aborted_data_and_markers(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_transactional_partition_lands_after_aborted_data_and_markers(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
@@ -162,13 +175,22 @@ def test_transactional_partition_lands_after_aborted_data_and_markers(write_conf
     assert mirror[-1].offset < source[-1].offset
 
 
-def test_compacted_partition_with_holes_lands_on_the_next_kept_record(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_compacted_partition_with_holes_lands_on_the_next_kept_record(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
-    topic = create_topic(source_bootstrap, unique_name(), config={
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
-    })
+    topic = create_topic(
+        source_bootstrap,
+        unique_name(),
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "86400000",
+        },
+    )
     p = Producer({"bootstrap.servers": source_bootstrap, "linger.ms": 5})
     for round_ in range(6):
         for i in range(20):
@@ -180,7 +202,9 @@ def test_compacted_partition_with_holes_lands_on_the_next_kept_record(write_conf
     engine.run_cycle(config, LINK, spark, mirrors=[topic])
     mirror = read_partition(destination_bootstrap, topic, 0)
     holes = [a.offset + 1 for a, b in zip(source, source[1:]) if b.offset != a.offset + 1]
-    positions = sorted({0, holes[0], holes[-1], source[len(source) // 2].offset, source[-1].offset, source[-1].offset + 1})
+    positions = sorted(
+        {0, holes[0], holes[-1], source[len(source) // 2].offset, source[-1].offset, source[-1].offset + 1}
+    )
     for i, pos in enumerate(positions):
         commit(source_bootstrap, f"{prefix}-{i}", topic, {0: pos})
 
@@ -214,8 +238,15 @@ class DestinationConsumer:
     """A real consumer in `group` on the destination: subscribed and polling until stopped."""
 
     def __init__(self, bootstrap: str, group: str, topic: str):
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10000,
+            }
+        )
         self.consumer.subscribe([topic])
         self.assigned = threading.Event()
         self._stop = threading.Event()
@@ -235,7 +266,9 @@ class DestinationConsumer:
         self.consumer.close()
 
 
-def test_a_group_active_on_the_destination_is_left_alone(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_a_group_active_on_the_destination_is_left_alone(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
@@ -256,8 +289,9 @@ def test_a_group_active_on_the_destination_is_left_alone(write_config, spark, so
     assert committed(destination_bootstrap, group, topic) == {0: 30}
 
 
-def test_a_destination_group_is_never_moved_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name,
-                                                      offsets_read):
+def test_a_destination_group_is_never_moved_backwards(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, offsets_read
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
@@ -276,11 +310,15 @@ def test_a_destination_group_is_never_moved_backwards(write_config, spark, sourc
     assert committed(destination_bootstrap, group, topic) == {0: 45}
 
 
-def test_prefixed_link_syncs_into_prefixed_groups(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_prefixed_link_syncs_into_prefixed_groups(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     # Its own state topics: the shared link's state records it unprefixed, and a prefix cannot change.
     own_state = {"mirror.state.topic": f"{prefix}.state", "mirror.offset.map.topic": f"{prefix}.omap"}
-    config = offset_config(write_config, prefix, **own_state, **{"cluster.link.prefix": "west.", "consumer.group.prefix.enable": True})
+    config = offset_config(
+        write_config, prefix, **own_state, **{"cluster.link.prefix": "west.", "consumer.group.prefix.enable": True}
+    )
     source_topic = create_topic(source_bootstrap, unique_name())
     produce(source_bootstrap, source_topic, 40)
     mirror = engine.create_mirror(config, LINK, source_topic).mirror_topic
@@ -296,7 +334,9 @@ def test_prefixed_link_syncs_into_prefixed_groups(write_config, spark, source_bo
     assert committed(destination_bootstrap, group, mirror) == {0: None}
 
 
-def test_a_group_ahead_of_the_mirror_lands_on_its_log_end(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_a_group_ahead_of_the_mirror_lands_on_its_log_end(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
@@ -316,8 +356,16 @@ def test_a_group_ahead_of_the_mirror_lands_on_its_log_end(write_config, spark, s
 
 
 def reset_from_file(bootstrap: str, plan, *group_args: str) -> str:
-    cmd = java_command("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bootstrap,
-                       "--reset-offsets", "--from-file", str(plan), *group_args, "--execute")
+    cmd = java_command(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--reset-offsets",
+        "--from-file",
+        str(plan),
+        *group_args,
+        "--execute",
+    )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -331,10 +379,14 @@ def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_tran
     from mirror_pipeline.cli import cli
 
     prefix = unique_name("g")
-    config_path = write_config({
-        "consumer.offset.sync.enable": True,
-        "consumer.offset.group.filters": {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-    })
+    config_path = write_config(
+        {
+            "consumer.offset.sync.enable": True,
+            "consumer.offset.group.filters": {
+                "groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+            },
+        }
+    )
     config = load_config(config_path)
     # Gaps: the plan is not the identity.
     topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
@@ -353,12 +405,29 @@ def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_tran
 
     runner = CliRunner()
     one = tmp_path / "one.csv"
-    out = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", first, "--output", str(one), "--config", str(config_path)])
+    out = runner.invoke(
+        cli, ["offsets", "export", "--link", LINK, "--group", first, "--output", str(one), "--config", str(config_path)]
+    )
     assert out.exit_code == 0, out.output
     assert one.read_text() == f"{topic},0,{landing[first]}\n"
     both = tmp_path / "both.csv"
-    out = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", first, "--group", second,
-                              "--output", str(both), "--config", str(config_path)])
+    out = runner.invoke(
+        cli,
+        [
+            "offsets",
+            "export",
+            "--link",
+            LINK,
+            "--group",
+            first,
+            "--group",
+            second,
+            "--output",
+            str(both),
+            "--config",
+            str(config_path),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert sorted(csv.reader(both.read_text().splitlines())) == sorted(
         [[first, topic, "0", str(landing[first])], [second, topic, "0", str(landing[second])]]
@@ -369,14 +438,18 @@ def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_tran
     reset_from_file(destination_bootstrap, both, "--group", first, "--group", second)
     assert committed(destination_bootstrap, second, topic) == {0: landing[second]}
 
-    unknown = runner.invoke(cli, ["offsets", "export", "--link", LINK, "--group", f"{prefix}-nobody", "--config", str(config_path)])
+    unknown = runner.invoke(
+        cli, ["offsets", "export", "--link", LINK, "--group", f"{prefix}-nobody", "--config", str(config_path)]
+    )
     assert unknown.exit_code != 0 and f"{prefix}-nobody" in unknown.output
 
 
 # --- timestamp mode ---------------------------------------------------------------------
 
 
-def test_timestamp_mode_lands_by_record_timestamp_and_never_backwards(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_timestamp_mode_lands_by_record_timestamp_and_never_backwards(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix, **{"offset.translation.mode": "timestamp"})
     topic = create_topic(source_bootstrap, unique_name())
@@ -406,7 +479,9 @@ def test_timestamp_mode_lands_by_record_timestamp_and_never_backwards(write_conf
 # --- promote and failover (R-OFS-7, R-LC-3) ----------------------------------------------
 
 
-def test_promote_with_offset_sync_leaves_groups_exactly_translated(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_promote_with_offset_sync_leaves_groups_exactly_translated(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
     topic = mirrored_transactions(config, spark, source_bootstrap, create_topic, unique_name)
@@ -444,7 +519,9 @@ def test_failover_dry_run_lists_landings_and_failover_clamps_offsets_past_the_mi
     rows = {r["source_group"]: r for r in previewed[topic]["consumer_groups"]}
     shown = _render_preview(previewed)  # what `mirror failover --dry-run` prints
     assert "LANDS AT" in shown
-    assert any(ahead_group in line and " 50 " in line and "clamped to mirror log end" in line for line in shown.splitlines())
+    assert any(
+        ahead_group in line and " 50 " in line and "clamped to mirror log end" in line for line in shown.splitlines()
+    )
     assert (rows[behind_group]["lands_at"], rows[behind_group]["action"]) == (20, "would commit")
     assert (rows[ahead_group]["lands_at"], rows[ahead_group]["action"]) == (50, "clamped to mirror log end")
     assert committed(destination_bootstrap, behind_group, topic) == {0: None}  # the dry run changed nothing
@@ -480,16 +557,22 @@ def test_failover_without_the_source_still_clamps_destination_offsets(
 # --- the command line -------------------------------------------------------------------
 
 
-def test_cli_sync_and_translate_speak_plainly_and_fail_clearly(write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+def test_cli_sync_and_translate_speak_plainly_and_fail_clearly(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     from click.testing import CliRunner
 
     from mirror_pipeline.cli import cli
 
     prefix = unique_name("g")
-    path = write_config({
-        "consumer.offset.sync.enable": True,
-        "consumer.offset.group.filters": {"groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]},
-    })
+    path = write_config(
+        {
+            "consumer.offset.sync.enable": True,
+            "consumer.offset.group.filters": {
+                "groupFilters": [{"name": prefix, "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+            },
+        }
+    )
     config = load_config(path)
     topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=30)
     commit(source_bootstrap, f"{prefix}-cli", topic, {0: 12})
@@ -499,11 +582,30 @@ def test_cli_sync_and_translate_speak_plainly_and_fail_clearly(write_config, spa
     assert synced.exit_code == 0, synced.output
     body = json.loads(synced.output)
     assert body["offset_sync_lag"] == 0 and body["groups"][0]["partitions"][0]["translated_offset"] == 12
-    text = runner.invoke(cli, ["offsets", "translate", "--link", LINK, "--topic", topic, "--partition", "0", "--offset", "12", "--config", str(path)])
+    text = runner.invoke(
+        cli,
+        [
+            "offsets",
+            "translate",
+            "--link",
+            LINK,
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--offset",
+            "12",
+            "--config",
+            str(path),
+        ],
+    )
     assert text.exit_code == 0 and f"{topic}[0] offset 12 -> {topic}[0] offset 12" in text.output
 
     for args, says in (
-        (["--topic", "no-such-topic", "--partition", "0", "--offset", "1"], "'no-such-topic' is neither a mirror topic"),
+        (
+            ["--topic", "no-such-topic", "--partition", "0", "--offset", "1"],
+            "'no-such-topic' is neither a mirror topic",
+        ),
         (["--topic", topic, "--partition", "9", "--offset", "1"], "has no partition 9"),
     ):
         bad = runner.invoke(cli, ["offsets", "translate", "--link", LINK, *args, "--config", str(path)])

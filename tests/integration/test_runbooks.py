@@ -18,9 +18,9 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -83,6 +83,7 @@ def catch_up(setup: Setup, spark) -> None:
 
 # Where a page starts: what its "You have" line names.
 
+
 def records_on_source(setup: Setup, spark) -> None:
     produce(setup.source, setup.topic, FIRST)
 
@@ -104,6 +105,7 @@ def failed_over_mirror(setup: Setup, spark) -> None:
 
 # Where a page ends: what its "You get" line promises.
 
+
 def assert_writable(bootstrap: str, topic: str) -> None:
     before = sum(len(r) for r in read_topic(bootstrap, topic, PARTITIONS).values())
     produce(bootstrap, topic, 1, start=10**6)
@@ -113,21 +115,28 @@ def assert_writable(bootstrap: str, topic: str) -> None:
 def copied_and_identical(setup: Setup, ran: list[Ran]) -> None:
     assert setup.state(setup.forward) == "ACTIVE"
     assert engine.describe_mirror(setup.config, setup.forward, setup.topic).lag == 0
-    assert_identical(read_topic(setup.source, setup.topic, PARTITIONS),
-                     read_topic(setup.destination, setup.topic, PARTITIONS))
+    assert_identical(
+        read_topic(setup.source, setup.topic, PARTITIONS), read_topic(setup.destination, setup.topic, PARTITIONS)
+    )
 
 
 def caught_up_after_pause(setup: Setup, ran: list[Ran]) -> None:
     copied_and_identical(setup, ran)  # the LATER records, waiting through the pause, arrived
-    history = [(h[1], h[2]) for h in next(m for m in engine.list_mirrors(setup.config, setup.forward)
-                                          if m.mirror_topic == setup.topic).history]
+    history = [
+        (h[1], h[2])
+        for h in next(
+            m for m in engine.list_mirrors(setup.config, setup.forward) if m.mirror_topic == setup.topic
+        ).history
+    ]
     assert history[-2:] == [("ACTIVE", "PAUSED"), ("PAUSED", "ACTIVE")]
 
 
 def promoted(setup: Setup, ran: list[Ran]) -> None:
     assert setup.state(setup.forward) == "STOPPED"
-    assert_identical(read_topic(setup.source, setup.topic, PARTITIONS),  # nothing lost: LATER copied before stopping
-                     read_topic(setup.destination, setup.topic, PARTITIONS))
+    assert_identical(
+        read_topic(setup.source, setup.topic, PARTITIONS),  # nothing lost: LATER copied before stopping
+        read_topic(setup.destination, setup.topic, PARTITIONS),
+    )
     assert committed(setup.destination, setup.group, setup.topic, PARTITIONS) == COMMITTED
     assert_writable(setup.destination, setup.topic)
 
@@ -137,7 +146,7 @@ def failed_over(setup: Setup, ran: list[Ran]) -> None:
     source = read_topic(setup.source, setup.topic, PARTITIONS)
     mirror = read_topic(setup.destination, setup.topic, PARTITIONS)
     for p in range(PARTITIONS):  # exactly what was mirrored: the LATER records stayed behind
-        assert mirror[p] == source[p][:FIRST // PARTITIONS]
+        assert mirror[p] == source[p][: FIRST // PARTITIONS]
     assert committed(setup.destination, setup.group, setup.topic, PARTITIONS) == COMMITTED
     exported = next(r for r in ran if " offsets export " in f" {r.command} ")
     assert {f"{setup.topic},{p},{o}" for p, o in COMMITTED.items()} <= set(exported.stdout.split())
@@ -149,8 +158,9 @@ def failed_back_and_forth(setup: Setup, ran: list[Ran]) -> None:
     assert setup.state(setup.forward) == "ACTIVE"  # ... and the destination follows the source again
     saved = read_topic(setup.source, f"{setup.topic}.diverged", PARTITIONS)
     assert sum(len(r) for r in saved.values()) == LATER  # the tail that never reached the destination
-    assert_identical(read_topic(setup.source, setup.topic, PARTITIONS),
-                     read_topic(setup.destination, setup.topic, PARTITIONS))
+    assert_identical(
+        read_topic(setup.source, setup.topic, PARTITIONS), read_topic(setup.destination, setup.topic, PARTITIONS)
+    )
 
 
 def verified_unchanged(setup: Setup, ran: list[Ran]) -> None:
@@ -189,12 +199,20 @@ def run_page(page: Path, setup: Setup, workdir: Path) -> list[Ran]:
         for words in block.commands():
             assert words[0] == "mirror-pipeline", f"{block.where}: {words[0]} in a runbook block that runs"
             args = fill(words[1:], setup.placeholders())
-            done = subprocess.run([str(EXECUTABLE), *args], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                [str(EXECUTABLE), *args],
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             shown = " ".join(["mirror-pipeline", *args])
             assert done.returncode == block.exit_code, (
                 f"{block.where}: `{shown}` exited {done.returncode}, the page says {block.exit_code}\n"
-                f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-3000:]}")
+                f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-3000:]}"
+            )
             if block.exit_code:
                 assert done.stderr.strip().splitlines()[-1].startswith("error:"), done.stderr[-2000:]
             ran.append(Ran(shown, done.returncode, done.stdout, done.stderr))
@@ -207,16 +225,23 @@ def test_every_runbook_page_has_a_scenario():
 
 @pytest.mark.timeout(1200)  # a page is up to ten CLI processes, most starting Spark, on two shared cores
 @pytest.mark.parametrize("page", RUNBOOKS, ids=lambda p: p.stem)
-def test_runbook_runs_as_written(page, tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic,
-                                 unique_name):
+def test_runbook_runs_as_written(
+    page, tmp_path, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     given, then = SCENARIOS[page.stem]
     tag = uuid.uuid4().hex[:8]
     forward, back = f"runbook-{tag}-we", f"runbook-{tag}-ew"
     group = unique_name("group")
     groups = {"groupFilters": [{"name": group, "patternType": "LITERAL"}]}
-    path = write_two_way_config(tmp_path / "mirror.yaml", source_bootstrap, destination_bootstrap, forward, back,
-                                f"runbook-{tag}", {"consumer.offset.sync.enable": True,
-                                                   "consumer.offset.group.filters": groups})
+    path = write_two_way_config(
+        tmp_path / "mirror.yaml",
+        source_bootstrap,
+        destination_bootstrap,
+        forward,
+        back,
+        f"runbook-{tag}",
+        {"consumer.offset.sync.enable": True, "consumer.offset.group.filters": groups},
+    )
     topic = create_topic(source_bootstrap, unique_name(), partitions=PARTITIONS)
     setup = Setup(source_bootstrap, destination_bootstrap, path, forward, back, topic, group)
     workdir = tmp_path / "operator"

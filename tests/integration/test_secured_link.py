@@ -41,13 +41,21 @@ from tests.secured_link import LINK, PARTITIONS, grant, produce, settings, write
 
 
 def test_least_privilege_link_copies_syncs_and_promotes_and_the_source_is_only_read(
-        secure_kafka, spark, principals, secured_link):
+    secure_kafka, spark, principals, secured_link
+):
     config, topic, group = secured_link["config"], secured_link["topic"], secured_link["group"]
     app = f"User:{principals['app']}"
     # The application may write to every topic of the destination, as many are set up.
-    grant(secured_link["east"], "us-east", [
-        AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*", operation, AclPermissionType.ALLOW)
-        for operation in (AclOperation.WRITE, AclOperation.DESCRIBE)])
+    grant(
+        secured_link["east"],
+        "us-east",
+        [
+            AclBinding(
+                ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*", operation, AclPermissionType.ALLOW
+            )
+            for operation in (AclOperation.WRITE, AclOperation.DESCRIBE)
+        ],
+    )
 
     engine.create_mirror(config, LINK, topic)
     described = engine.describe_mirror(config, LINK, topic)
@@ -57,8 +65,11 @@ def test_least_privilege_link_copies_syncs_and_promotes_and_the_source_is_only_r
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).records == 200
     west, east = settings(secure_kafka, "admin", 0), settings(secure_kafka, "admin", 1)
     assert_identical(read_topic(west, topic, PARTITIONS), read_topic(east, topic, PARTITIONS))
-    alter = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
+    alter = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)],
+    )
     for future in secured_link["west"].incremental_alter_configs([alter]).values():
         future.result(30)
     assert engine.sync_configs(config, LINK).mirrors[topic].changed["retention.ms"][1] == "7200000"
@@ -83,10 +94,18 @@ def test_least_privilege_link_copies_syncs_and_promotes_and_the_source_is_only_r
 
     # The source principal holds read rights only: nothing the link did needed more.
     src = f"User:{principals['src']}"
-    held = acls.describe_bindings(secured_link["west"], "us-west", AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, src, None, AclOperation.ANY, AclPermissionType.ANY))
-    assert held and {b.operation for b in held} <= {AclOperation.DESCRIBE, AclOperation.READ,
-                                                    AclOperation.DESCRIBE_CONFIGS}
+    held = acls.describe_bindings(
+        secured_link["west"],
+        "us-west",
+        AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, src, None, AclOperation.ANY, AclPermissionType.ANY
+        ),
+    )
+    assert held and {b.operation for b in held} <= {
+        AclOperation.DESCRIBE,
+        AclOperation.READ,
+        AclOperation.DESCRIBE_CONFIGS,
+    }
 
 
 def run_cli(*args: str, env: dict) -> tuple[int, str]:
@@ -117,9 +136,16 @@ def test_untrusted_ca_is_one_clear_error(secure_kafka, principals, secured_link,
     (tmp_path / "other-ca").mkdir()
     other_ca = ensure_ca(tmp_path / "other-ca")
     env: dict[str, str] = {}
-    path = write_config(tmp_path / "other.yaml", secure_kafka, principals["src"], principals["dst"],
-                        uuid.uuid4().hex[:8], secured_link["group"], env,
-                        overrides={"us-east": {"ssl.ca.location": str(other_ca.certificate)}})
+    path = write_config(
+        tmp_path / "other.yaml",
+        secure_kafka,
+        principals["src"],
+        principals["dst"],
+        uuid.uuid4().hex[:8],
+        secured_link["group"],
+        env,
+        overrides={"us-east": {"ssl.ca.location": str(other_ca.certificate)}},
+    )
     code, output = run_cli("mirror", "list", "--link", LINK, "--config", str(path), env=env)
     line = one_error_line(code, output)
     assert "cluster 'us-east'" in line and "TLS handshake failed" in line and "ssl.ca.location" in line
@@ -131,10 +157,18 @@ def test_missing_acls_name_the_cluster_and_the_right(secure_kafka, principals, s
     stranger = f"stranger-{uuid.uuid4().hex[:8]}"
     secure_kafka.create_user(stranger)
     env: dict[str, str] = {}
-    path = write_config(tmp_path / "stranger.yaml", secure_kafka, stranger, principals["dst"],
-                        secured_link["tag"], secured_link["group"], env)
-    code, output = run_cli("mirror", "create", secured_link["topic"], "--link", LINK, "--config", str(path),
-                           env={**env})
+    path = write_config(
+        tmp_path / "stranger.yaml",
+        secure_kafka,
+        stranger,
+        principals["dst"],
+        secured_link["tag"],
+        secured_link["group"],
+        env,
+    )
+    code, output = run_cli(
+        "mirror", "create", secured_link["topic"], "--link", LINK, "--config", str(path), env={**env}
+    )
     line = one_error_line(code, output)
     assert "cluster 'us-west'" in line and "DESCRIBE" in line and secured_link["topic"] in line, line
     assert not any(secret in output for secret in env.values())
@@ -143,10 +177,30 @@ def test_missing_acls_name_the_cluster_and_the_right(secure_kafka, principals, s
     # the mirror is still created and copied, and describe says why it is not enforced.
     config = load_config(secured_link["path"], env={**secured_link["env"]})
     dst, app = f"User:{principals['dst']}", f"User:{principals['app']}"
-    grant(secured_link["east"], "us-east", [AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*",
-                                                       AclOperation.WRITE, AclPermissionType.ALLOW)])
-    alter = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, dst, "*",
-                       AclOperation.ALTER, AclPermissionType.ALLOW)
+    grant(
+        secured_link["east"],
+        "us-east",
+        [
+            AclBinding(
+                ResourceType.TOPIC,
+                "*",
+                ResourcePatternType.LITERAL,
+                app,
+                "*",
+                AclOperation.WRITE,
+                AclPermissionType.ALLOW,
+            )
+        ],
+    )
+    alter = AclBinding(
+        ResourceType.BROKER,
+        "kafka-cluster",
+        ResourcePatternType.LITERAL,
+        dst,
+        "*",
+        AclOperation.ALTER,
+        AclPermissionType.ALLOW,
+    )
     assert acls.delete_bindings(secured_link["east"], "us-east", [alter])
     time.sleep(1)
     engine.create_mirror(config, LINK, secured_link["topic"])
@@ -157,8 +211,15 @@ def test_missing_acls_name_the_cluster_and_the_right(secure_kafka, principals, s
 def test_a_missing_read_right_fails_the_cycle_naming_it(spark, principals, secured_link):
     config, topic = secured_link["config"], secured_link["topic"]
     engine.create_mirror(config, LINK, topic)
-    read = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{principals['src']}", "*",
-                      AclOperation.READ, AclPermissionType.ALLOW)
+    read = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        f"User:{principals['src']}",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
     acls.delete_bindings(secured_link["west"], "us-west", [read])
     time.sleep(1)
     with pytest.raises(MirrorError) as failed:

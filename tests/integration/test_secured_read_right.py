@@ -50,14 +50,22 @@ ACL_SETTLE_S = 60.0
 
 
 def read_binding(principals: dict, topic: str) -> AclBinding:
-    return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{principals['src']}", "*",
-                      AclOperation.READ, AclPermissionType.ALLOW)
+    return AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        f"User:{principals['src']}",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
 
 
 def fetch_refused(props: dict, topic: str, timeout: float = 15.0) -> bool | None:
     """Whether a plain consumer with `props` is refused a Fetch of `topic` (None: no answer in time)."""
-    cons = Consumer({**props, "group.id": f"mirror-pipeline.{LINK}.test", "enable.auto.commit": False,
-                     "enable.partition.eof": True})
+    cons = Consumer(
+        {**props, "group.id": f"mirror-pipeline.{LINK}.test", "enable.auto.commit": False, "enable.partition.eof": True}
+    )
     try:
         cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout
@@ -76,8 +84,9 @@ def fetch_refused(props: dict, topic: str, timeout: float = 15.0) -> bool | None
 def revoke_read(secure_kafka, secured_link, principals, topic: str) -> None:
     """Delete the link's READ on `topic` and wait until a consumer with its credentials is refused."""
     b = read_binding(principals, topic)
-    flt = AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-                           b.permission_type)
+    flt = AclBindingFilter(
+        b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
+    )
     deleted = secured_link["west"].delete_acls([flt])[flt].result(30)
     assert [acls.binding_key(d) for d in deleted] == [acls.binding_key(b)]
     _until(lambda: fetch_refused(settings(secure_kafka, principals["src"], 0), topic) is True, "READ revoked")
@@ -105,8 +114,17 @@ def link_config(secured_link, **link_settings):
 
 
 def says_read_is_missing(text: str, topic: str, principals: dict) -> bool:
-    return all(part in text for part in (f"'{topic}'", "cluster 'us-west'", f"User:{principals['src']}",
-                                         "TOPIC_AUTHORIZATION_FAILED", "needs READ on the topic", "link acls"))
+    return all(
+        part in text
+        for part in (
+            f"'{topic}'",
+            "cluster 'us-west'",
+            f"User:{principals['src']}",
+            "TOPIC_AUTHORIZATION_FAILED",
+            "needs READ on the topic",
+            "link acls",
+        )
+    )
 
 
 def east_topics(secured_link) -> set[str]:
@@ -138,8 +156,9 @@ def test_create_refuses_a_topic_the_link_may_describe_but_not_read(secure_kafka,
     with pytest.raises(MirrorRefused) as refused:
         engine.create_mirror(config, LINK, topic)
     assert says_read_is_missing(str(refused.value), topic, principals), refused.value
-    result = CliRunner().invoke(cli, ["mirror", "create", topic, "--link", LINK, "--config", str(link["path"])],
-                                env=link["env"])
+    result = CliRunner().invoke(
+        cli, ["mirror", "create", topic, "--link", LINK, "--config", str(link["path"])], env=link["env"]
+    )
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert says_read_is_missing(lines[0], topic, principals), lines[0]
@@ -165,8 +184,15 @@ def test_a_batch_and_auto_create_leave_out_only_the_unreadable_topic(secure_kafk
     assert [m.mirror_topic for m in engine.list_mirrors(link["config"], LINK)] == [batched]
 
     new_source_topics(secure_kafka, link, link["config"], [scanned])
-    config = link_config(link, **{"auto.create.mirror.topics.enable": True, "auto.create.mirror.topics.filters": {
-        "topicFilters": [{"name": f"rr-{tag}-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]}})
+    config = link_config(
+        link,
+        **{
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {
+                "topicFilters": [{"name": f"rr-{tag}-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+            },
+        },
+    )
     preview = engine.auto_create(config, LINK, dry_run=True)
     assert preview.to_create == [scanned] and set(preview.skipped) == {denied}
     scan = engine.auto_create(config, LINK)
@@ -177,7 +203,8 @@ def test_a_batch_and_auto_create_leave_out_only_the_unreadable_topic(secure_kafk
 
 
 def test_a_revoked_read_right_is_noticed_without_lag_and_fails_the_mirror_after_the_retry_timeout(
-        secure_kafka, spark, principals, link):
+    secure_kafka, spark, principals, link
+):
     topic = link["topic"]
     patient = link["config"]  # the default retry timeout (5 minutes): never reached here
     engine.create_mirror(patient, LINK, topic)

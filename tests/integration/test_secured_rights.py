@@ -105,13 +105,15 @@ def until(check, what: str, timeout: float = ACL_SETTLE_S) -> None:
 
 
 def bindings_on(admin, alias: str, topic: str) -> set:
-    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
-                           AclPermissionType.ANY)
+    flt = AclBindingFilter(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
     return {acls.binding_key(b) for b in acls.describe_bindings(admin, alias, flt)}
 
 
 def test_alignment_growth_config_sync_late_guard_and_delete_with_the_listed_rights(
-        secure_kafka, spark, principals, secured_link):
+    secure_kafka, spark, principals, secured_link
+):
     link, topic, group = secured_link, secured_link["topic"], secured_link["group"]
     # The fixture granted from the same code; grant what the CLI prints too (idempotent: nothing broader).
     grant_printed(link, principals, link_acls(link, LINK, [topic], [group]), "us-west", "us-east")
@@ -134,8 +136,11 @@ def test_alignment_growth_config_sync_late_guard_and_delete_with_the_listed_righ
     for i in range(7):
         producer.produce(topic, key=b"new%d" % i, value=b"p2-%d" % i, partition=2)
     assert producer.flush(30) == 0
-    alter = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "5400000", incremental_operation=AlterConfigOpType.SET)])
+    alter = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "5400000", incremental_operation=AlterConfigOpType.SET)],
+    )
     for fut in link["west"].incremental_alter_configs([alter]).values():
         fut.result(30)
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).records == 7
@@ -146,8 +151,21 @@ def test_alignment_growth_config_sync_late_guard_and_delete_with_the_listed_righ
 
     # An application granted WRITE on every topic after the mirror exists: config sync denies it the mirror.
     app = f"User:{principals['app']}"
-    grant(link["east"], "us-east", [AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, app, "*",
-                                               AclOperation.WRITE, AclPermissionType.ALLOW)])
+    grant(
+        link["east"],
+        "us-east",
+        [
+            AclBinding(
+                ResourceType.TOPIC,
+                "*",
+                ResourcePatternType.LITERAL,
+                app,
+                "*",
+                AclOperation.WRITE,
+                AclPermissionType.ALLOW,
+            )
+        ],
+    )
     engine.sync_configs(config, LINK)
     until(lambda: _has_deny(link, topic, app), "the DENY for the application")
     refused = produce(settings(secure_kafka, principals["app"], 1), topic, 3, start=5000)
@@ -161,13 +179,17 @@ def test_alignment_growth_config_sync_late_guard_and_delete_with_the_listed_righ
     assert topic in link["west"].list_topics(timeout=15).topics  # the source is untouched
     # The guard's DENY went with the mirror: a topic of that name made later is not locked for the
     # application by a binding no record lists. (The link's own grants on the name are the operator's.)
-    until(lambda: {k.principal for k in bindings_on(link["east"], "us-east", topic)} == {f"User:{principals['dst']}"},
-          "the guard's bindings lifted")
+    until(
+        lambda: {k.principal for k in bindings_on(link["east"], "us-east", topic)} == {f"User:{principals['dst']}"},
+        "the guard's bindings lifted",
+    )
 
 
 def _has_deny(link: dict, topic: str, app: str) -> bool:
-    return any(k.principal == app and k.permission_type == "deny" and k.operation == "write"
-               for k in bindings_on(link["east"], "us-east", topic))
+    return any(
+        k.principal == app and k.permission_type == "deny" and k.operation == "write"
+        for k in bindings_on(link["east"], "us-east", topic)
+    )
 
 
 def test_acl_sync_with_the_listed_rights(secure_kafka, principals, secured_link):
@@ -179,8 +201,9 @@ def test_acl_sync_with_the_listed_rights(secure_kafka, principals, secured_link)
     assert {"DESCRIBE"} == {op for g in printed["source"] if g["resource"] == "cluster" for op in g["operations"]}
     grant_printed(link, principals, printed, "us-west", "us-east")
 
-    wanted = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, reader, "*", AclOperation.READ,
-                        AclPermissionType.ALLOW)
+    wanted = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, reader, "*", AclOperation.READ, AclPermissionType.ALLOW
+    )
     grant(link["west"], "us-west", [wanted])
     result = engine.sync_acls(config, LINK)
     assert [c["principal"] for c in result.to_dict()["created"]] == [reader], result.to_dict()
@@ -193,15 +216,25 @@ def test_acl_sync_with_the_listed_rights(secure_kafka, principals, secured_link)
 
 
 def test_failover_reverse_rebuild_copy_back_and_reverse_again_with_the_listed_rights(
-        secure_kafka, spark, principals, secured_link):
+    secure_kafka, spark, principals, secured_link
+):
     link, topic, group, tag = secured_link, secured_link["topic"], secured_link["group"], secured_link["tag"]
     west, east = settings(secure_kafka, "admin", 0), settings(secure_kafka, "admin", 1)
     groups = {"groupFilters": [{"name": group, "patternType": "LITERAL"}]}
-    path, config = with_link_settings(link, BACK, **{
-        "source": "us-east", "destination": "us-west", "consumer.offset.sync.enable": True,
-        "consumer.offset.group.filters": groups,
-        **{f"mirror.{kind}.topic": f"_{tag}.back.{kind.replace('.', '-')}" for kind in ("state", "offset.map",
-                                                                                       "checkpoints")}})
+    path, config = with_link_settings(
+        link,
+        BACK,
+        **{
+            "source": "us-east",
+            "destination": "us-west",
+            "consumer.offset.sync.enable": True,
+            "consumer.offset.group.filters": groups,
+            **{
+                f"mirror.{kind}.topic": f"_{tag}.back.{kind.replace('.', '-')}"
+                for kind in ("state", "offset.map", "checkpoints")
+            },
+        },
+    )
     # Each cluster's user holds the source grants of one link and the destination grants of the other.
     grant_printed(link, principals, link_acls(link, LINK, [topic], [group], path), "us-west", "us-east")
     grant_printed(link, principals, link_acls(link, BACK, [topic], [group], path), "us-east", "us-west")
@@ -216,12 +249,17 @@ def test_failover_reverse_rebuild_copy_back_and_reverse_again_with_the_listed_ri
     assert sum(map(len, tail.values())) == 10
 
     done = engine.reverse(config, LINK, [topic]).mirrors[topic]
-    assert (done["after"], done["new_mirror"], done["reverse_link"], done["action"]) == ("ACTIVE", topic, BACK,
-                                                                                      "rebuild"), done
+    assert (done["after"], done["new_mirror"], done["reverse_link"], done["action"]) == (
+        "ACTIVE",
+        topic,
+        BACK,
+        "rebuild",
+    ), done
     saved = done["saved_topic"]
     assert saved and sum(p["saved_records"] for p in done["partitions"]) == 10
-    assert sorted(r.value for p in range(PARTITIONS) for r in read_partition(west, saved, p)) == \
-        sorted(r.value for recs in tail.values() for r in recs)
+    assert sorted(r.value for p in range(PARTITIONS) for r in read_partition(west, saved, p)) == sorted(
+        r.value for recs in tail.values() for r in recs
+    )
     catch_up(config, BACK, spark, topic)
     assert_identical(read_topic(east, topic, PARTITIONS), read_topic(west, topic, PARTITIONS))
     assert sum(len(r) for r in read_topic(west, topic, PARTITIONS).values()) == 230

@@ -28,9 +28,9 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.config.spark_requirements import QUICK_JVM
 from mirror_pipeline.local.spark_cluster import LocalSpark
-from tests.conftest import REPO, shared_between_runs
 from tests.cli_process import run_cli
 from tests.config_files import write_pair_config
+from tests.conftest import REPO, shared_between_runs
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_topic
 
@@ -57,9 +57,14 @@ def produce_records(bootstrap: str, topic: str) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(RECORDS):
         headers = [("trace", b"\x00\x01\xff"), ("dup", b"a"), ("dup", b"b"), ("empty", b"")] if i % 3 else None
-        producer.produce(topic, key=None if i % 7 == 0 else f"key-{i}".encode(),
-                         value=None if i % 11 == 0 else bytes(range(256)) * (i % 4),
-                         headers=headers, partition=i % PARTITIONS, timestamp=978307200000 + i)
+        producer.produce(
+            topic,
+            key=None if i % 7 == 0 else f"key-{i}".encode(),
+            value=None if i % 11 == 0 else bytes(range(256)) * (i % 4),
+            headers=headers,
+            partition=i % PARTITIONS,
+            timestamp=978307200000 + i,
+        )
     assert producer.flush(30) == 0
 
 
@@ -104,8 +109,11 @@ def applications(cluster: LocalSpark, name: str) -> set[str]:
 
 def executor_workers(cluster: LocalSpark, app_ids: set[str]) -> list[str]:
     """The workers that ran an executor of one of `app_ids` (each executor has a directory there)."""
-    return [w.name for w in cluster.workers
-            if any((w.dir / "work" / app).is_dir() and any((w.dir / "work" / app).iterdir()) for app in app_ids)]
+    return [
+        w.name
+        for w in cluster.workers
+        if any((w.dir / "work" / app).is_dir() and any((w.dir / "work" / app).iterdir()) for app in app_ids)
+    ]
 
 
 def test_up_is_idempotent_and_reports_every_daemon(local_spark):
@@ -120,14 +128,18 @@ def test_up_is_idempotent_and_reports_every_daemon(local_spark):
     assert status["aliveworkers"] == 2 and status["cores"] == 2
 
 
-def test_a_cycle_runs_on_the_standalone_master(local_spark, tmp_path, source_bootstrap, destination_bootstrap,
-                                               create_topic, unique_name):
-    topic = create_topic(source_bootstrap, unique_name("standalone"), partitions=PARTITIONS,
-                         config={"retention.ms": "-1"})
+def test_a_cycle_runs_on_the_standalone_master(
+    local_spark, tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    topic = create_topic(
+        source_bootstrap, unique_name("standalone"), partitions=PARTITIONS, config={"retention.ms": "-1"}
+    )
     produce_records(source_bootstrap, topic)
     # Executors that start quickly on two busy cores, like the local cluster's own (the driver's are by default).
-    spark = {"master": local_spark.master_url,
-             "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM}}
+    spark = {
+        "master": local_spark.master_url,
+        "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM},
+    }
     known = applications(local_spark, "mirror-pipeline")
 
     result = run_cycle_in_a_process(tmp_path, source_bootstrap, destination_bootstrap, spark, topic)
@@ -138,14 +150,15 @@ def test_a_cycle_runs_on_the_standalone_master(local_spark, tmp_path, source_boo
     assert executor_workers(local_spark, ours), "no worker ran an executor of the cycle's application"
 
 
-def test_a_cycle_runs_through_spark_connect(local_spark, tmp_path, source_bootstrap, destination_bootstrap,
-                                            create_topic, unique_name):
-    topic = create_topic(source_bootstrap, unique_name("connect"), partitions=PARTITIONS,
-                         config={"retention.ms": "-1"})
+def test_a_cycle_runs_through_spark_connect(
+    local_spark, tmp_path, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    topic = create_topic(source_bootstrap, unique_name("connect"), partitions=PARTITIONS, config={"retention.ms": "-1"})
     produce_records(source_bootstrap, topic)
 
-    result = run_cycle_in_a_process(tmp_path, source_bootstrap, destination_bootstrap,
-                                    {"remote": local_spark.connect_url}, topic)
+    result = run_cycle_in_a_process(
+        tmp_path, source_bootstrap, destination_bootstrap, {"remote": local_spark.connect_url}, topic
+    )
 
     check_mirror(result, source_bootstrap, destination_bootstrap, topic)
     connect_apps = applications(local_spark, "Spark Connect server (mirror-pipeline)")

@@ -40,8 +40,12 @@ def test_copy_tasks_run_in_workers_forked_from_the_pipelines_daemon(spark):
     assert len(rows) == 4
     for row in rows:
         assert "-m mirror_pipeline.replication.worker_daemon pyspark.worker" in row["daemon"]
-        assert ".zip" not in row["pyspark_file"] and row["pyspark_file"].endswith(os.path.join("pyspark", "__init__.py"))
-        assert not [entry for entry in json.loads(row["path"]) if entry.endswith((".zip", ".jar")) and "pyspark" in entry]
+        assert ".zip" not in row["pyspark_file"] and row["pyspark_file"].endswith(
+            os.path.join("pyspark", "__init__.py")
+        )
+        assert not [
+            entry for entry in json.loads(row["path"]) if entry.endswith((".zip", ".jar")) and "pyspark" in entry
+        ]
 
 
 MAKE = """
@@ -64,8 +68,9 @@ print(conf["spark.driver.extraJavaOptions"])
 
 def python(code: str, cache: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_setup_makes_a_class_archive_that_a_new_session_loads_spark_from(tmp_path):

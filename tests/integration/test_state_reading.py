@@ -29,8 +29,9 @@ from tests.integration.conftest import LINK
 def ctx(write_config, unique_name) -> LinkContext:
     """A link with internal topics of its own, so no other test's records are in them."""
     tag = unique_name("state")
-    config = load_config(write_config({"mirror.state.topic": f"_{tag}.state",
-                                       "mirror.offset.map.topic": f"_{tag}.offset-map"}))
+    config = load_config(
+        write_config({"mirror.state.topic": f"_{tag}.state", "mirror.offset.map.topic": f"_{tag}.offset-map"})
+    )
     ctx = LinkContext.open(config, LINK)
     ctx.store.ensure_topics()
     return ctx
@@ -52,8 +53,10 @@ def write_segments(ctx: LinkContext, mirror: str, partition: int, starts: list[i
     writer = SegmentWriter(ctx.store.dest_properties, LINK, mirror, partition, ctx.store.offset_map_topic)
     try:
         writer.fence()
-        writer.write(puts=[Segment(s, ((s, 1),), s + 1) for s in starts],
-                     deletes=[segment_key(LINK, mirror, partition, s) for s in deletes])
+        writer.write(
+            puts=[Segment(s, ((s, 1),), s + 1) for s in starts],
+            deletes=[segment_key(LINK, mirror, partition, s) for s in deletes],
+        )
     finally:
         writer.close()
 
@@ -107,7 +110,9 @@ def test_aborted_transactions_in_the_tail_are_left_out(ctx):
     topic = ctx.store.offset_map_topic
     write_segments(ctx, "orders", 0, [0])
     ctx.store.read_segments()
-    p = Producer({"bootstrap.servers": ctx.dest.properties["bootstrap.servers"], "transactional.id": f"{topic}-aborter"})
+    p = Producer(
+        {"bootstrap.servers": ctx.dest.properties["bootstrap.servers"], "transactional.id": f"{topic}-aborter"}
+    )
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(topic, key=segment_key(LINK, "orders", 0, 5).encode(), value=Segment(5, ((5, 1),), 6).to_json())

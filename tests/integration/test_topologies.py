@@ -57,16 +57,21 @@ def topology(tmp_path: Path, bootstraps, unique_name):
             if filters.get(link):
                 links[link]["auto.create.mirror.topics.filters"] = {"topicFilters": filters[link]}
         path = tmp_path / name
-        path.write_text(yaml.safe_dump({
-            "clusters": {alias: {"bootstrap.servers": b} for alias, b in bootstraps.items()},
-            "defaults": {
-                "mirror.state.topic": f"_mirror-pipeline.{tag}.state",
-                "mirror.offset.map.topic": f"_mirror-pipeline.{tag}.offset-map",
-                "mirror.writer.fence.wait.ms": 4000,
-            },
-            "links": links,
-            "spark": {"master": "local[2]"},
-        }, sort_keys=False))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "clusters": {alias: {"bootstrap.servers": b} for alias, b in bootstraps.items()},
+                    "defaults": {
+                        "mirror.state.topic": f"_mirror-pipeline.{tag}.state",
+                        "mirror.offset.map.topic": f"_mirror-pipeline.{tag}.offset-map",
+                        "mirror.writer.fence.wait.ms": 4000,
+                    },
+                    "links": links,
+                    "spark": {"master": "local[2]"},
+                },
+                sort_keys=False,
+            )
+        )
         return load_config(path)
 
     yield write
@@ -107,10 +112,12 @@ def test_bidirectional_pair_with_filters_both_ways_never_loops(
     b = create_topic(east, f"{u}-b")
     # Each side selects its own topics AND the other side's mirrors of them, as a
     # broad pattern both ways would: only the policy's loop detection stops a ping-pong.
-    config = topology({
-        "west-to-east": [include(u), include(f"us-east.{u}")],
-        "east-to-west": [include(u), include(f"us-west.{u}")],
-    })
+    config = topology(
+        {
+            "west-to-east": [include(u), include(f"us-east.{u}")],
+            "east-to-west": [include(u), include(f"us-west.{u}")],
+        }
+    )
 
     for round_ in range(3):
         produce(west, a, 10, partitions=2, tag=f"r{round_}")

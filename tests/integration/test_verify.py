@@ -39,8 +39,14 @@ def rich_records(n: int, partitions: int = 1) -> list[dict]:
     out = []
     for i in range(n):
         headers = [("trace", bytes([i % 256, 0, 255])), ("dup", b"first"), ("dup", b"second"), ("empty", b"")]
-        out.append({"key": None if i % 7 == 0 else b"key-%d" % i, "value": None if i % 11 == 0 else b"v%d-" % i * 20,
-                    "headers": headers if i % 3 else None, "partition": i % partitions})
+        out.append(
+            {
+                "key": None if i % 7 == 0 else b"key-%d" % i,
+                "value": None if i % 11 == 0 else b"v%d-" % i * 20,
+                "headers": headers if i % 3 else None,
+                "partition": i % partitions,
+            }
+        )
     return out
 
 
@@ -58,6 +64,7 @@ def assert_identical(mirror, records: int | None = None) -> None:
 
 # --- correct mirrors pass ---------------------------------------------------------------------
 
+
 def test_a_fresh_gap_free_mirror_is_identical(config, spark, source_bootstrap, create_topic, unique_name):
     topic = create_topic(source_bootstrap, unique_name(), partitions=3)
     produce(source_bootstrap, topic, rich_records(900, 3))
@@ -72,14 +79,30 @@ def test_a_fresh_gap_free_mirror_is_identical(config, spark, source_bootstrap, c
     assert json.dumps(result.to_dict())  # plain data, printable as JSON
 
 
-def test_a_compacted_mirror_with_holes_is_identical(config, spark, source_bootstrap, destination_bootstrap, create_topic,
-                                                    unique_name):
-    topic = create_topic(source_bootstrap, unique_name(), partitions=1, config={
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+def test_a_compacted_mirror_with_holes_is_identical(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    topic = create_topic(
+        source_bootstrap,
+        unique_name(),
+        partitions=1,
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "86400000",
+        },
+    )
     for round_ in range(6):
-        produce(source_bootstrap, topic, [{"key": b"k%d" % (i % 5), "value": None if (i + round_) % 9 == 0 else
-                                           b"r%d-%d" % (round_, i)} for i in range(20)])
+        produce(
+            source_bootstrap,
+            topic,
+            [
+                {"key": b"k%d" % (i % 5), "value": None if (i + round_) % 9 == 0 else b"r%d-%d" % (round_, i)}
+                for i in range(20)
+            ],
+        )
         time.sleep(0.3)
     _wait_for_holes(source_bootstrap, topic)
     engine.create_mirror(config, LINK, topic)
@@ -92,11 +115,14 @@ def test_a_compacted_mirror_with_holes_is_identical(config, spark, source_bootst
     # cleaners go on after the holes appeared: under load the source's had removed five more by the copy.
     partition = mirror.partitions[0]
     assert partition.source_records == partition.mirror_records
-    assert partition.mirror_records + partition.compacted_away >= len(read_partition(destination_bootstrap, topic, 0)) > 0
+    assert (
+        partition.mirror_records + partition.compacted_away >= len(read_partition(destination_bootstrap, topic, 0)) > 0
+    )
 
 
-def test_a_transactional_mirror_without_aborted_data_is_identical(config, spark, source_bootstrap, create_topic,
-                                                                  unique_name):
+def test_a_transactional_mirror_without_aborted_data_is_identical(
+    config, spark, source_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     tx = Producer({"bootstrap.servers": source_bootstrap, "transactional.id": unique_name("tx")})
     tx.init_transactions(30)
@@ -117,8 +143,9 @@ def test_a_transactional_mirror_without_aborted_data_is_identical(config, spark,
     assert_identical(mirror, 40)  # 4 committed transactions of 10; markers and aborted data never count
 
 
-def test_an_aligned_mirror_of_a_source_starting_above_zero_is_identical(config, spark, source_bootstrap,
-                                                                       create_topic, unique_name, admin):
+def test_an_aligned_mirror_of_a_source_starting_above_zero_is_identical(
+    config, spark, source_bootstrap, create_topic, unique_name, admin
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, rich_records(100))
     admin(source_bootstrap).delete_records([TopicPartition(topic, 0, 40)])[TopicPartition(topic, 0, 40)].result()
@@ -132,8 +159,9 @@ def test_an_aligned_mirror_of_a_source_starting_above_zero_is_identical(config, 
     assert (p.source_from, p.source_until, p.mirror_from, p.mirror_until) == (40, 100, 40, 100)
 
 
-def test_a_mirror_whose_source_grew_partitions_is_identical(config, spark, source_bootstrap, create_topic,
-                                                            unique_name, admin):
+def test_a_mirror_whose_source_grew_partitions_is_identical(
+    config, spark, source_bootstrap, create_topic, unique_name, admin
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, rich_records(40, 2))
     engine.create_mirror(config, LINK, topic)
@@ -147,14 +175,17 @@ def test_a_mirror_whose_source_grew_partitions_is_identical(config, spark, sourc
     _, after = verified(config, spark, topic)
 
     # Before the cycle grows it, the new partitions are said to be missing, not counted as different.
-    assert before.identical and [p.note for p in before.partitions[2:]] == ["not on the mirror yet: the next cycle adds it"] * 2
+    assert (
+        before.identical
+        and [p.note for p in before.partitions[2:]] == ["not on the mirror yet: the next cycle adds it"] * 2
+    )
     assert_identical(after, 120)
     assert len(after.partitions) == 4
 
 
-def test_a_stopped_mirror_is_identical_up_to_its_stop_despite_later_writes(config, spark, source_bootstrap,
-                                                                           destination_bootstrap, create_topic,
-                                                                           unique_name):
+def test_a_stopped_mirror_is_identical_up_to_its_stop_despite_later_writes(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, rich_records(100, 2))
     engine.create_mirror(config, LINK, topic)
@@ -174,6 +205,7 @@ def test_a_stopped_mirror_is_identical_up_to_its_stop_despite_later_writes(confi
 
 # --- corrupted mirrors are found --------------------------------------------------------------
 
+
 def fabricate(config, source_bootstrap: str, destination_bootstrap: str, topic: str, alter) -> list[Record]:
     """A mirror of partition 0 written as the copier writes it, with `alter(source records)` as its records.
 
@@ -189,18 +221,40 @@ def fabricate(config, source_bootstrap: str, destination_bootstrap: str, topic: 
         writer.write(puts=[Segment(0, tuple(runs_of(offsets)), source[-1].offset + 1, written_at=time.time())])
     finally:
         writer.close()
-    produce(destination_bootstrap, topic, [
-        {"key": r.key, "value": r.value, "headers": list(r.headers) if r.headers else None, "timestamp": r.timestamp,
-         "partition": 0} for r in records], **{"enable.idempotence": True})
+    produce(
+        destination_bootstrap,
+        topic,
+        [
+            {
+                "key": r.key,
+                "value": r.value,
+                "headers": list(r.headers) if r.headers else None,
+                "timestamp": r.timestamp,
+                "partition": 0,
+            }
+            for r in records
+        ],
+        **{"enable.idempotence": True},
+    )
     return source
 
 
 @pytest.fixture
 def source_topic(source_bootstrap, create_topic, unique_name):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
-    produce(source_bootstrap, topic, [
-        {"key": b"key-%d" % i, "value": b"value-%04d" % i * 10, "partition": 0,
-         "headers": [("first", b"\x01"), ("second", b"\x02\xff"), ("first", b"again")]} for i in range(12000)])
+    produce(
+        source_bootstrap,
+        topic,
+        [
+            {
+                "key": b"key-%d" % i,
+                "value": b"value-%04d" % i * 10,
+                "partition": 0,
+                "headers": [("first", b"\x01"), ("second", b"\x02\xff"), ("first", b"again")],
+            }
+            for i in range(12000)
+        ],
+    )
     return topic
 
 
@@ -212,8 +266,11 @@ def test_a_flipped_byte_in_a_value_is_found(config, spark, source_bootstrap, des
         bad = source[BAD]
         value = bytearray(bad.value)
         value[17] ^= 0x01
-        records = source[:BAD] + [Record(0, BAD, bad.key, bytes(value), bad.headers, bad.timestamp,
-                                         bad.timestamp_type)] + source[BAD + 1:]
+        records = (
+            source[:BAD]
+            + [Record(0, BAD, bad.key, bytes(value), bad.headers, bad.timestamp, bad.timestamp_type)]
+            + source[BAD + 1 :]
+        )
         return records, [r.offset for r in source]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, flip)
@@ -222,13 +279,15 @@ def test_a_flipped_byte_in_a_value_is_found(config, spark, source_bootstrap, des
     m = mirror.partitions[0].mismatch
     assert (m.source_offset, m.mirror_offset, m.reason) == (BAD, BAD, "value differs")
     assert m.source.value_length == m.mirror.value_length and m.source.digest != m.mirror.digest
-    assert mirror.problem() == (f"mirror '{source_topic}' partition 0: first difference at source offset {BAD} "
-                                f"(mirror offset {BAD}): value differs")
+    assert mirror.problem() == (
+        f"mirror '{source_topic}' partition 0: first difference at source offset {BAD} "
+        f"(mirror offset {BAD}): value differs"
+    )
 
 
 def test_a_missing_record_is_found(config, spark, source_bootstrap, destination_bootstrap, source_topic):
     def drop(source):
-        kept = source[:BAD] + source[BAD + 1:]
+        kept = source[:BAD] + source[BAD + 1 :]
         return kept, [r.offset for r in kept]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, drop)
@@ -242,7 +301,7 @@ def test_a_missing_record_is_found(config, spark, source_bootstrap, destination_
 def test_a_duplicated_record_is_found(config, spark, source_bootstrap, destination_bootstrap, source_topic):
     def duplicate(source):
         # The record at BAD lands twice; the segment maps every mirror offset to the source's.
-        return source[:BAD + 1] + [source[BAD]] + source[BAD + 1:-1], [r.offset for r in source[:-1]]
+        return source[: BAD + 1] + [source[BAD]] + source[BAD + 1 : -1], [r.offset for r in source[:-1]]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, duplicate)
     _, mirror = verified(config, spark, source_topic)
@@ -257,8 +316,11 @@ def test_two_reordered_headers_are_found(config, spark, source_bootstrap, destin
         bad = source[BAD]
         h = bad.headers
         swapped = (h[1], h[0]) + h[2:]
-        records = source[:BAD] + [Record(0, BAD, bad.key, bad.value, swapped, bad.timestamp,
-                                         bad.timestamp_type)] + source[BAD + 1:]
+        records = (
+            source[:BAD]
+            + [Record(0, BAD, bad.key, bad.value, swapped, bad.timestamp, bad.timestamp_type)]
+            + source[BAD + 1 :]
+        )
         return records, [r.offset for r in source]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, reorder)
@@ -272,8 +334,10 @@ def test_two_reordered_headers_are_found(config, spark, source_bootstrap, destin
 
 # --- options and the command line -------------------------------------------------------------
 
-def test_a_sample_verifies_fewer_records_and_bounds_are_source_offsets(config, spark, source_bootstrap,
-                                                                       create_topic, unique_name):
+
+def test_a_sample_verifies_fewer_records_and_bounds_are_source_offsets(
+    config, spark, source_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, [{"value": b"%d" % i, "partition": 0} for i in range(30000)])
     engine.create_mirror(config, LINK, topic)
@@ -296,12 +360,16 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
-def test_the_command_exits_1_naming_the_mirror_partition_and_offset(write_config, config, spark, source_bootstrap,
-                                                                    destination_bootstrap, source_topic):
+def test_the_command_exits_1_naming_the_mirror_partition_and_offset(
+    write_config, config, spark, source_bootstrap, destination_bootstrap, source_topic
+):
     def flip(source):
         bad = source[BAD]
-        records = source[:BAD] + [Record(0, BAD, bad.key, b"X" + bad.value[1:], bad.headers, bad.timestamp,
-                                         bad.timestamp_type)] + source[BAD + 1:]
+        records = (
+            source[:BAD]
+            + [Record(0, BAD, bad.key, b"X" + bad.value[1:], bad.headers, bad.timestamp, bad.timestamp_type)]
+            + source[BAD + 1 :]
+        )
         return records, [r.offset for r in source]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, flip)
@@ -311,16 +379,19 @@ def test_the_command_exits_1_naming_the_mirror_partition_and_offset(write_config
     as_json = invoke("mirror", "verify", source_topic, "--link", LINK, "--config", path, "--json", "--from", "7000")
 
     assert text.exit_code == 1
-    assert text.stderr.strip() == (f"error: mirror '{source_topic}' partition 0: first difference at source offset "
-                                   f"{BAD} (mirror offset {BAD}): value differs")
+    assert text.stderr.strip() == (
+        f"error: mirror '{source_topic}' partition 0: first difference at source offset "
+        f"{BAD} (mirror offset {BAD}): value differs"
+    )
     assert "DIFFERENT" in text.stdout and "value-" not in text.stdout
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["identical"] is False
     assert f"source offset {BAD}" in json.loads(as_json.stderr)["error"]
 
 
-def test_the_command_exits_0_on_an_identical_mirror(write_config, config, spark, source_bootstrap, create_topic,
-                                                    unique_name):
+def test_the_command_exits_0_on_an_identical_mirror(
+    write_config, config, spark, source_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, rich_records(50, 2))
     engine.create_mirror(config, LINK, topic)
@@ -332,8 +403,9 @@ def test_the_command_exits_0_on_an_identical_mirror(write_config, config, spark,
     assert json.loads(result.stdout)["mirrors"][topic]["identical"] is True
 
 
-def test_a_bad_link_or_topic_exits_1_with_one_clear_line(write_config, config, spark, source_bootstrap,
-                                                         create_topic, unique_name, admin):
+def test_a_bad_link_or_topic_exits_1_with_one_clear_line(
+    write_config, config, spark, source_bootstrap, create_topic, unique_name, admin
+):
     path = str(write_config())
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     engine.create_mirror(config, LINK, topic)
@@ -347,8 +419,10 @@ def test_a_bad_link_or_topic_exits_1_with_one_clear_line(write_config, config, s
     assert bad_link.exit_code == 1 and bad_link.stderr.startswith("error: --link: no link 'nope'")
     assert bad_topic.exit_code == 1 and "no mirror 'no-such-mirror' on link 'west-to-east'" in bad_topic.stderr
     assert gone.exit_code == 1
-    assert gone.stderr.strip() == (f"error: mirror '{topic}': its source topic '{topic}' does not exist on cluster "
-                                   f"'us-west'; there is nothing to verify it against")
+    assert gone.stderr.strip() == (
+        f"error: mirror '{topic}': its source topic '{topic}' does not exist on cluster "
+        f"'us-west'; there is nothing to verify it against"
+    )
     for r in (bad_link, bad_topic, gone):
         assert len(r.stderr.strip().splitlines()) == 1
     with pytest.raises(MirrorRefused):
@@ -360,8 +434,10 @@ def test_a_bad_link_or_topic_exits_1_with_one_clear_line(write_config, config, s
 
 # --- records the link did not write (R-MT-9) --------------------------------------------------
 
+
 def test_a_record_produced_straight_to_the_mirror_is_a_difference_then_a_flag(
-        write_config, config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name):
+    write_config, config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
     produce(source_bootstrap, topic, rich_records(30, 2))
     engine.create_mirror(config, LINK, topic)
@@ -382,8 +458,10 @@ def test_a_record_produced_straight_to_the_mirror_is_a_difference_then_a_flag(
     first, second = mirror.partitions
     assert first.identical and first.foreign_records == 0
     assert (second.foreign_from, second.foreign_until, second.foreign_records) == (15, 16, 1)
-    assert mirror.problem() == (f"mirror '{topic}' partition 1: 1 record the link did not write at mirror offset "
-                                f"15, past the end of its offset map")
+    assert mirror.problem() == (
+        f"mirror '{topic}' partition 1: 1 record the link did not write at mirror offset "
+        f"15, past the end of its offset map"
+    )
     assert not bounded.identical and bounded.partitions[1].foreign_records == 1  # whatever range is compared
     assert text.exit_code == 1
     assert "identical" not in text.stdout.splitlines()[0] and "DIFFERENT" in text.stdout
@@ -412,9 +490,9 @@ def test_a_record_produced_straight_to_the_mirror_is_a_difference_then_a_flag(
     assert "mirror offset 15" in json.loads(as_json.stderr)["error"]
 
 
-def test_a_record_produced_to_a_mirror_before_its_first_cycle_is_found(config, spark, source_bootstrap,
-                                                                       destination_bootstrap, create_topic,
-                                                                       unique_name):
+def test_a_record_produced_to_a_mirror_before_its_first_cycle_is_found(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, rich_records(10))
     engine.create_mirror(config, LINK, topic)
@@ -425,12 +503,15 @@ def test_a_record_produced_to_a_mirror_before_its_first_cycle_is_found(config, s
     p = mirror.partitions[0]
     assert not mirror.identical and p.note == "nothing mirrored yet"
     assert (p.foreign_from, p.foreign_until) == (0, 2)
-    assert mirror.problem() == (f"mirror '{topic}' partition 0: 2 records the link did not write at mirror offsets "
-                                f"0..1, past the end of its offset map")
+    assert mirror.problem() == (
+        f"mirror '{topic}' partition 0: 2 records the link did not write at mirror offsets "
+        f"0..1, past the end of its offset map"
+    )
 
 
-def test_a_flagged_stopped_mirror_is_not_called_identical(write_config, config, spark, source_bootstrap,
-                                                          destination_bootstrap, create_topic, unique_name):
+def test_a_flagged_stopped_mirror_is_not_called_identical(
+    write_config, config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
     topic = create_topic(source_bootstrap, unique_name(), partitions=1)
     produce(source_bootstrap, topic, rich_records(20))
     engine.create_mirror(config, LINK, topic)
@@ -453,6 +534,7 @@ def test_a_flagged_stopped_mirror_is_not_called_identical(write_config, config, 
 
 # --- the Dagster check ------------------------------------------------------------------------
 
+
 def run_verify_job(config_path, job: str, check_config: dict | None = None):
     import dagster as dg
 
@@ -460,16 +542,20 @@ def run_verify_job(config_path, job: str, check_config: dict | None = None):
 
     defs = build_definitions(config_path)
     run_config = {"ops": {"west_to_east_mirror_verified": {"config": check_config}}} if check_config else None
-    result = defs.resolve_job_def(job).execute_in_process(run_config=run_config, raise_on_error=False,
-                                                          instance=dg.DagsterInstance.ephemeral())
-    evaluation, = [e.asset_check_evaluation_data for e in result.all_events
-                   if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION]
+    result = defs.resolve_job_def(job).execute_in_process(
+        run_config=run_config, raise_on_error=False, instance=dg.DagsterInstance.ephemeral()
+    )
+    (evaluation,) = [
+        e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ]
     return evaluation
 
 
-def test_the_dagster_check_passes_and_fails_naming_the_first_bad_offset(write_config, config, spark, source_bootstrap,
-                                                                       destination_bootstrap, source_topic,
-                                                                       create_topic, unique_name):
+def test_the_dagster_check_passes_and_fails_naming_the_first_bad_offset(
+    write_config, config, spark, source_bootstrap, destination_bootstrap, source_topic, create_topic, unique_name
+):
     good = create_topic(source_bootstrap, unique_name("good"), partitions=2)
     produce(source_bootstrap, good, rich_records(60, 2))
     engine.create_mirror(config, LINK, good)
@@ -484,8 +570,11 @@ def test_the_dagster_check_passes_and_fails_naming_the_first_bad_offset(write_co
 
     def flip(source):
         bad = source[BAD]
-        records = source[:BAD] + [Record(0, BAD, bad.key, bad.value[:-1] + b"!", bad.headers, bad.timestamp,
-                                         bad.timestamp_type)] + source[BAD + 1:]
+        records = (
+            source[:BAD]
+            + [Record(0, BAD, bad.key, bad.value[:-1] + b"!", bad.headers, bad.timestamp, bad.timestamp_type)]
+            + source[BAD + 1 :]
+        )
         return records, [r.offset for r in source]
 
     fabricate(config, source_bootstrap, destination_bootstrap, source_topic, flip)
@@ -497,8 +586,9 @@ def test_the_dagster_check_passes_and_fails_naming_the_first_bad_offset(write_co
     assert f"first difference at source offset {BAD}" in full.description
 
 
-def test_a_replicate_run_copies_without_verifying(write_config, config, spark, source_bootstrap, create_topic,
-                                                  unique_name):
+def test_a_replicate_run_copies_without_verifying(
+    write_config, config, spark, source_bootstrap, create_topic, unique_name
+):
     import dagster as dg
 
     from mirror_pipeline_dagster.definitions import build_definitions
@@ -513,8 +603,9 @@ def test_a_replicate_run_copies_without_verifying(write_config, config, spark, s
     result = job.execute_in_process(instance=instance, partition_key=topic)
 
     assert result.success
-    evaluated = {e.asset_check_evaluation_data.check_name for e in result.all_events
-                 if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION}
+    evaluated = {
+        e.asset_check_evaluation_data.check_name
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    }
     assert "mirror_verified" not in evaluated and "lag_under_threshold" in evaluated
-
-

@@ -14,8 +14,15 @@ SRC = "mirror.yaml"
 WHERE = "mirror.yaml: links.l.acl.filters"
 
 
-def binding(rtype="topic", name="orders", pattern="literal", principal="User:app", host="*",
-            operation="read", permission="allow") -> BindingKey:
+def binding(
+    rtype="topic",
+    name="orders",
+    pattern="literal",
+    principal="User:app",
+    host="*",
+    operation="read",
+    permission="allow",
+) -> BindingKey:
     return BindingKey(rtype, name, pattern, principal, host, operation, permission)
 
 
@@ -35,8 +42,10 @@ def parse(*entries) -> AclFilters:
 
 
 def config(**settings) -> dict:
-    return {"clusters": {"a": {"bootstrap.servers": "h1:9092"}, "b": {"bootstrap.servers": "h2:9092"}},
-            "links": {"l": {"source": "a", "destination": "b", **settings}}}
+    return {
+        "clusters": {"a": {"bootstrap.servers": "h1:9092"}, "b": {"bootstrap.servers": "h2:9092"}},
+        "links": {"l": {"source": "a", "destination": "b", **settings}},
+    }
 
 
 def problem(data) -> str:
@@ -45,8 +54,14 @@ def problem(data) -> str:
     return str(err.value)
 
 
-ALL_TOPICS_READ = {"aclFilters": [{"resourceFilter": {"resourceType": "topic", "patternType": "any"},
-                                   "accessFilter": {"operation": "read", "permissionType": "allow"}}]}
+ALL_TOPICS_READ = {
+    "aclFilters": [
+        {
+            "resourceFilter": {"resourceType": "topic", "patternType": "any"},
+            "accessFilter": {"operation": "read", "permissionType": "allow"},
+        }
+    ]
+}
 
 
 class TestLoading:
@@ -59,10 +74,15 @@ class TestLoading:
     def test_the_link_setting_is_typed_and_to_dict_shows_the_json_form(self):
         link = parse_config(config(**{"acl.sync.enable": True, "acl.filters": ALL_TOPICS_READ}), SRC, {}).link("l")
         assert link.acl_sync_enable and link.acl_sync_ms == 60000
-        assert link.to_dict()["acl.filters"] == {"aclFilters": [{
-            "resourceFilter": {"resourceType": "topic", "patternType": "any"},
-            "accessFilter": {"operation": "read", "permissionType": "allow"},
-            "filterType": "INCLUDE"}]}
+        assert link.to_dict()["acl.filters"] == {
+            "aclFilters": [
+                {
+                    "resourceFilter": {"resourceType": "topic", "patternType": "any"},
+                    "accessFilter": {"operation": "read", "permissionType": "allow"},
+                    "filterType": "INCLUDE",
+                }
+            ]
+        }
         # The JSON form reads back as the same filters.
         assert AclFilters.parse(link.to_dict()["acl.filters"], where=WHERE) == link.acl_filters
 
@@ -78,8 +98,13 @@ class TestLoading:
             assert AclFilters.parse(value, where=WHERE).is_empty
 
     def test_enum_values_are_case_insensitive(self):
-        f = parse(entry({"resourceType": "TOPIC", "patternType": "Prefixed", "name": "Or"},
-                        {"operation": "Describe_Configs", "permissionType": "DENY"}, "exclude")).filters[0]
+        f = parse(
+            entry(
+                {"resourceType": "TOPIC", "patternType": "Prefixed", "name": "Or"},
+                {"operation": "Describe_Configs", "permissionType": "DENY"},
+                "exclude",
+            )
+        ).filters[0]
         assert (f.resource_type, f.pattern_type, f.name) == ("topic", "prefixed", "Or")
         assert (f.operation, f.permission_type, f.filter_type) == ("describe_configs", "deny", FilterType.EXCLUDE)
 
@@ -96,38 +121,68 @@ class TestLoading:
 
 
 class TestRefusals:
-    @pytest.mark.parametrize("value, reason", [
-        ({"aclFilters": [], "topicFilters": []}, "unknown key 'topicFilters'"),
-        ({"aclFilter": []}, "unknown key 'aclFilter' (did you mean 'aclFilters'?)"),
-        ({"aclFilters": {}}, "aclFilters: expected a list of filters, got a mapping"),
-        ({"aclFilters": ["x"]}, "aclFilters[0]: expected a mapping with resourceFilter, accessFilter and filterType"),
-        ({"aclFilters": [{"resource": {}}]}, "aclFilters[0]: unknown key 'resource'"),
-        ({"aclFilters": [{"resourceFilter": {"type": "topic"}}]}, "aclFilters[0].resourceFilter: unknown key 'type'"),
-        ({"aclFilters": [{"accessFilter": {"principals": "User:a"}}]},
-         "aclFilters[0].accessFilter: unknown key 'principals' (did you mean 'principal'?)"),
-        ({"aclFilters": [{"resourceFilter": []}]}, "aclFilters[0].resourceFilter: expected a mapping"),
-        ({"aclFilters": [{"resourceFilter": {"resourceType": "user"}}]},
-         "aclFilters[0].resourceFilter.resourceType: unknown resource type 'user' "
-         "(expected any, topic, group, cluster or transactional_id)"),
-        ({"aclFilters": [{"resourceFilter": {"patternType": "regex"}}]},
-         "aclFilters[0].resourceFilter.patternType: unknown pattern type 'regex' "
-         "(expected any, match, literal or prefixed)"),
-        ({"aclFilters": [{"accessFilter": {"operation": "publish"}}]},
-         "aclFilters[0].accessFilter.operation: unknown operation 'publish'"),
-        ({"aclFilters": [{"accessFilter": {"permissionType": "maybe"}}]},
-         "aclFilters[0].accessFilter.permissionType: unknown permission type 'maybe' (expected any, allow or deny)"),
-        ({"aclFilters": [{"filterType": "BOTH"}]},
-         "aclFilters[0].filterType: unknown filter type 'BOTH' (expected INCLUDE or EXCLUDE)"),
-        ({"aclFilters": [{"accessFilter": {"operation": 3}}]}, "aclFilters[0].accessFilter.operation: expected any"),
-        ({"aclFilters": [{"resourceFilter": {"name": ""}}]},
-         "aclFilters[0].resourceFilter.name: expected a non-empty string, got an empty string"),
-        ({"aclFilters": [{"accessFilter": {"host": 7}}]},
-         "aclFilters[0].accessFilter.host: expected a non-empty string, got a number"),
-        ({"aclFilters": [{"accessFilter": {"principal": "alice"}}]},
-         "aclFilters[0].accessFilter.principal: expected a principal such as User:alice, got 'alice'"),
-        ("[1]", "expected a mapping or a JSON object string, got a list"),
-        ("{nope", "malformed JSON"),
-    ])
+    @pytest.mark.parametrize(
+        "value, reason",
+        [
+            ({"aclFilters": [], "topicFilters": []}, "unknown key 'topicFilters'"),
+            ({"aclFilter": []}, "unknown key 'aclFilter' (did you mean 'aclFilters'?)"),
+            ({"aclFilters": {}}, "aclFilters: expected a list of filters, got a mapping"),
+            (
+                {"aclFilters": ["x"]},
+                "aclFilters[0]: expected a mapping with resourceFilter, accessFilter and filterType",
+            ),
+            ({"aclFilters": [{"resource": {}}]}, "aclFilters[0]: unknown key 'resource'"),
+            (
+                {"aclFilters": [{"resourceFilter": {"type": "topic"}}]},
+                "aclFilters[0].resourceFilter: unknown key 'type'",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"principals": "User:a"}}]},
+                "aclFilters[0].accessFilter: unknown key 'principals' (did you mean 'principal'?)",
+            ),
+            ({"aclFilters": [{"resourceFilter": []}]}, "aclFilters[0].resourceFilter: expected a mapping"),
+            (
+                {"aclFilters": [{"resourceFilter": {"resourceType": "user"}}]},
+                "aclFilters[0].resourceFilter.resourceType: unknown resource type 'user' "
+                "(expected any, topic, group, cluster or transactional_id)",
+            ),
+            (
+                {"aclFilters": [{"resourceFilter": {"patternType": "regex"}}]},
+                "aclFilters[0].resourceFilter.patternType: unknown pattern type 'regex' "
+                "(expected any, match, literal or prefixed)",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"operation": "publish"}}]},
+                "aclFilters[0].accessFilter.operation: unknown operation 'publish'",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"permissionType": "maybe"}}]},
+                "aclFilters[0].accessFilter.permissionType: unknown permission type 'maybe' (expected any, allow or deny)",
+            ),
+            (
+                {"aclFilters": [{"filterType": "BOTH"}]},
+                "aclFilters[0].filterType: unknown filter type 'BOTH' (expected INCLUDE or EXCLUDE)",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"operation": 3}}]},
+                "aclFilters[0].accessFilter.operation: expected any",
+            ),
+            (
+                {"aclFilters": [{"resourceFilter": {"name": ""}}]},
+                "aclFilters[0].resourceFilter.name: expected a non-empty string, got an empty string",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"host": 7}}]},
+                "aclFilters[0].accessFilter.host: expected a non-empty string, got a number",
+            ),
+            (
+                {"aclFilters": [{"accessFilter": {"principal": "alice"}}]},
+                "aclFilters[0].accessFilter.principal: expected a principal such as User:alice, got 'alice'",
+            ),
+            ("[1]", "expected a mapping or a JSON object string, got a list"),
+            ("{nope", "malformed JSON"),
+        ],
+    )
     def test_refused_naming_the_key_and_why(self, value, reason):
         msg = problem(config(**{"acl.filters": value}))
         assert msg.startswith(f"{WHERE}: ") and reason in msg, msg
@@ -135,8 +190,9 @@ class TestRefusals:
     def test_sync_on_needs_at_least_one_filter(self):
         for filters in (None, {"aclFilters": []}, '{"aclFilters": []}'):
             settings = {"acl.sync.enable": True} | ({} if filters is None else {"acl.filters": filters})
-            assert problem(config(**settings)) == \
-                f"{WHERE}: at least one filter is required when acl.sync.enable is true"
+            assert (
+                problem(config(**settings)) == f"{WHERE}: at least one filter is required when acl.sync.enable is true"
+            )
 
     def test_sync_off_accepts_no_filters(self):
         assert parse_config(config(**{"acl.filters": {"aclFilters": []}}), SRC, {}).link("l").acl_filters.is_empty
@@ -220,8 +276,12 @@ class TestBindingJsonForm:
     def test_round_trip(self):
         from mirror_pipeline.kafka import acls
 
-        for key in (binding(), binding("cluster", "kafka-cluster", operation="idempotent_write"),
-                    binding("transactional_id", "tx-", "prefixed", permission="deny"), binding(name="*")):
+        for key in (
+            binding(),
+            binding("cluster", "kafka-cluster", operation="idempotent_write"),
+            binding("transactional_id", "tx-", "prefixed", permission="deny"),
+            binding(name="*"),
+        ):
             made = acls.binding_from_key(key)
             assert acls.binding_key(made) == key
             assert acls.binding_from_dict(acls.binding_to_dict(made)) == made
@@ -233,11 +293,21 @@ class TestBindingJsonForm:
         from mirror_pipeline.kafka import acls
 
         assert acls.binding_from_key(binding("cluster", "kafka-cluster")).restype == ResourceType.BROKER
-        assert acls.binding_to_dict(acls.binding_from_key(binding("cluster", "kafka-cluster")))["resourceType"] \
+        assert (
+            acls.binding_to_dict(acls.binding_from_key(binding("cluster", "kafka-cluster")))["resourceType"]
             == "cluster"
+        )
 
-    @pytest.mark.parametrize("change", [{"operation": "any"}, {"patternType": "match"}, {"resourceType": "broker"},
-                                        {"permissionType": "unknown"}, {"host": None}])
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"operation": "any"},
+            {"patternType": "match"},
+            {"resourceType": "broker"},
+            {"permissionType": "unknown"},
+            {"host": None},
+        ],
+    )
     def test_not_a_binding(self, change):
         from mirror_pipeline.kafka import acls
         from mirror_pipeline.model.errors import MirrorError

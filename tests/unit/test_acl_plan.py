@@ -17,8 +17,15 @@ MM2 = DefaultReplicationPolicy("us-west", "us-east")
 EVERYTHING = AclFilters([AclFilter()])
 
 
-def b(name="orders", rtype="topic", pattern="literal", principal="User:app", operation="read",
-      permission="allow", host="*") -> BindingKey:
+def b(
+    name="orders",
+    rtype="topic",
+    pattern="literal",
+    principal="User:app",
+    operation="read",
+    permission="allow",
+    host="*",
+) -> BindingKey:
     return BindingKey(rtype, name, pattern, principal, host, operation, permission)
 
 
@@ -82,8 +89,9 @@ class TestDecisions:
         assert p.to_create == (b("g", rtype="group"),) and p.selected == 1
 
     def test_exclude_wins(self):
-        fs = AclFilters([AclFilter(resource_type="topic"),
-                         AclFilter(principal="User:admin", filter_type=FilterType.EXCLUDE)])
+        fs = AclFilters(
+            [AclFilter(resource_type="topic"), AclFilter(principal="User:admin", filter_type=FilterType.EXCLUDE)]
+        )
         p = plan(source=[b("a"), b("a", principal="User:admin")], filters=fs)
         assert p.to_create == (b("a"),)
 
@@ -111,8 +119,9 @@ class TestNaming:
         policy = DefaultReplicationPolicy("us-west", "us-east", separator="_")
         assert map_binding(b("orders"), policy) == b("us-west_orders")
 
-    @pytest.mark.parametrize("rtype, name", [("group", "orders"), ("transactional_id", "orders-tx"),
-                                             ("cluster", "kafka-cluster")])
+    @pytest.mark.parametrize(
+        "rtype, name", [("group", "orders"), ("transactional_id", "orders-tx"), ("cluster", "kafka-cluster")]
+    )
     def test_other_resources_keep_their_names(self, rtype, name):
         assert map_binding(b(name, rtype=rtype), MM2) == b(name, rtype=rtype)
         assert map_binding(b(name, rtype=rtype, pattern="prefixed"), MM2) == b(name, rtype=rtype, pattern="prefixed")
@@ -128,8 +137,9 @@ class TestNaming:
         p = plan(source=[b("orders"), b("other")], filters=only_orders, naming=MM2)
         assert p.to_create == (b("us-west.orders"),)
 
-    @pytest.mark.parametrize("name, pattern", [("__consumer_offsets", "literal"), ("_mirror-pipeline.state", "literal"),
-                                               ("__", "prefixed")])
+    @pytest.mark.parametrize(
+        "name, pattern", [("__consumer_offsets", "literal"), ("_mirror-pipeline.state", "literal"), ("__", "prefixed")]
+    )
     def test_internal_topics_are_skipped(self, name, pattern):
         p = plan(source=[b(name, pattern=pattern)])
         assert not p.to_create and p.skipped[0][0] == b(name, pattern=pattern)
@@ -163,8 +173,15 @@ class TestNaming:
 
 
 def test_result_to_dict_is_json_ready():
-    r = AclSyncResult("l", True, False, 1.0, duration_s=0.12345, created=({"name": "a"},), skipped=(
-        {"binding": {"name": "x"}, "reason": "why"},))
+    r = AclSyncResult(
+        "l",
+        True,
+        False,
+        1.0,
+        duration_s=0.12345,
+        created=({"name": "a"},),
+        skipped=({"binding": {"name": "x"}, "reason": "why"},),
+    )
     d = r.to_dict()
     assert d["created"] == [{"name": "a"}] and d["duration_s"] == 0.123 and d["skipped"][0]["reason"] == "why"
     assert not r.in_sync and AclSyncResult("l", True, False, 1.0).in_sync

@@ -19,8 +19,12 @@ from mirror_pipeline.operations.all_or_nothing import (
 from tests.config_files import write_pair_config
 
 LINK = "west-to-east"
-AUTO = {"auto.create.mirror.topics.enable": True, "auto.create.mirror.topics.filters": {
-    "topicFilters": [{"name": "orders", "patternType": "PREFIXED", "filterType": "INCLUDE"}]}}
+AUTO = {
+    "auto.create.mirror.topics.enable": True,
+    "auto.create.mirror.topics.filters": {
+        "topicFilters": [{"name": "orders", "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+    },
+}
 
 
 @pytest.fixture
@@ -38,14 +42,29 @@ def mirror(name: str, state: str = "ACTIVE", *flags: str, source: str = "") -> M
     return MirrorInfo(LINK, name, source or name, state, 0.0, "", 0.0, flags=tuple(flags))
 
 
-@pytest.mark.parametrize(("verb", "goes", "refused"), [
-    ("pause", ["ACTIVE", "SOURCE_UNAVAILABLE", "PAUSED"], ["PENDING_STOPPED", "STOPPED", "LINK_FAILED", "FAILED"]),
-    ("resume", ["PAUSED", "ACTIVE", "SOURCE_UNAVAILABLE", "PENDING_STOPPED"], ["STOPPED", "LINK_FAILED", "FAILED"]),
-    ("promote", ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED"], ["LINK_FAILED", "FAILED"]),
-    ("failover", ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED", "LINK_FAILED", "FAILED"], []),
-    ("delete", ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED", "LINK_FAILED", "FAILED"], []),
-    ("reverse", ["STOPPED"], ["ACTIVE", "PAUSED", "FAILED"]),
-])
+@pytest.mark.parametrize(
+    ("verb", "goes", "refused"),
+    [
+        ("pause", ["ACTIVE", "SOURCE_UNAVAILABLE", "PAUSED"], ["PENDING_STOPPED", "STOPPED", "LINK_FAILED", "FAILED"]),
+        ("resume", ["PAUSED", "ACTIVE", "SOURCE_UNAVAILABLE", "PENDING_STOPPED"], ["STOPPED", "LINK_FAILED", "FAILED"]),
+        (
+            "promote",
+            ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED"],
+            ["LINK_FAILED", "FAILED"],
+        ),
+        (
+            "failover",
+            ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED", "LINK_FAILED", "FAILED"],
+            [],
+        ),
+        (
+            "delete",
+            ["ACTIVE", "PAUSED", "PENDING_STOPPED", "SOURCE_UNAVAILABLE", "STOPPED", "LINK_FAILED", "FAILED"],
+            [],
+        ),
+        ("reverse", ["STOPPED"], ["ACTIVE", "PAUSED", "FAILED"]),
+    ],
+)
 def test_the_states_each_verb_takes(link, verb, goes, refused):
     assert [s for s in goes if why_not(verb, mirror("m", s), link)] == []
     assert [s for s in refused if not why_not(verb, mirror("m", s), link)] == []
@@ -53,21 +72,29 @@ def test_the_states_each_verb_takes(link, verb, goes, refused):
 
 def test_the_reasons_name_the_mirror_and_what_to_do(link, auto_link):
     assert why_not("pause", mirror("m", "FAILED"), link) == "mirror 'm' is FAILED (only an ACTIVE mirror can be paused)"
-    assert why_not("resume", mirror("m", "STOPPED"), link) == "mirror 'm' is STOPPED (only a PAUSED mirror can be resumed)"
+    assert (
+        why_not("resume", mirror("m", "STOPPED"), link) == "mirror 'm' is STOPPED (only a PAUSED mirror can be resumed)"
+    )
     assert why_not("promote", mirror("m", "ACTIVE", "STOPPING"), link) == (
-        "mirror 'm' is being stopped by a failover that did not finish (run failover again to finish it)")
+        "mirror 'm' is being stopped by a failover that did not finish (run failover again to finish it)"
+    )
     assert why_not("promote", mirror("m", "ACTIVE", "FOREIGN_WRITE"), link) == (
-        "mirror 'm' holds records the link did not write (promote cannot verify it; failover can stop it)")
+        "mirror 'm' holds records the link did not write (promote cannot verify it; failover can stop it)"
+    )
     for verb, then in (("failover", "promote or fail it over"), ("delete", "delete it")):
         assert why_not(verb, mirror("m", "PAUSED", "REVERSING"), link) == (
-            f"mirror 'm' is being set up by a reverse that did not finish (run reverse again to finish it, then {then})")
+            f"mirror 'm' is being set up by a reverse that did not finish (run reverse again to finish it, then {then})"
+        )
     assert why_not("pause", mirror("m", "PAUSED", "REVERSING"), link) is None  # a pause or resume never was refused
     assert why_not("delete", mirror("orders-1"), auto_link) == (
         "mirror 'orders-1' would be created again by auto-create: the link's auto.create.mirror.topics.filters still "
-        "select its source topic 'orders-1'")
+        "select its source topic 'orders-1'"
+    )
     # A FAILED or STOPPED mirror may go though the filters select it; a source they do not select may go.
-    assert [why_not("delete", m, auto_link) for m in (mirror("orders-2", "FAILED"), mirror("orders-3", "STOPPED"),
-                                                       mirror("payments"))] == [None, None, None]
+    assert [
+        why_not("delete", m, auto_link)
+        for m in (mirror("orders-2", "FAILED"), mirror("orders-3", "STOPPED"), mirror("payments"))
+    ] == [None, None, None]
 
 
 def test_a_request_is_refused_naming_every_mirror_that_cannot_go(link):
@@ -79,7 +106,8 @@ def test_a_request_is_refused_naming_every_mirror_that_cannot_go(link):
     assert str(refused.value) == (
         "pause refused: no mirror 'x', 'y' on link 'west-to-east' (its mirrors: a, b, c); mirror 'b' is STOPPED "
         "(only an ACTIVE mirror can be paused); mirror 'c' is FAILED (only an ACTIVE mirror can be paused); "
-        "nothing was changed")
+        "nothing was changed"
+    )
     assert check_request("pause", link, registry, ["a", "a"]) == [registry["a"]]
 
 
@@ -94,7 +122,8 @@ def test_the_ways_out_of_an_auto_create_refusal_are_said_once(auto_link):
         "auto.create.mirror.topics.filters still select its source topic 'orders-1'; mirror 'orders-2' would be "
         "created again by auto-create: the link's auto.create.mirror.topics.filters still select its source topic "
         "'orders-2'; to delete such a mirror, delete the source topic first (and wait for the mirror to be FAILED), "
-        "exclude it with an EXCLUDE filter, or turn auto.create.mirror.topics.enable off; nothing was changed")
+        "exclude it with an EXCLUDE filter, or turn auto.create.mirror.topics.enable off; nothing was changed"
+    )
 
 
 def test_every_mirror_of_the_link_leaves_the_stopped_ones_to_a_pause_or_resume_only(link):
@@ -128,11 +157,13 @@ def test_a_verb_that_fails_part_way_stops_and_says_what_changed():
     assert acted == ["a", "b", "c"]  # 'd' was not attempted
     assert str(incomplete.value) == (
         "delete did not finish on link 'west-to-east': deleted: a; unchanged: b (already gone); not deleted: "
-        "c (cluster 'us-east' did not answer; it is marked DELETING), d (not attempted)")
+        "c (cluster 'us-east' did not answer; it is marked DELETING), d (not attempted)"
+    )
     assert incomplete.value.result is result
-    assert result.to_dict()["not_done"] == {"c": {"state": "ACTIVE", "why": "cluster 'us-east' did not answer; it is "
-                                                                           "marked DELETING"},
-                                            "d": {"state": "ACTIVE", "why": "not attempted"}}
+    assert result.to_dict()["not_done"] == {
+        "c": {"state": "ACTIVE", "why": "cluster 'us-east' did not answer; it is marked DELETING"},
+        "d": {"state": "ACTIVE", "why": "not attempted"},
+    }
     assert isinstance(incomplete.value.__cause__, ClusterUnreachable)
 
 
@@ -146,8 +177,10 @@ def test_a_failure_after_the_change_counts_the_mirror_as_changed():
     with pytest.raises(Incomplete) as incomplete:
         one_by_one(result, [mirror("a"), mirror("b")], act)
 
-    assert str(incomplete.value) == ("pause did not finish on link 'west-to-east': paused: a (then: KeyError: "
-                                     "'partition 0'); not paused: b (not attempted)")
+    assert str(incomplete.value) == (
+        "pause did not finish on link 'west-to-east': paused: a (then: KeyError: "
+        "'partition 0'); not paused: b (not attempted)"
+    )
     assert _render(result.to_dict()).splitlines() == [
         "MIRROR  BEFORE  AFTER   WHAT HAPPENED",
         "a       ACTIVE  PAUSED  paused: copies nothing until resumed; then: KeyError: 'partition 0'",
@@ -158,5 +191,8 @@ def test_a_failure_after_the_change_counts_the_mirror_as_changed():
 def test_a_verb_that_finished_reports_as_before():
     result = LifecycleResult("pause", LINK)
     assert one_by_one(result, [mirror("a")], lambda info, changed: result.add(info, info, "already paused")) is result
-    assert result.to_dict() == {"verb": "pause", "link": LINK,
-                                "mirrors": {"a": {"before": "ACTIVE", "after": "ACTIVE", "said": "already paused"}}}
+    assert result.to_dict() == {
+        "verb": "pause",
+        "link": LINK,
+        "mirrors": {"a": {"before": "ACTIVE", "after": "ACTIVE", "said": "already paused"}},
+    }

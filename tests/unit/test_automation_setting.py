@@ -12,8 +12,10 @@ KEY = "dagster.automation.running"
 def config(link_settings: dict | None = None, defaults: dict | None = None) -> dict:
     data = {
         "clusters": {"a": {"bootstrap.servers": "h1:9092"}, "b": {"bootstrap.servers": "h2:9092"}},
-        "links": {"l": {"source": "a", "destination": "b", **(link_settings or {})},
-                  "m": {"source": "b", "destination": "a"}},
+        "links": {
+            "l": {"source": "a", "destination": "b", **(link_settings or {})},
+            "m": {"source": "b", "destination": "a"},
+        },
     }
     if defaults is not None:
         data["defaults"] = defaults
@@ -32,14 +34,25 @@ def test_off_by_default():
     assert cfg.link("l").to_dict()[KEY] is False
 
 
-@pytest.mark.parametrize("raw, expected", [(True, True), ("true", True), ("TRUE", True), (False, False),
-                                           ("false", False)])
+@pytest.mark.parametrize(
+    "raw, expected", [(True, True), ("true", True), ("TRUE", True), (False, False), ("false", False)]
+)
 def test_values(raw, expected):
     assert parse_config(config({KEY: raw}), SRC, {}).link("l").automation_running is expected
 
 
-@pytest.mark.parametrize("raw, got", [("yes", "'yes'"), ("on", "'on'"), (1, "a number"), (None, "null"),
-                                      ("", "''"), ([True], "a list"), ({"x": 1}, "a mapping")])
+@pytest.mark.parametrize(
+    "raw, got",
+    [
+        ("yes", "'yes'"),
+        ("on", "'on'"),
+        (1, "a number"),
+        (None, "null"),
+        ("", "''"),
+        ([True], "a list"),
+        ({"x": 1}, "a mapping"),
+    ],
+)
 def test_anything_but_true_or_false_is_refused_naming_the_key(raw, got):
     assert problem(config({KEY: raw})) == f"{SRC}: links.l.{KEY}: expected true or false, got {got}"
 
@@ -51,7 +64,8 @@ def test_defaults_apply_to_every_link_and_a_link_wins():
 
 def test_a_bad_default_is_reported_under_defaults():
     assert problem(config(defaults={KEY: "sometimes"})) == (
-        f"{SRC}: defaults.{KEY}: expected true or false, got 'sometimes'")
+        f"{SRC}: defaults.{KEY}: expected true or false, got 'sometimes'"
+    )
 
 
 def test_a_misspelt_key_suggests_the_setting():

@@ -37,7 +37,9 @@ def invoke(*args: str, env: dict | None = None):
 
 
 def test_a_library_error_is_one_line_with_exit_code_1(config, monkeypatch):
-    monkeypatch.setattr(engine, "list_mirrors", raising(ClusterUnreachable("cluster 'us-east' (127.0.0.1:1) did not answer")))
+    monkeypatch.setattr(
+        engine, "list_mirrors", raising(ClusterUnreachable("cluster 'us-east' (127.0.0.1:1) did not answer"))
+    )
     result = invoke("mirror", "list", "--link", LINK, "--config", config)
     assert result.exit_code == 1
     assert result.stderr == "error: cluster 'us-east' (127.0.0.1:1) did not answer\n"
@@ -63,7 +65,9 @@ def test_an_unexpected_exception_is_one_paragraph_with_exit_code_3(config, monke
     result = invoke("mirror", "list", "--link", LINK, "--config", config)
     assert result.exit_code == 3
     assert "Traceback" not in result.output
-    assert result.stderr == "error: internal error: KeyError: 'no\\nsuch\\x07key'; rerun with --debug for the traceback\n"
+    assert (
+        result.stderr == "error: internal error: KeyError: 'no\\nsuch\\x07key'; rerun with --debug for the traceback\n"
+    )
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -86,7 +90,9 @@ def test_an_unknown_link_names_the_argument_and_the_links_there(config, monkeypa
     monkeypatch.setattr(engine, "list_mirrors", raising(AssertionError("must not be reached")))
     result = invoke("mirror", "list", "--link", "east-to-west", "--config", "mirror.yaml")
     assert result.exit_code == 1
-    assert result.stderr == "error: --link: no link 'east-to-west' in mirror.yaml; give one of its links: west-to-east\n"
+    assert (
+        result.stderr == "error: --link: no link 'east-to-west' in mirror.yaml; give one of its links: west-to-east\n"
+    )
 
 
 def test_link_describe_names_its_argument(config):

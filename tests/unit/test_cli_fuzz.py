@@ -51,8 +51,8 @@ import os
 import re
 import tempfile
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -77,21 +77,52 @@ cli_demo, cli_local, cli_run = (importlib.import_module(f"mirror_pipeline.cli.{m
 
 CASES = int(os.environ.get("MIRROR_PIPELINE_FUZZ_CASES", "300"))
 CASE_SECONDS = 10
-FUZZ = settings(max_examples=CASES, deadline=None, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much, HealthCheck.large_base_example])
+FUZZ = settings(
+    max_examples=CASES,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.large_base_example,
+    ],
+)
 LINK = "west-to-east"
 ENGINE_MESSAGE = "engine reached"
-STATS: dict[str, collections.Counter] = {"exit": collections.Counter(), "reached": collections.Counter(),
-                                         "known": collections.Counter(), "tame": collections.Counter()}
+STATS: dict[str, collections.Counter] = {
+    "exit": collections.Counter(),
+    "reached": collections.Counter(),
+    "known": collections.Counter(),
+    "tame": collections.Counter(),
+}
 
 # --- what is replaced: every way out of the process ------------------------------------------------
 
 ENGINE_VERBS = [
-    "list_mirrors", "describe_mirror", "create_mirror", "ensure_mirror", "mirror_lags", "pause", "resume",
-    "promote", "failover", "preview_stop", "delete_mirrors", "run_cycle", "auto_create", "check_health",
-    "health_changes", "sync_configs", "link_config_drift", "sync_offsets", "export_offsets", "translate_offset",
-    "sync_acls", "acl_sync_status",
+    "list_mirrors",
+    "describe_mirror",
+    "create_mirror",
+    "ensure_mirror",
+    "mirror_lags",
+    "pause",
+    "resume",
+    "promote",
+    "failover",
+    "preview_stop",
+    "delete_mirrors",
+    "run_cycle",
+    "auto_create",
+    "check_health",
+    "health_changes",
+    "sync_configs",
+    "link_config_drift",
+    "sync_offsets",
+    "export_offsets",
+    "translate_offset",
+    "sync_acls",
+    "acl_sync_status",
 ]
 # (owner, attribute, name in the records): what the CLI modules imported by name, and the local clusters.
 OTHER_EXITS = [
@@ -138,50 +169,197 @@ NEEDS_LINK = {"--link": ("link", True, False)}
 TOPICS = ("topic", -1)  # positional: kind, nargs (-1: any number)
 COMMANDS: dict[tuple[str, ...], tuple[list, dict]] = {
     ("local", "install"): ([], {**JSON}),
-    ("local", "up"): ([], {"--clusters": ("clusters", False, False), "--dir": ("dir", False, False),
-                           "--base-port": ("port", False, False), "--security": ("security", False, False), **JSON}),
+    ("local", "up"): (
+        [],
+        {
+            "--clusters": ("clusters", False, False),
+            "--dir": ("dir", False, False),
+            "--base-port": ("port", False, False),
+            "--security": ("security", False, False),
+            **JSON,
+        },
+    ),
     ("local", "status"): ([], {"--dir": ("dir", False, False), **JSON}),
     ("local", "down"): ([], {"--dir": ("dir", False, False), **JSON}),
     ("link", "list"): ([], {**CONFIG, **JSON}),
     ("link", "describe"): ([("link", 1)], {**CONFIG, **JSON}),
-    ("link", "acls"): ([("link", 1)], {"--topic": ("topic", True, True), "--group": ("group", False, True),
-                                       **CONFIG, **JSON}),
+    ("link", "acls"): (
+        [("link", 1)],
+        {"--topic": ("topic", True, True), "--group": ("group", False, True), **CONFIG, **JSON},
+    ),
     ("link", "sync-acls"): ([("link", 1)], {"--dry-run": (None, False, False), **CONFIG, **JSON}),
     ("mirror", "create"): ([("topic", 1)], {**NEEDS_LINK, "--mirror-topic": ("topic", False, False), **CONFIG, **JSON}),
     ("mirror", "list"): ([], {**NEEDS_LINK, **CONFIG, **JSON}),
     ("mirror", "describe"): ([("topic", 1)], {**NEEDS_LINK, **CONFIG, **JSON}),
     ("mirror", "pause"): ([TOPICS], {**NEEDS_LINK, "--all": (None, False, False), **CONFIG, **JSON}),
     ("mirror", "resume"): ([TOPICS], {**NEEDS_LINK, "--all": (None, False, False), **CONFIG, **JSON}),
-    ("mirror", "promote"): ([TOPICS], {**NEEDS_LINK, "--all": (None, False, False), "--dry-run": (None, False, False),
-                                       "--timeout": ("seconds", False, False), **CONFIG, **JSON}),
-    ("mirror", "failover"): ([TOPICS], {**NEEDS_LINK, "--all": (None, False, False), "--dry-run": (None, False, False),
-                                        **CONFIG, **JSON}),
+    ("mirror", "promote"): (
+        [TOPICS],
+        {
+            **NEEDS_LINK,
+            "--all": (None, False, False),
+            "--dry-run": (None, False, False),
+            "--timeout": ("seconds", False, False),
+            **CONFIG,
+            **JSON,
+        },
+    ),
+    ("mirror", "failover"): (
+        [TOPICS],
+        {**NEEDS_LINK, "--all": (None, False, False), "--dry-run": (None, False, False), **CONFIG, **JSON},
+    ),
     ("mirror", "delete"): ([TOPICS], {**NEEDS_LINK, **CONFIG, **JSON}),
     ("run",): ([], {**NEEDS_LINK, "--mirror": ("topic", False, True), **CONFIG, **JSON}),
     ("offsets", "sync"): ([], {**NEEDS_LINK, "--mirror": ("topic", False, True), **CONFIG, **JSON}),
-    ("offsets", "export"): ([], {**NEEDS_LINK, "--group": ("group", False, True), "--output": ("output", False, False),
-                                 **CONFIG, **JSON}),
-    ("offsets", "translate"): ([], {**NEEDS_LINK, "--topic": ("topic", True, False),
-                                    "--partition": ("partition", True, False), "--offset": ("offset", True, False),
-                                    "--mode": ("mode", False, False), **CONFIG, **JSON}),
+    ("offsets", "export"): (
+        [],
+        {**NEEDS_LINK, "--group": ("group", False, True), "--output": ("output", False, False), **CONFIG, **JSON},
+    ),
+    ("offsets", "translate"): (
+        [],
+        {
+            **NEEDS_LINK,
+            "--topic": ("topic", True, False),
+            "--partition": ("partition", True, False),
+            "--offset": ("offset", True, False),
+            "--mode": ("mode", False, False),
+            **CONFIG,
+            **JSON,
+        },
+    ),
     ("demo",): ([], {"--records": ("records", False, False), "--config": ("demo_config", False, False)}),
 }
 GROUPS = sorted({path[0] for path in COMMANDS if len(path) > 1})
 
 # --- values --------------------------------------------------------------------------------------
 
-CONTROL = ["\x00", "\x07", "\x08", "\x1b", "\x1b[2J", "\x1b]0;pwned\x07", "\x1b[31mred", "\r", "\n", "\t", "\x7f",
-           "\x85", "\x9b31m", "\u2028", "\u2029", "\u202e", "\u2066", "\u200b", "\ufeff", "\udcff", "\ud800"]
-ODD = ["", " ", "-", "--", "-1", "--link", "--json", "--help", "-h", "--all", ".", "..", "...", "/", "./x", "~",
-       "~/x", "$HOME", "${X}", "%s", "{}", "'", '"', "\\", "a b", "a,b", "é", "Ω", "日本", "💥", "👨\u200d👩\u200d👧",
-       "１２", "٣", "nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-0", "+0", "0x10", "0b1", "1_000", "1.5",
-       "1e3", " 7", "7 ", "2147483647", "2147483648", "9223372036854775807", "9223372036854775808",
-       "-9223372036854775808", str(10**25), "9" * 5000, "a" * 249, "a" * 250, "a" * 10_000, "é" * 300,
-       "\x00" * 50, "orders\x00", "west-to-east\x1b[2J", "west-to-east\n"]
-NUMERIC = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e309", "-1e309", "-1", "-0", "+0", "0", "1", "+5", " 7",
-           "7 ", "0x10", "0o7", "0b1", "1_000", "1.0", "1.5", "1e3", "1e-320", "١٢", "１２", "2147483647", "2147483648",
-           "9223372036854775807", "9223372036854775808", "-9223372036854775808", str(10**25), str(-(10**25)),
-           "9" * 101, "9" * 5000, "", " "]
+CONTROL = [
+    "\x00",
+    "\x07",
+    "\x08",
+    "\x1b",
+    "\x1b[2J",
+    "\x1b]0;pwned\x07",
+    "\x1b[31mred",
+    "\r",
+    "\n",
+    "\t",
+    "\x7f",
+    "\x85",
+    "\x9b31m",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\ufeff",
+    "\udcff",
+    "\ud800",
+]
+ODD = [
+    "",
+    " ",
+    "-",
+    "--",
+    "-1",
+    "--link",
+    "--json",
+    "--help",
+    "-h",
+    "--all",
+    ".",
+    "..",
+    "...",
+    "/",
+    "./x",
+    "~",
+    "~/x",
+    "$HOME",
+    "${X}",
+    "%s",
+    "{}",
+    "'",
+    '"',
+    "\\",
+    "a b",
+    "a,b",
+    "é",
+    "Ω",
+    "日本",
+    "💥",
+    "👨\u200d👩\u200d👧",
+    "１２",
+    "٣",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e309",
+    "-0",
+    "+0",
+    "0x10",
+    "0b1",
+    "1_000",
+    "1.5",
+    "1e3",
+    " 7",
+    "7 ",
+    "2147483647",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    str(10**25),
+    "9" * 5000,
+    "a" * 249,
+    "a" * 250,
+    "a" * 10_000,
+    "é" * 300,
+    "\x00" * 50,
+    "orders\x00",
+    "west-to-east\x1b[2J",
+    "west-to-east\n",
+]
+NUMERIC = [
+    "nan",
+    "NaN",
+    "-nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e309",
+    "-1e309",
+    "-1",
+    "-0",
+    "+0",
+    "0",
+    "1",
+    "+5",
+    " 7",
+    "7 ",
+    "0x10",
+    "0o7",
+    "0b1",
+    "1_000",
+    "1.0",
+    "1.5",
+    "1e3",
+    "1e-320",
+    "١٢",
+    "１２",
+    "2147483647",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    str(10**25),
+    str(-(10**25)),
+    "9" * 101,
+    "9" * 5000,
+    "",
+    " ",
+]
 
 hostile = st.one_of(
     st.sampled_from(CONTROL + ODD),
@@ -190,8 +368,20 @@ hostile = st.one_of(
     st.builds(lambda s, n: s * n, st.text(min_size=1, max_size=4), st.integers(50, 3000)),
 )
 valid_topic = st.one_of(
-    st.sampled_from(["orders", "payments.v1", "a", "A-b_c.d", "x" * 249, "_mirror-pipeline.state",
-                     "__consumer_offsets", "orders.mirror", "...", "-orders"]),
+    st.sampled_from(
+        [
+            "orders",
+            "payments.v1",
+            "a",
+            "A-b_c.d",
+            "x" * 249,
+            "_mirror-pipeline.state",
+            "__consumer_offsets",
+            "orders.mirror",
+            "...",
+            "-orders",
+        ]
+    ),
     st.from_regex(r"\A[A-Za-z0-9._-]{1,40}\Z").filter(lambda t: t not in (".", "..")),
 )
 
@@ -199,8 +389,9 @@ valid_topic = st.one_of(
 def in_range(low, high):
     """Whole numbers from low to high, as a user may type them: plain, signed, padded, zero-filled."""
     plain = st.one_of(st.integers(low, high), st.sampled_from([low, high]))
-    return st.one_of(plain.map(str), plain.map(lambda n: f"+{n}"), plain.map(lambda n: f" {n} "),
-                     plain.map(lambda n: f"00{n}"))
+    return st.one_of(
+        plain.map(str), plain.map(lambda n: f"+{n}"), plain.map(lambda n: f" {n} "), plain.map(lambda n: f"00{n}")
+    )
 
 
 def number(low, high):
@@ -224,8 +415,11 @@ VALID = {
     "records": in_range(1, 10_000_000),
     "clusters": in_range(1, clusters.MAX_CLUSTERS),
     "port": in_range(1024, 65535),
-    "seconds": st.one_of(st.floats(1, MAX_TIMEOUT_S).map(repr), st.integers(1, MAX_TIMEOUT_S).map(str),
-                         st.sampled_from(["1", "604800", "1e2", " 5 ", "300.5", "+60"])),
+    "seconds": st.one_of(
+        st.floats(1, MAX_TIMEOUT_S).map(repr),
+        st.integers(1, MAX_TIMEOUT_S).map(str),
+        st.sampled_from(["1", "604800", "1e2", " 5 ", "300.5", "+60"]),
+    ),
     "config": path_key("config"),
     "demo_config": path_key("new", "config"),
     "output": path_key("out"),
@@ -234,8 +428,13 @@ VALID = {
 }
 VALUES = {
     "topic": st.one_of(valid_topic, valid_topic, valid_topic, hostile),
-    "link": st.one_of(st.just(LINK), st.just(LINK), st.just(LINK),
-                      st.sampled_from(["east-to-west", "west-to-east.", "WEST-TO-EAST", ".", "..", "x" * 300]), hostile),
+    "link": st.one_of(
+        st.just(LINK),
+        st.just(LINK),
+        st.just(LINK),
+        st.sampled_from(["east-to-west", "west-to-east.", "WEST-TO-EAST", ".", "..", "x" * 300]),
+        hostile,
+    ),
     "group": st.one_of(VALID["group"], st.just(""), hostile),
     "mode": st.one_of(VALID["mode"], st.sampled_from(["EXACT", "Exact", "none", ""]), hostile),
     "partition": number(0, MAX_PARTITION),
@@ -243,17 +442,37 @@ VALUES = {
     "records": number(1, 10_000_000),
     "clusters": number(1, clusters.MAX_CLUSTERS),
     "port": number(1024, 65535),
-    "seconds": st.one_of(VALID["seconds"], st.sampled_from(["0", "0.999", "604800.0001", "1e-320", "5s", "1_0", "٣"]),
-                         st.floats().map(repr), st.sampled_from(NUMERIC), hostile),
-    "config": st.one_of(path_key("config", "config", "config", "missing", "dir", "empty", "garbage", "devnull"), hostile),
+    "seconds": st.one_of(
+        VALID["seconds"],
+        st.sampled_from(["0", "0.999", "604800.0001", "1e-320", "5s", "1_0", "٣"]),
+        st.floats().map(repr),
+        st.sampled_from(NUMERIC),
+        hostile,
+    ),
+    "config": st.one_of(
+        path_key("config", "config", "config", "missing", "dir", "empty", "garbage", "devnull"), hostile
+    ),
     "demo_config": st.one_of(path_key("new", "config", "nodir", "dir"), hostile),
     "output": st.one_of(path_key("out", "out", "nodir", "dir", "devnull"), hostile),
     "dir": st.one_of(path_key("local", "local", "file", "missing"), hostile),
-    "security": st.one_of(VALID["security"],
-                          st.sampled_from(["SASL_SSL", "tls", "sasl", ""]), hostile),
+    "security": st.one_of(VALID["security"], st.sampled_from(["SASL_SSL", "tls", "sasl", ""]), hostile),
 }
-EXTRAS = st.sampled_from([["--bogus"], ["--Link", "x"], ["-x"], ["--json=yes"], ["--help"], ["-h"], ["--version"],
-                          ["--"], ["--link"], ["--config"], ["-"], ["--debug"]]) | hostile.map(lambda t: [t])
+EXTRAS = st.sampled_from(
+    [
+        ["--bogus"],
+        ["--Link", "x"],
+        ["-x"],
+        ["--json=yes"],
+        ["--help"],
+        ["-h"],
+        ["--version"],
+        ["--"],
+        ["--link"],
+        ["--config"],
+        ["-"],
+        ["--debug"],
+    ]
+) | hostile.map(lambda t: [t])
 
 
 @st.composite
@@ -345,15 +564,26 @@ def workdir():
         cases = reached.pop("cases", 0)
         verbs = ", ".join(f"{name} {n}" for name, n in reached.most_common())
         known = ", ".join(f"{name} {n}" for name, n in STATS["known"].most_common()) or "none"
-        print(f"\ncli fuzz: {sum(STATS['exit'].values())} cases ({STATS['tame']['cases']} all-valid); "
-              f"exit codes {{{exits}}}; engine reached in {cases} ({verbs or 'no verb'}); known bugs hit: {known}")
+        print(
+            f"\ncli fuzz: {sum(STATS['exit'].values())} cases ({STATS['tame']['cases']} all-valid); "
+            f"exit codes {{{exits}}}; engine reached in {cases} ({verbs or 'no verb'}); known bugs hit: {known}"
+        )
 
 
 def materialize(argv: list, root: Path) -> list[str]:
-    paths = {"config": root / "mirror.yaml", "missing": root / "no-such.yaml", "dir": root / "a-dir",
-             "empty": root / "empty.yaml", "garbage": root / "garbage.yaml", "devnull": Path(os.devnull),
-             "new": root / "demo.yaml", "nodir": root / "no" / "such" / "file", "out": root / "plan.csv",
-             "local": root / "local", "file": root / "mirror.yaml"}
+    paths = {
+        "config": root / "mirror.yaml",
+        "missing": root / "no-such.yaml",
+        "dir": root / "a-dir",
+        "empty": root / "empty.yaml",
+        "garbage": root / "garbage.yaml",
+        "devnull": Path(os.devnull),
+        "new": root / "demo.yaml",
+        "nodir": root / "no" / "such" / "file",
+        "out": root / "plan.csv",
+        "local": root / "local",
+        "file": root / "mirror.yaml",
+    }
     return [str(paths[t[1]]) if isinstance(t, tuple) else t for t in argv]
 
 
@@ -420,11 +650,15 @@ def argument_problems(name: str, arguments: dict | None) -> list[str]:
             problems.append(f"partition {value!r:.60}")
         elif key == "offset" and not whole(value, 0, MAX_OFFSET):
             problems.append(f"offset {value!r:.60}")
-        elif key == "timeout_s" and not (isinstance(value, (int, float)) and math.isfinite(value)
-                                         and 1 <= value <= MAX_TIMEOUT_S):
+        elif key == "timeout_s" and not (
+            isinstance(value, (int, float)) and math.isfinite(value) and 1 <= value <= MAX_TIMEOUT_S
+        ):
             problems.append(f"timeout_s {value!r:.60}")
-        elif key == "groups" and value is not None and not (
-                isinstance(value, list) and value and all(isinstance(g, str) and g for g in value)):
+        elif (
+            key == "groups"
+            and value is not None
+            and not (isinstance(value, list) and value and all(isinstance(g, str) and g for g in value))
+        ):
             problems.append(f"groups {value!r:.200}")
         elif key == "mode" and value not in (None, "exact", "timestamp"):
             problems.append(f"mode {value!r:.60}")
@@ -434,9 +668,15 @@ def argument_problems(name: str, arguments: dict | None) -> list[str]:
             problems.append(f"demo config_path {value!r:.200}")
         elif key == "settings" and name == "spark_session" and not isinstance(value, SparkSettings):
             problems.append(f"spark settings {value!r:.120}")
-        elif key == "self" and isinstance(value, clusters.LocalKafka) and not (
-                1 <= value.count <= clusters.MAX_CLUSTERS and 1024 <= value.base_port
-                and value.base_port + (value.count - 1) * clusters.PORT_STRIDE + 1 <= 65535):
+        elif (
+            key == "self"
+            and isinstance(value, clusters.LocalKafka)
+            and not (
+                1 <= value.count <= clusters.MAX_CLUSTERS
+                and 1024 <= value.base_port
+                and value.base_port + (value.count - 1) * clusters.PORT_STRIDE + 1 <= 65535
+            )
+        ):
             problems.append(f"local clusters {value!r:.200}")
     return [f"{name}: {p}" for p in problems if p]
 
@@ -506,9 +746,13 @@ def check(argv: list[str], expect_json: bool | None, result, calls, tame: bool =
         except ValueError:
             as_json = None
         if as_json is not None:
-            if not (isinstance(as_json, dict) and list(as_json) == ["error"] and isinstance(as_json["error"], str)
-                    and as_json["error"]):
-                broken.append(f"the JSON error is not {{\"error\": message}}: {first[:200]!r}")
+            if not (
+                isinstance(as_json, dict)
+                and list(as_json) == ["error"]
+                and isinstance(as_json["error"], str)
+                and as_json["error"]
+            ):
+                broken.append(f'the JSON error is not {{"error": message}}: {first[:200]!r}')
             if expect_json is False:
                 broken.append("a JSON error without --json")
         else:
@@ -528,6 +772,7 @@ def check(argv: list[str], expect_json: bool | None, result, calls, tame: bool =
 
 
 # --- known CLI bugs: (id, what, does this case show it) --------------------------------------------
+
 
 def _only(broken: list[str], *kinds: str) -> bool:
     return bool(broken) and all(b.startswith(kinds) for b in broken)
@@ -572,8 +817,10 @@ def test_every_argv_ends_as_one_clear_outcome(offline):
             if bug is not None:
                 STATS["known"][bug] += 1
                 return
-        assert not broken, (f"argv {argv!r:.2000}\nexit {result.exit_code}\nstdout {result.stdout[:1000]!r}\n"
-                            f"stderr {result.stderr[:1000]!r}\nbroken:\n  " + "\n  ".join(broken))
+        assert not broken, (
+            f"argv {argv!r:.2000}\nexit {result.exit_code}\nstdout {result.stdout[:1000]!r}\n"
+            f"stderr {result.stderr[:1000]!r}\nbroken:\n  " + "\n  ".join(broken)
+        )
 
     case()
     # The generator is not degenerate: it made successes, failures, usage errors and engine calls.
@@ -584,13 +831,17 @@ def test_every_argv_ends_as_one_clear_outcome(offline):
 # --- what the fuzz test found, fixed: one reproducer each ----------------------------------------
 
 
-@pytest.mark.parametrize("argv", [
-    ["link", "list", "--config", "mirror\x00.yaml"],
-    ["mirror", "list", "--link", LINK, "--config", "\ud800"],
-    ["local", "status", "--dir", "kafka\x00"],
-    ["offsets", "export", "--link", LINK, "--output", "plan\x00.csv"],
-    ["demo", "--config", "demo\x00.yaml"],
-], ids=["config-nul", "config-surrogate", "dir-nul", "output-nul", "demo-config-nul"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["link", "list", "--config", "mirror\x00.yaml"],
+        ["mirror", "list", "--link", LINK, "--config", "\ud800"],
+        ["local", "status", "--dir", "kafka\x00"],
+        ["offsets", "export", "--link", LINK, "--output", "plan\x00.csv"],
+        ["demo", "--config", "demo\x00.yaml"],
+    ],
+    ids=["config-nul", "config-surrogate", "dir-nul", "output-nul", "demo-config-nul"],
+)
 def test_a_path_with_nul_or_a_lone_surrogate_is_a_usage_error(offline, argv):
     CALLS.clear()
     result = CliRunner().invoke(cli, argv)
@@ -599,10 +850,14 @@ def test_a_path_with_nul_or_a_lone_surrogate_is_a_usage_error(offline, argv):
     assert not CALLS
 
 
-@pytest.mark.parametrize("argv", [
-    ["link", "list", "--config", "no\nsuch.yaml"],
-    ["demo", "extra\nargument"],
-], ids=["config-not-found", "unexpected-extra-argument"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["link", "list", "--config", "no\nsuch.yaml"],
+        ["demo", "extra\nargument"],
+    ],
+    ids=["config-not-found", "unexpected-extra-argument"],
+)
 def test_a_newline_in_a_value_is_escaped_in_the_one_error_line(offline, argv):
     CALLS.clear()
     result = CliRunner().invoke(cli, argv)

@@ -32,7 +32,9 @@ def config(tmp_path, monkeypatch):
     monkeypatch.delenv("MIRROR_PIPELINE_DEBUG", raising=False)
     ensure_dagster_home(tmp_path / "dagster-home")  # as a first CLI run makes it: telemetry off
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster-home"))
-    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0)])
+    monkeypatch.setattr(
+        engine, "list_mirrors", lambda cfg, link: [MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0)]
+    )
     return str(write_pair_config(tmp_path / "mirror.yaml", "127.0.0.1:1", "127.0.0.1:1", LINK))
 
 
@@ -61,7 +63,9 @@ def test_an_unknown_link_is_refused_before_a_dagster_run(config, tmp_path, verb)
 
 
 def test_a_bad_timeout_is_refused_before_a_dagster_run(config, tmp_path):
-    result = CliRunner().invoke(cli, ["mirror", "promote", "orders", "--link", LINK, "--timeout", "nan", "--config", config])
+    result = CliRunner().invoke(
+        cli, ["mirror", "promote", "orders", "--link", LINK, "--timeout", "nan", "--config", config]
+    )
     assert result.exit_code == 2 and "'--timeout'" in result.stderr
     assert no_dagster_run(tmp_path)
 
@@ -86,14 +90,23 @@ def test_a_bug_inside_the_dagster_run_is_its_message_without_a_stack(config, mon
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "Stack Trace" not in result.output
     assert json.loads(result.stderr)["error"].endswith(
-        'Error occurred while executing op "failover_mirrors" (caused by KeyError: \'missing\')')
+        "Error occurred while executing op \"failover_mirrors\" (caused by KeyError: 'missing')"
+    )
 
 
 @pytest.mark.parametrize("auto_create", [False, True])
 def test_run_refuses_an_unknown_mirror_before_auto_create_and_spark(tmp_path, monkeypatch, auto_create):
     monkeypatch.chdir(tmp_path)
-    settings = {"auto.create.mirror.topics.enable": True, "auto.create.mirror.topics.filters": {
-        "topicFilters": [{"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"}]}} if auto_create else {}
+    settings = (
+        {
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {
+                "topicFilters": [{"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"}]
+            },
+        }
+        if auto_create
+        else {}
+    )
     path = write_pair_config(tmp_path / "auto.yaml", "127.0.0.1:1", "127.0.0.1:1", LINK, link_settings=settings)
     scans = []
 
@@ -106,12 +119,18 @@ def test_run_refuses_an_unknown_mirror_before_auto_create_and_spark(tmp_path, mo
 
     monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [SimpleNamespace(mirror_topic="orders")])
     monkeypatch.setattr(engine, "auto_create", scan)
-    monkeypatch.setattr(sys.modules["mirror_pipeline.cli.run"], "spark_session", no_spark)  # the module, not the command
-    result = CliRunner().invoke(cli, ["run", "--link", LINK, "--mirror", "orders", "--mirror", "nosuch",
-                                      "--config", str(path)])
+    monkeypatch.setattr(
+        sys.modules["mirror_pipeline.cli.run"], "spark_session", no_spark
+    )  # the module, not the command
+    result = CliRunner().invoke(
+        cli, ["run", "--link", LINK, "--mirror", "orders", "--mirror", "nosuch", "--config", str(path)]
+    )
     assert result.exit_code == 1, result.output
     known = "new-orders, orders" if auto_create else "orders"
-    assert result.stderr == f"error: --mirror: no mirror 'nosuch' on link '{LINK}'; give mirror topics of the link ({known})\n"
+    assert (
+        result.stderr
+        == f"error: --mirror: no mirror 'nosuch' on link '{LINK}'; give mirror topics of the link ({known})\n"
+    )
     assert scans == ([True] if auto_create else [])  # a dry run only: nothing was created
 
 
@@ -127,12 +146,17 @@ def test_a_dagster_run_that_failed_part_way_shows_what_changed(config, monkeypat
         raise Incomplete(result)
 
     monkeypatch.setattr(engine, "failover", part_way)
-    result = CliRunner().invoke(cli, ["mirror", "failover", "orders", "refunds", "--link", LINK, "--config", config]
-                                + (["--json"] if as_json else []))
+    result = CliRunner().invoke(
+        cli,
+        ["mirror", "failover", "orders", "refunds", "--link", LINK, "--config", config]
+        + (["--json"] if as_json else []),
+    )
 
     assert result.exit_code == 1, result.output
-    said = ("failover did not finish on link 'west-to-east': failed over: orders; not failed over: refunds "
-            "(cluster 'us-east' did not answer)")
+    said = (
+        "failover did not finish on link 'west-to-east': failed over: orders; not failed over: refunds "
+        "(cluster 'us-east' did not answer)"
+    )
     if as_json:
         error, done = json.loads(result.stderr)["error"], json.loads(result.stdout)
         assert done["mirrors"]["orders"]["after"] == "STOPPED"
@@ -149,13 +173,21 @@ def test_a_dagster_run_that_failed_part_way_shows_what_changed(config, monkeypat
 
 
 def test_a_mirror_that_cannot_go_is_refused_before_a_dagster_run(config, tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "list_mirrors", lambda cfg, link: [
-        MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
-        MirrorInfo(LINK, "refunds", "refunds", "FAILED", 0.0, "", 0.0)])
-    result = CliRunner().invoke(cli, ["mirror", "promote", "orders", "refunds", "nosuch", "--link", LINK,
-                                      "--config", config])
+    monkeypatch.setattr(
+        engine,
+        "list_mirrors",
+        lambda cfg, link: [
+            MirrorInfo(LINK, "orders", "orders", "ACTIVE", 0.0, "", 0.0),
+            MirrorInfo(LINK, "refunds", "refunds", "FAILED", 0.0, "", 0.0),
+        ],
+    )
+    result = CliRunner().invoke(
+        cli, ["mirror", "promote", "orders", "refunds", "nosuch", "--link", LINK, "--config", config]
+    )
     assert result.exit_code == 1
-    assert result.stderr == ("error: promote refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders, "
-                             "refunds); mirror 'refunds' is FAILED (it cannot be promoted; failover can stop it); "
-                             "nothing was changed\n")
+    assert result.stderr == (
+        "error: promote refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: orders, "
+        "refunds); mirror 'refunds' is FAILED (it cannot be promoted; failover can stop it); "
+        "nothing was changed\n"
+    )
     assert no_dagster_run(tmp_path)

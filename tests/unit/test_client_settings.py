@@ -24,8 +24,13 @@ def test_every_client_paces_its_first_connections_briefly():
 
 
 def test_the_cluster_properties_change_the_speed_defaults_but_not_the_role_settings():
-    cluster = {**CLUSTER, "reconnect.backoff.ms": "250", "fetch.queue.backoff.ms": "500",
-               "isolation.level": "read_uncommitted", "acks": "1"}
+    cluster = {
+        **CLUSTER,
+        "reconnect.backoff.ms": "250",
+        "fetch.queue.backoff.ms": "500",
+        "isolation.level": "read_uncommitted",
+        "acks": "1",
+    }
     reader = client_config(cluster, "l", "reader")
     assert (reader["reconnect.backoff.ms"], reader["fetch.queue.backoff.ms"]) == ("250", "500")
     assert reader["isolation.level"] == "read_committed"

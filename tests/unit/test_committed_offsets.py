@@ -25,8 +25,11 @@ def test_an_answer_becomes_offsets_per_group(monkeypatch):
 
 
 def test_a_crashed_child_lists_no_group(monkeypatch, caplog):
-    monkeypatch.setattr(listing.subprocess, "run",
-                        lambda args, **kwargs: subprocess.CompletedProcess(args, -11, stdout="", stderr="boom"))
+    monkeypatch.setattr(
+        listing.subprocess,
+        "run",
+        lambda args, **kwargs: subprocess.CompletedProcess(args, -11, stdout="", stderr="boom"),
+    )
     assert listing.committed_offsets({"bootstrap.servers": "x"}, ["g"], "a", 5) == {}
     assert "exit code -11" in caplog.text and "one by one" in caplog.text
 
@@ -47,7 +50,10 @@ def test_settings_that_are_not_plain_data_are_not_sent(monkeypatch):
 
 def test_an_answer_that_is_not_the_childs_lists_no_group(monkeypatch, caplog):
     for stdout in ("%7|librdkafka debug line\n{}", json.dumps(["g"]), json.dumps({"g": [["t", 0]]})):
-        monkeypatch.setattr(listing.subprocess, "run",
-                            lambda args, stdout=stdout, **kwargs: subprocess.CompletedProcess(args, 0, stdout=stdout))
+        monkeypatch.setattr(
+            listing.subprocess,
+            "run",
+            lambda args, stdout=stdout, **kwargs: subprocess.CompletedProcess(args, 0, stdout=stdout),
+        )
         assert listing.committed_offsets({"bootstrap.servers": "x"}, ["g"], "a", 5) == {}
     assert "no readable answer" in caplog.text

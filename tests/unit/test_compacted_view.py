@@ -18,7 +18,6 @@ from mirror_pipeline.link import compacted_view as cv
 from mirror_pipeline.link.compacted_view import CompactedView, read_compacted
 from mirror_pipeline.model.errors import MirrorError
 
-
 # --- the pure view -------------------------------------------------------------------------
 
 
@@ -49,13 +48,16 @@ def test_the_same_records_merged_twice_give_the_same_view():
     assert once.latest == twice.latest
 
 
-@pytest.mark.parametrize("topic_id, end, now, continues", [
-    ("id-1", 10, 5.0, True),     # same topic, same end: nothing to read
-    ("id-1", 12, 5.0, True),     # grown: read the tail
-    ("id-1", 9, 5.0, False),     # shrunk: another topic of the same name
-    ("id-2", 10, 5.0, False),    # another topic id: recreated, even with an end as far
-    ("id-1", 10, 61.0, False),   # not read for longer than a tombstone is kept for sure
-])
+@pytest.mark.parametrize(
+    "topic_id, end, now, continues",
+    [
+        ("id-1", 10, 5.0, True),  # same topic, same end: nothing to read
+        ("id-1", 12, 5.0, True),  # grown: read the tail
+        ("id-1", 9, 5.0, False),  # shrunk: another topic of the same name
+        ("id-2", 10, 5.0, False),  # another topic id: recreated, even with an end as far
+        ("id-1", 10, 61.0, False),  # not read for longer than a tombstone is kept for sure
+    ],
+)
 def test_a_view_continues_only_on_the_same_topic_not_gone_back_and_read_recently(topic_id, end, now, continues):
     view = CompactedView()
     view.reset("id-1", 60.0)

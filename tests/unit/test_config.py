@@ -74,6 +74,7 @@ def write(tmp_path, text, name="mirror.yaml") -> Path:
 
 # --- locating and reading the file -------------------------------------------------
 
+
 def test_resolve_config_path_precedence():
     env = {CONFIG_ENV_VAR: "/etc/m.yaml"}
     assert resolve_config_path("x.yaml", env) == Path("x.yaml")
@@ -90,8 +91,7 @@ def test_load_spec_example(tmp_path):
     assert east.properties["sasl.password"] == SECRET
     assert east.bootstrap_servers == "127.0.0.1:29092"
     link = cfg.link("west-to-east")
-    assert (link.name, link.source, link.destination, link.prefix) == (
-        "west-to-east", "us-west", "us-east", "west.")
+    assert (link.name, link.source, link.destination, link.prefix) == ("west-to-east", "us-west", "us-east", "west.")
     assert link.auto_create_enable and link.auto_create_filters.selects("orders")
     assert cfg.spark == SparkSettings(master="local[*]")
 
@@ -145,7 +145,9 @@ def test_duplicate_key_is_an_error(tmp_path):
 def test_yaml_scalars_keep_their_text(tmp_path):
     # Cluster properties must be librdkafka's own, so the odd scalars sit in spark.conf,
     # which is read the same way.
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 clusters:
   a:
     bootstrap.servers: h:1
@@ -161,14 +163,24 @@ spark:
     x.yes: yes
     x.true: TRUE
     x.date: 2024-01-02
-""")
+""",
+    )
     cfg = load_config(path, {})
     assert cfg.cluster("a").properties == {"bootstrap.servers": "h:1", "sasl.password": "0123"}
-    assert cfg.spark.conf == {"x.sexagesimal": "1:30", "x.hex": "0x1F", "x.int": "42", "x.float": "1.50",
-                              "x.on": "on", "x.yes": "yes", "x.true": "true", "x.date": "2024-01-02"}
+    assert cfg.spark.conf == {
+        "x.sexagesimal": "1:30",
+        "x.hex": "0x1F",
+        "x.int": "42",
+        "x.float": "1.50",
+        "x.on": "on",
+        "x.yes": "yes",
+        "x.true": "true",
+        "x.date": "2024-01-02",
+    }
 
 
 # --- structure ----------------------------------------------------------------------
+
 
 def test_top_level_must_be_mapping():
     assert problem([1]) == f"{SRC}: expected a mapping with clusters: and links:, got a list"
@@ -218,10 +230,12 @@ def test_all_problems_reported_at_once():
 
 # --- clusters -----------------------------------------------------------------------
 
+
 def test_cluster_values_stringified():
     data = base()
-    data["clusters"]["a"].update({"enable.idempotence": True, "retries": 5,
-                                  "enable.ssl.certificate.verification": False})
+    data["clusters"]["a"].update(
+        {"enable.idempotence": True, "retries": 5, "enable.ssl.certificate.verification": False}
+    )
     data["spark"] = {"conf": {"x.f": 0.5}}  # librdkafka has no fractional property
     cfg = parse_config(data, SRC, {})
     props = cfg.cluster("a").properties
@@ -241,7 +255,10 @@ def test_bootstrap_servers_required():
 def test_cluster_property_must_be_scalar(value, kind):
     data = base()
     data["clusters"]["a"]["sasl.mechanism"] = value
-    assert f"{SRC}: clusters.a.sasl.mechanism: expected a single value (string, number or boolean), got {kind}" in problem(data)
+    assert (
+        f"{SRC}: clusters.a.sasl.mechanism: expected a single value (string, number or boolean), got {kind}"
+        in problem(data)
+    )
 
 
 def test_cluster_property_names_are_lowercase_dotted():
@@ -267,10 +284,12 @@ def test_cluster_repr_and_str_hide_secrets():
 
 # --- environment expansion ----------------------------------------------------------
 
+
 def test_env_expansion_and_escape():
     data = base()
-    data["clusters"]["a"].update({"sasl.username": "${USER_NAME}-x", "client.rack": "$${USER_NAME}",
-                                  "bootstrap.servers": "${HOST}:${PORT}"})
+    data["clusters"]["a"].update(
+        {"sasl.username": "${USER_NAME}-x", "client.rack": "$${USER_NAME}", "bootstrap.servers": "${HOST}:${PORT}"}
+    )
     props = parse_config(data, SRC, {"USER_NAME": "u", "HOST": "h", "PORT": "9"}).cluster("a").properties
     assert props["sasl.username"] == "u-x"
     assert props["client.rack"] == "${USER_NAME}"
@@ -281,7 +300,8 @@ def test_missing_env_variable_names_file_key_and_variable():
     data = base()
     data["clusters"]["a"]["sasl.password"] = "${NOT_SET_PW}"
     assert problem(data, {"OTHER": SECRET}) == (
-        f"{SRC}: clusters.a.sasl.password: environment variable NOT_SET_PW is not set")
+        f"{SRC}: clusters.a.sasl.password: environment variable NOT_SET_PW is not set"
+    )
 
 
 def test_env_is_not_expanded_in_link_settings():
@@ -291,12 +311,19 @@ def test_env_is_not_expanded_in_link_settings():
 
 # --- secrets (R-CFG-5) --------------------------------------------------------------
 
+
 def secret_data() -> dict:
     data = base()
     # sasl.oauthbearer.config: a secret property that holds the secret as part of a line.
-    data["clusters"]["a"].update({"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u",
-                                  "sasl.password": "${SECRET_PW}", "sasl.mechanism": ["PLAIN"],
-                                  "sasl.oauthbearer.config": 'x required password="${SECRET_PW}";'})
+    data["clusters"]["a"].update(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.username": "u",
+            "sasl.password": "${SECRET_PW}",
+            "sasl.mechanism": ["PLAIN"],
+            "sasl.oauthbearer.config": 'x required password="${SECRET_PW}";',
+        }
+    )
     return data
 
 
@@ -316,8 +343,7 @@ def test_secret_never_in_repr_or_redacted_dict():
     assert cfg.cluster("a").properties["sasl.password"] == SECRET
     assert cfg.spark.conf["spark.ssl.keyPassword"] == SECRET
     assert cfg.to_redacted_dict()["clusters"]["a"]["sasl.password"] == REDACTED
-    assert cfg.to_redacted_dict()["spark"]["conf"] == {"spark.ssl.keyPassword": REDACTED,
-                                                       "spark.app.name": "m"}
+    assert cfg.to_redacted_dict()["spark"]["conf"] == {"spark.ssl.keyPassword": REDACTED, "spark.app.name": "m"}
     values = cfg.secret_values()
     assert SECRET in values and f'x required password="{SECRET}";' in values
     assert "PLAIN" not in values and "h1:9092" not in values
@@ -333,12 +359,26 @@ def test_secret_in_non_scalar_secret_key_not_echoed():
 # --- link settings: defaults, precedence, types -------------------------------------
 
 DEFAULTS = {
-    "prefix": None, "auto_create_enable": False, "offset_sync_enable": False,
-    "offset_sync_ms": 30000, "group_prefix_enable": False, "acl_sync_enable": False,
-    "acl_filters": AclFilters(), "acl_sync_ms": 60000, "config_sync_ms": 5000, "retry_timeout_ms": 300000, "policy_class": "",
-    "policy_separator": ".", "offset_translation_mode": "exact", "unit_max_bytes": 1073741824,
-    "chunk_max_records": 20000, "alignment_max_records": 1000000, "fence_wait_ms": 16000,
-    "state_topic": None, "offset_map_topic": None, "lag_alert_records": 0,
+    "prefix": None,
+    "auto_create_enable": False,
+    "offset_sync_enable": False,
+    "offset_sync_ms": 30000,
+    "group_prefix_enable": False,
+    "acl_sync_enable": False,
+    "acl_filters": AclFilters(),
+    "acl_sync_ms": 60000,
+    "config_sync_ms": 5000,
+    "retry_timeout_ms": 300000,
+    "policy_class": "",
+    "policy_separator": ".",
+    "offset_translation_mode": "exact",
+    "unit_max_bytes": 1073741824,
+    "chunk_max_records": 20000,
+    "alignment_max_records": 1000000,
+    "fence_wait_ms": 16000,
+    "state_topic": None,
+    "offset_map_topic": None,
+    "lag_alert_records": 0,
 }
 
 
@@ -351,8 +391,7 @@ def test_link_defaults():
 
 def test_defaults_section_applies_and_link_wins():
     data = base(**{"consumer.offset.sync.ms": 1000})
-    data["defaults"] = {"consumer.offset.sync.ms": 5, "topic.config.sync.ms": 7,
-                        "cluster.link.prefix": "dc1."}
+    data["defaults"] = {"consumer.offset.sync.ms": 5, "topic.config.sync.ms": 7, "cluster.link.prefix": "dc1."}
     data["links"]["m"] = {"source": "b", "destination": "a", "cluster.link.prefix": None}
     cfg = parse_config(data, SRC, {})
     assert (cfg.link("l").offset_sync_ms, cfg.link("l").config_sync_ms, cfg.link("l").prefix) == (1000, 7, "dc1.")
@@ -377,8 +416,9 @@ def test_defaults_reject_source_and_non_mapping():
     assert f"{SRC}: defaults: expected a mapping of link settings, got a list" in problem(data)
 
 
-@pytest.mark.parametrize("raw, expected", [(True, True), (False, False), ("true", True),
-                                           ("FALSE", False), ("True", True)])
+@pytest.mark.parametrize(
+    "raw, expected", [(True, True), (False, False), ("true", True), ("FALSE", False), ("True", True)]
+)
 def test_bool_values(raw, expected):
     assert parse_config(base(**{"consumer.offset.sync.enable": raw}), SRC, {}).link("l").offset_sync_enable is expected
 
@@ -394,18 +434,34 @@ def test_int_values(raw, expected):
     assert parse_config(base(**{"topic.config.sync.ms": raw}), SRC, {}).link("l").config_sync_ms == expected
 
 
-@pytest.mark.parametrize("raw, reason", [
-    ("30s", "expected a whole number, got '30s'"), (1.5, "expected a whole number, got a number"),
-    (True, "expected a whole number, got a boolean"), (None, "expected a whole number, got null"),
-    ("-5", "expected a whole number, got '-5'"), (0, "must be greater than 0"), (-1, "must be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        ("30s", "expected a whole number, got '30s'"),
+        (1.5, "expected a whole number, got a number"),
+        (True, "expected a whole number, got a boolean"),
+        (None, "expected a whole number, got null"),
+        ("-5", "expected a whole number, got '-5'"),
+        (0, "must be greater than 0"),
+        (-1, "must be greater than 0"),
+    ],
+)
 def test_int_rejects(raw, reason):
     assert problem(base(**{"topic.config.sync.ms": raw})) == f"{SRC}: links.l.topic.config.sync.ms: {reason}"
 
 
 def test_zero_allowed_where_count():
-    link = parse_config(base(**{"mirror.log.start.alignment.max.records": 0, "mirror.writer.fence.wait.ms": "0",
-                                "mirror.lag.alert.records": 10}), SRC, {}).link("l")
+    link = parse_config(
+        base(
+            **{
+                "mirror.log.start.alignment.max.records": 0,
+                "mirror.writer.fence.wait.ms": "0",
+                "mirror.lag.alert.records": 10,
+            }
+        ),
+        SRC,
+        {},
+    ).link("l")
     assert (link.alignment_max_records, link.fence_wait_ms, link.lag_alert_records) == (0, 0, 10)
     assert "greater than or equal to 0" in problem(base(**{"mirror.lag.alert.records": -1}))
 
@@ -418,28 +474,50 @@ def test_the_lag_sensor_never_looks_more_often_than_the_dagster_daemon_can():
 
 def test_every_property_key_maps_to_its_attribute():
     settings = {
-        "cluster.link.prefix": "p.", "consumer.offset.sync.enable": True,
+        "cluster.link.prefix": "p.",
+        "consumer.offset.sync.enable": True,
         "consumer.offset.group.filters": {"groupFilters": [{"name": "g", "patternType": "LITERAL"}]},
-        "consumer.offset.sync.ms": 1, "consumer.group.prefix.enable": True,
-        "acl.filters": '{"aclFilters": []}', "acl.sync.ms": 9, "topic.config.sync.ms": 2,
+        "consumer.offset.sync.ms": 1,
+        "consumer.group.prefix.enable": True,
+        "acl.filters": '{"aclFilters": []}',
+        "acl.sync.ms": 9,
+        "topic.config.sync.ms": 2,
         "cluster.link.retry.timeout.ms": 3,
         "replication.policy.class": "mirror_pipeline.config.replication_policy.LinkNaming",
-        "replication.policy.separator": "_", "offset.translation.mode": "TIMESTAMP",
-        "mirror.unit.max.bytes": 4, "mirror.chunk.max.records": 5,
-        "mirror.log.start.alignment.max.records": 6, "mirror.writer.fence.wait.ms": 7,
-        "mirror.state.topic": "_state", "mirror.offset.map.topic": "_omap", "mirror.lag.alert.records": 8,
-        "mirror.checkpoints.topic": "_cp", "mirror.heartbeats.topic": "_hb",
-        "mirror.link.principal": "User:m", "mirror.freshness.target.ms": 120000,
+        "replication.policy.separator": "_",
+        "offset.translation.mode": "TIMESTAMP",
+        "mirror.unit.max.bytes": 4,
+        "mirror.chunk.max.records": 5,
+        "mirror.log.start.alignment.max.records": 6,
+        "mirror.writer.fence.wait.ms": 7,
+        "mirror.state.topic": "_state",
+        "mirror.offset.map.topic": "_omap",
+        "mirror.lag.alert.records": 8,
+        "mirror.checkpoints.topic": "_cp",
+        "mirror.heartbeats.topic": "_hb",
+        "mirror.link.principal": "User:m",
+        "mirror.freshness.target.ms": 120000,
         "mirror.task.memory.bytes": 64 * 1024 * 1024,
-        "emit.heartbeats.enabled": True, "emit.heartbeats.interval.seconds": 5,
-        "dagster.lag.sensor.interval.seconds": 5, "dagster.run.max.runtime.seconds": 600,
+        "emit.heartbeats.enabled": True,
+        "emit.heartbeats.interval.seconds": 5,
+        "dagster.lag.sensor.interval.seconds": 5,
+        "dagster.run.max.runtime.seconds": 600,
     }
     link = parse_config(base(**settings), SRC, {}).link("l")
-    assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == ("p.", True, 1, True)
+    assert (link.prefix, link.offset_sync_enable, link.offset_sync_ms, link.group_prefix_enable) == (
+        "p.",
+        True,
+        1,
+        True,
+    )
     assert link.offset_group_filters.filters == (NameFilter("g", PatternType.LITERAL, FilterType.INCLUDE),)
     assert link.acl_filters == AclFilters() and link.acl_sync_ms == 9
     assert (link.config_sync_ms, link.retry_timeout_ms, link.policy_class, link.policy_separator) == (
-        2, 3, "mirror_pipeline.config.replication_policy.LinkNaming", "_")
+        2,
+        3,
+        "mirror_pipeline.config.replication_policy.LinkNaming",
+        "_",
+    )
     assert link.offset_translation_mode == "timestamp"
     assert (link.unit_max_bytes, link.chunk_max_records, link.alignment_max_records, link.fence_wait_ms) == (4, 5, 6, 7)
     assert (link.state_topic, link.offset_map_topic, link.lag_alert_records) == ("_state", "_omap", 8)
@@ -449,33 +527,59 @@ def test_every_property_key_maps_to_its_attribute():
     assert link.run_max_runtime_s == 600
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
-    assert out["consumer.offset.group.filters"] == {"groupFilters": [
-        {"name": "g", "patternType": "LITERAL", "filterType": "INCLUDE"}]}
+    assert out["consumer.offset.group.filters"] == {
+        "groupFilters": [{"name": "g", "patternType": "LITERAL", "filterType": "INCLUDE"}]
+    }
     assert out["auto.create.mirror.topics.filters"] == {"topicFilters": []}
-    assert set(out) == {*settings, "auto.create.mirror.topics.enable", "auto.create.mirror.topics.filters",
-                        "acl.sync.enable", "dagster.automation.running", "source", "destination"}
+    assert set(out) == {
+        *settings,
+        "auto.create.mirror.topics.enable",
+        "auto.create.mirror.topics.filters",
+        "acl.sync.enable",
+        "dagster.automation.running",
+        "source",
+        "destination",
+    }
 
 
-@pytest.mark.parametrize("value", ["", "IdentityReplicationPolicy",
-                                   "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-                                   "tests.unit.custom_policy.UpperCaseAliasPolicy"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "IdentityReplicationPolicy",
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+        "tests.unit.custom_policy.UpperCaseAliasPolicy",
+    ],
+)
 def test_policy_class_values(value):
     assert parse_config(base(**{"replication.policy.class": value}), SRC, {}).link("l").policy_class == value
 
 
-@pytest.mark.parametrize("value, reason", [
-    ("my_pkg.policies.Custom", "cannot import module 'my_pkg.policies' for policy 'my_pkg.policies.Custom'"),
-    ("tests.unit.custom_policy.NotAPolicy", "is not a subclass of mirror_pipeline.config.replication_policy.ReplicationPolicy"),
-    ("tests.unit.custom_policy.Missing", "is not a subclass"),
-    ("MyPolicy", "unknown policy 'MyPolicy'"),
-])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("my_pkg.policies.Custom", "cannot import module 'my_pkg.policies' for policy 'my_pkg.policies.Custom'"),
+        (
+            "tests.unit.custom_policy.NotAPolicy",
+            "is not a subclass of mirror_pipeline.config.replication_policy.ReplicationPolicy",
+        ),
+        ("tests.unit.custom_policy.Missing", "is not a subclass"),
+        ("MyPolicy", "unknown policy 'MyPolicy'"),
+    ],
+)
 def test_policy_class_must_load(value, reason):
     msg = problem(base(**{"replication.policy.class": value}))
     assert msg.startswith(f"{SRC}: links.l.replication.policy.class: ") and reason in msg
 
 
-@pytest.mark.parametrize("policy", ["DefaultReplicationPolicy", "IdentityReplicationPolicy",
-                                    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "DefaultReplicationPolicy",
+        "IdentityReplicationPolicy",
+        "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+    ],
+)
 def test_prefix_refused_with_a_policy_that_names_mirrors_itself(policy):
     msg = problem(base(**{"replication.policy.class": policy, "cluster.link.prefix": "west."}))
     assert msg.startswith(f"{SRC}: links.l.cluster.link.prefix: cannot be combined with replication.policy.class")
@@ -483,25 +587,37 @@ def test_prefix_refused_with_a_policy_that_names_mirrors_itself(policy):
 
 def test_turning_auto_create_off_clears_the_filters():
     filters = {"topicFilters": [{"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"}]}
-    on = parse_config(base(**{"auto.create.mirror.topics.enable": True,
-                              "auto.create.mirror.topics.filters": filters}), SRC, {}).link("l")
-    off = parse_config(base(**{"auto.create.mirror.topics.enable": False,
-                               "auto.create.mirror.topics.filters": filters}), SRC, {}).link("l")
+    on = parse_config(
+        base(**{"auto.create.mirror.topics.enable": True, "auto.create.mirror.topics.filters": filters}), SRC, {}
+    ).link("l")
+    off = parse_config(
+        base(**{"auto.create.mirror.topics.enable": False, "auto.create.mirror.topics.filters": filters}), SRC, {}
+    ).link("l")
     assert on.auto_create_filters.selects("orders") and off.auto_create_filters.is_empty
 
 
-@pytest.mark.parametrize("key, value, reason", [
-    ("replication.policy.class", "not a class!", "expected DefaultReplicationPolicy, IdentityReplicationPolicy or a dotted path"),
-    ("replication.policy.separator", "", "must have at least 1 character"),
-    ("offset.translation.mode", "fuzzy", "must be 'exact' or 'timestamp'"),
-    ("cluster.link.prefix", "bad prefix", "expected up to 249 characters from [A-Za-z0-9._-], got 'bad prefix'"),
-    ("mirror.state.topic", "", "expected up to 249 characters"),
-    ("acl.filters", "{nope", "malformed JSON"),
-    ("acl.filters", "[1]", "expected a mapping or a JSON object string, got a list"),
-    ("auto.create.mirror.topics.filters", '{"topicFilters": [{"name": "x", "patternType": "REGEX"}]}',
-     "topicFilters[0].patternType: unknown pattern type 'REGEX' (expected LITERAL or PREFIXED)"),
-    ("consumer.offset.group.filters", {"topicFilters": []}, "unknown key 'topicFilters'"),
-])
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        (
+            "replication.policy.class",
+            "not a class!",
+            "expected DefaultReplicationPolicy, IdentityReplicationPolicy or a dotted path",
+        ),
+        ("replication.policy.separator", "", "must have at least 1 character"),
+        ("offset.translation.mode", "fuzzy", "must be 'exact' or 'timestamp'"),
+        ("cluster.link.prefix", "bad prefix", "expected up to 249 characters from [A-Za-z0-9._-], got 'bad prefix'"),
+        ("mirror.state.topic", "", "expected up to 249 characters"),
+        ("acl.filters", "{nope", "malformed JSON"),
+        ("acl.filters", "[1]", "expected a mapping or a JSON object string, got a list"),
+        (
+            "auto.create.mirror.topics.filters",
+            '{"topicFilters": [{"name": "x", "patternType": "REGEX"}]}',
+            "topicFilters[0].patternType: unknown pattern type 'REGEX' (expected LITERAL or PREFIXED)",
+        ),
+        ("consumer.offset.group.filters", {"topicFilters": []}, "unknown key 'topicFilters'"),
+    ],
+)
 def test_link_setting_rejects(key, value, reason):
     msg = problem(base(**{key: value}))
     assert msg.startswith(f"{SRC}: links.l.{key}: ")
@@ -515,7 +631,8 @@ def test_empty_prefix_means_none():
 def test_unknown_link_key_suggests_closest():
     assert problem(base(**{"auto.create.mirror.topic.enable": True})) == (
         f"{SRC}: links.l: unknown key 'auto.create.mirror.topic.enable' "
-        "(did you mean 'auto.create.mirror.topics.enable'?)")
+        "(did you mean 'auto.create.mirror.topics.enable'?)"
+    )
     assert "unknown key 'prefix'" in problem(base(prefix="x."))  # attribute names are not keys
     assert "unknown key 'name'" in problem(base(name="x"))
 
@@ -529,6 +646,7 @@ def test_link_must_be_mapping_with_source_and_destination():
 
 
 # --- link rules (R-CFG-4) -----------------------------------------------------------
+
 
 def test_unknown_cluster_alias_lists_known():
     data = base()
@@ -555,13 +673,15 @@ def test_acl_sync_with_prefix_refused_even_when_prefix_comes_from_defaults():
 def test_auto_create_needs_a_filter():
     assert problem(base(**{"auto.create.mirror.topics.enable": True})) == (
         f"{SRC}: links.l.auto.create.mirror.topics.filters: at least one filter is required "
-        "when auto.create.mirror.topics.enable is true")
+        "when auto.create.mirror.topics.enable is true"
+    )
 
 
 def test_filters_from_defaults_satisfy_auto_create():
     data = base(**{"auto.create.mirror.topics.enable": True})
-    data["defaults"] = {"auto.create.mirror.topics.filters":
-                        '{"topicFilters": [{"name": "orders", "patternType": "PREFIXED"}]}'}
+    data["defaults"] = {
+        "auto.create.mirror.topics.filters": '{"topicFilters": [{"name": "orders", "patternType": "PREFIXED"}]}'
+    }
     assert parse_config(data, SRC, {}).link("l").auto_create_filters.selects("orders.eu")
 
 
@@ -572,10 +692,12 @@ def test_offset_sync_with_empty_group_filters_is_allowed():
 
 def test_group_prefix_needs_a_prefix():
     assert problem(base(**{"consumer.group.prefix.enable": True})) == (
-        f"{SRC}: links.l.consumer.group.prefix.enable: needs cluster.link.prefix to be set")
+        f"{SRC}: links.l.consumer.group.prefix.enable: needs cluster.link.prefix to be set"
+    )
 
 
 # --- the PipelineConfig object ------------------------------------------------------
+
 
 def test_unknown_link_and_cluster_lookup():
     data = base()
@@ -588,8 +710,12 @@ def test_unknown_link_and_cluster_lookup():
 
 
 def test_redacted_dict_round_trips():
-    data = base(**{"auto.create.mirror.topics.enable": True,
-                   "auto.create.mirror.topics.filters": {"topicFilters": [{"name": "*", "patternType": "literal"}]}})
+    data = base(
+        **{
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {"topicFilters": [{"name": "*", "patternType": "literal"}]},
+        }
+    )
     data["spark"] = {"master": "spark://m:7077", "conf": {"spark.executor.cores": 2}}
     cfg = parse_config(data, SRC, {})
     again = parse_config(copy.deepcopy(cfg.to_redacted_dict()), SRC, {})

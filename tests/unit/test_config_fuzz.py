@@ -35,34 +35,118 @@ from tests.fuzzing import time_limit
 CASES = int(os.environ.get("MIRROR_PIPELINE_FUZZ_CASES", "300"))
 CASE_SECONDS = 10
 MAX_LINE = 2000
-FUZZ = settings(max_examples=CASES, deadline=None, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=CASES,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 OUTCOMES: collections.Counter = collections.Counter()
 
 LINK_KEYS = sorted(f.alias for f in LinkSettings.model_fields.values()) + [
-    "source", "destination", "name", "cluster.link.prefx", "mirror.unknown.setting"]
+    "source",
+    "destination",
+    "name",
+    "cluster.link.prefx",
+    "mirror.unknown.setting",
+]
 CLUSTER_KEYS = [
-    "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
-    "sasl.password", "ssl.ca.location", "ssl.keystore.location", "ssl.key.password", "ssl.key.pem",
-    "ssl.certificate.location", "client.id", "linger.ms", "acks", "enable.idempotence",
-    "fetch.max.bytes", "message.max.bytes", "metadata.broker.list", "error_cb", "logger",
-    "sasl.oauthbearer.method", "sasl.oauthbearer.config", "sasl.oauthbearer.client.secret",
-    "sasl.oauthbearer.token.endpoint.url", "sasl.jaas.config", "socket.timeout.ms", "debug",
-    "group.id", "isolation.level", "ssl.endpoint.identification.algorithm", "foo.bar",
-    "Bad.Key", "ssl.truststore.location", "interceptors", "x" * 120,
+    "bootstrap.servers",
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.keystore.location",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.certificate.location",
+    "client.id",
+    "linger.ms",
+    "acks",
+    "enable.idempotence",
+    "fetch.max.bytes",
+    "message.max.bytes",
+    "metadata.broker.list",
+    "error_cb",
+    "logger",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.jaas.config",
+    "socket.timeout.ms",
+    "debug",
+    "group.id",
+    "isolation.level",
+    "ssl.endpoint.identification.algorithm",
+    "foo.bar",
+    "Bad.Key",
+    "ssl.truststore.location",
+    "interceptors",
+    "x" * 120,
 ]
 SPARK_KEYS = ["spark.executor.cores", "spark.ssl.keyPassword", "spark.app.name", "master", "conf", "x"]
 TOP_KEYS = ["clusters", "defaults", "links", "spark", "link", "extra"]
 ODD_STRINGS = [
-    "", " ", ".", "..", "/", "a/b", "\x00", "é", "💥", "${X", "${1BAD}", "$${LITERAL}", "${UNSET_VAR}",
-    "${HOST}:${PORT}", "${SECRET_VAR}", "$${", "${}", ":::", "h1", "h1:70000", "h1:0", "[::1]:9092",
-    "[::1", "PLAINTEXT://h:1", "h:1,", "SASL_SSL", "BOGUS", "PLAIN", "oidc", "probe", "/nonexistent",
-    "/etc/hostname", "/dev/zero", "/tmp", "this.X", "os.path.X", "yaml.YAMLObject",
-    "tests.unit.custom_policy.UpperCaseAliasPolicy", "DefaultReplicationPolicy", "IdentityReplicationPolicy",
-    "_mirror-pipeline.state", "_mirror-pipeline_state", "true", "false", "yes", "30s", "-5", "0x1F", "1:30",
-    "a" * 300, "{nope", '{"aclFilters": []}', '{"topicFilters": [{"name": "*", "patternType": "LITERAL"}]}',
-    "[" * 3000 + "]" * 3000, '{"a":' * 900 + "1" + "}" * 900, "9" * 5000,
+    "",
+    " ",
+    ".",
+    "..",
+    "/",
+    "a/b",
+    "\x00",
+    "é",
+    "💥",
+    "${X",
+    "${1BAD}",
+    "$${LITERAL}",
+    "${UNSET_VAR}",
+    "${HOST}:${PORT}",
+    "${SECRET_VAR}",
+    "$${",
+    "${}",
+    ":::",
+    "h1",
+    "h1:70000",
+    "h1:0",
+    "[::1]:9092",
+    "[::1",
+    "PLAINTEXT://h:1",
+    "h:1,",
+    "SASL_SSL",
+    "BOGUS",
+    "PLAIN",
+    "oidc",
+    "probe",
+    "/nonexistent",
+    "/etc/hostname",
+    "/dev/zero",
+    "/tmp",
+    "this.X",
+    "os.path.X",
+    "yaml.YAMLObject",
+    "tests.unit.custom_policy.UpperCaseAliasPolicy",
+    "DefaultReplicationPolicy",
+    "IdentityReplicationPolicy",
+    "_mirror-pipeline.state",
+    "_mirror-pipeline_state",
+    "true",
+    "false",
+    "yes",
+    "30s",
+    "-5",
+    "0x1F",
+    "1:30",
+    "a" * 300,
+    "{nope",
+    '{"aclFilters": []}',
+    '{"topicFilters": [{"name": "*", "patternType": "LITERAL"}]}',
+    "[" * 3000 + "]" * 3000,
+    '{"a":' * 900 + "1" + "}" * 900,
+    "9" * 5000,
 ]
 NUMBERS = [0, 1, -1, 2**31 - 1, 2**31, 2**40, 2**63 - 1, 2**63, 10**30, -(10**30)]
 ALIASES = ["*pw", "*pw2", "*pw3", "[*pw, *pw2]", "{k: *pw}", "*cluster"]
@@ -72,12 +156,26 @@ RAW_CHARS = st.characters(blacklist_categories=("Cc", "Cs"))
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 SECRET = st.text(string.ascii_letters + string.digits, min_size=6, max_size=12).map(lambda s: f"Sx{s}Qz")
 
-scalars = st.one_of(st.booleans(), st.none(), st.integers(-(2**70), 2**70), st.sampled_from(NUMBERS),
-                    st.floats(), TEXT, st.sampled_from(ODD_STRINGS + ["\ud800"]))
-typed_values = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4)
-                            | st.dictionaries(TEXT, kids, max_size=4), max_leaves=12)
-SECTIONS = {"cluster_a": CLUSTER_KEYS, "cluster_b": CLUSTER_KEYS, "spark_conf": SPARK_KEYS,
-            "defaults": LINK_KEYS, "link": LINK_KEYS, "top": TOP_KEYS}
+scalars = st.one_of(
+    st.booleans(),
+    st.none(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from(NUMBERS),
+    st.floats(),
+    TEXT,
+    st.sampled_from(ODD_STRINGS + ["\ud800"]),
+)
+typed_values = st.recursive(
+    scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(TEXT, kids, max_size=4), max_leaves=12
+)
+SECTIONS = {
+    "cluster_a": CLUSTER_KEYS,
+    "cluster_b": CLUSTER_KEYS,
+    "spark_conf": SPARK_KEYS,
+    "defaults": LINK_KEYS,
+    "link": LINK_KEYS,
+    "top": TOP_KEYS,
+}
 
 
 @st.composite
@@ -109,11 +207,16 @@ def config_case(draw):
     secrets = [draw(SECRET) for _ in range(3)]
     env = {"SECRET_VAR": secrets[1], "HOST": "h9", "PORT": "9092", "EMPTY": ""}
     sections = {
-        "cluster_a": {"bootstrap.servers": '"h1:9092"', "sasl.password": f'&pw "{secrets[0]}"',
-                      "ssl.key.password": '&pw2 "${SECRET_VAR}"'},
+        "cluster_a": {
+            "bootstrap.servers": '"h1:9092"',
+            "sasl.password": f'&pw "{secrets[0]}"',
+            "ssl.key.password": '&pw2 "${SECRET_VAR}"',
+        },
         "cluster_b": {"bootstrap.servers": '"h2:9092"'},
         "spark_conf": {"spark.ssl.keyPassword": f'&pw3 "{secrets[2]}"'},
-        "defaults": {}, "link": {"source": "a", "destination": "b"}, "top": {},
+        "defaults": {},
+        "link": {"source": "a", "destination": "b"},
+        "top": {},
     }
     for section, key, value in draw(st.lists(mutation(), max_size=5)):
         sections[section][key] = value
@@ -123,9 +226,12 @@ def config_case(draw):
 
     # A top-level key that names a section replaces the whole section.
     whole = {k: sections["top"].pop(k) for k in ("clusters", "spark", "defaults", "links") if k in sections["top"]}
-    parts = {"clusters": "\n  a:\n" + block("cluster_a", 4) + "  b: &cluster\n" + block("cluster_b", 4),
-             "spark": "\n  conf:\n" + block("spark_conf", 4), "defaults": "\n" + block("defaults", 2),
-             "links": "\n  l:\n" + block("link", 4)}
+    parts = {
+        "clusters": "\n  a:\n" + block("cluster_a", 4) + "  b: &cluster\n" + block("cluster_b", 4),
+        "spark": "\n  conf:\n" + block("spark_conf", 4),
+        "defaults": "\n" + block("defaults", 2),
+        "links": "\n  l:\n" + block("link", 4),
+    }
     text = "".join(f"{name}:" + (f" {whole[name]}\n" if name in whole else part) for name, part in parts.items())
     text += block("top", 0)
     return text, env, secrets
@@ -194,14 +300,27 @@ def test_parsed_mappings_with_python_values_are_valid_or_one_clear_error(workdir
     values = st.one_of(st.sampled_from(HUGE), typed_values)
 
     @FUZZ
-    @given(st.lists(st.tuples(st.sampled_from(["a", "defaults", "l", "spark"]), keys, values), max_size=5),
-           st.integers(0, 30).map(lambda n: n == 7), SECRET)
+    @given(
+        st.lists(st.tuples(st.sampled_from(["a", "defaults", "l", "spark"]), keys, values), max_size=5),
+        st.integers(0, 30).map(lambda n: n == 7),
+        SECRET,
+    )
     def case(changes, cyclic, secret):
-        data = {"clusters": {"a": {"bootstrap.servers": "h1:9092", "sasl.password": secret},
-                             "b": {"bootstrap.servers": "h2:9092"}},
-                "defaults": {}, "links": {"l": {"source": "a", "destination": "b"}}, "spark": {"conf": {}}}
-        where = {"a": data["clusters"]["a"], "defaults": data["defaults"], "l": data["links"]["l"],
-                 "spark": data["spark"]["conf"]}
+        data = {
+            "clusters": {
+                "a": {"bootstrap.servers": "h1:9092", "sasl.password": secret},
+                "b": {"bootstrap.servers": "h2:9092"},
+            },
+            "defaults": {},
+            "links": {"l": {"source": "a", "destination": "b"}},
+            "spark": {"conf": {}},
+        }
+        where = {
+            "a": data["clusters"]["a"],
+            "defaults": data["defaults"],
+            "l": data["links"]["l"],
+            "spark": data["spark"]["conf"],
+        }
         for section, key, value in changes:
             where[section][key] = value
         if cyclic:

@@ -13,7 +13,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 def test_the_committed_page_is_the_generated_one():
     assert PAGE.read_text() == render(), (
         "docs/configuration.md differs from the settings: regenerate it with "
-        "`python -m mirror_pipeline.config.reference > docs/configuration.md`")
+        "`python -m mirror_pipeline.config.reference > docs/configuration.md`"
+    )
 
 
 def test_every_link_setting_is_on_the_page_with_what_it_does():

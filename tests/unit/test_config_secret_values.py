@@ -29,9 +29,11 @@ from tests.config_files import config_problem
 
 SRC = "mirror.yaml"
 SECRET = "s3cr3t-Pa55word"
-REUSED = ("has the same value as the secret {at} (a YAML alias, a copy or the same environment variable?); "
-          "what is not secret is shown (link list and describe, topic and client names, logs), so it must not "
-          "hold a secret: give it a value of its own")
+REUSED = (
+    "has the same value as the secret {at} (a YAML alias, a copy or the same environment variable?); "
+    "what is not secret is shown (link list and describe, topic and client names, logs), so it must not "
+    "hold a secret: give it a value of its own"
+)
 CONTROL_ALLOWED = "allowed: printable text (line breaks and tabs only in PEM text, a property ending in .pem)"
 SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "mirror"}
 
@@ -63,20 +65,24 @@ def load_problem(tmp_path, text, env=None) -> str:
 
 # --- 1. a secret that is not a single value; short secrets ---------------------------------
 
+
 @pytest.mark.parametrize("value, kind", [(["a", "b"], "a list"), ({"a": "b"}, "a mapping"), (None, "null")])
 def test_a_spark_secret_that_is_not_a_single_value_is_refused_by_its_kind(value, kind):
     data = base()
     data["spark"] = {"conf": {"spark.ssl.keyPassword": value}}
-    assert problem(data) == (f"{SRC}: spark.conf.spark.ssl.keyPassword: expected a single value "
-                             f"(string, number or boolean), got {kind}")
+    assert problem(data) == (
+        f"{SRC}: spark.conf.spark.ssl.keyPassword: expected a single value (string, number or boolean), got {kind}"
+    )
 
 
 def test_a_client_secret_that_is_a_list_gets_no_hint_to_join_it():
     assert problem(with_west(**{"sasl.password": ["a", "b"]})) == (
-        f"{SRC}: clusters.west.sasl.password: expected a single value (string, number or boolean), got a list")
+        f"{SRC}: clusters.west.sasl.password: expected a single value (string, number or boolean), got a list"
+    )
     # A property that takes a list still gets the hint.
     assert problem(with_west(**{"bootstrap.servers": ["h1:9092", "h2:9092"]})).endswith(
-        "got a list; write a list as one comma-separated string")
+        "got a list; write a list as one comma-separated string"
+    )
 
 
 def test_a_one_letter_secret_does_not_garble_other_messages():
@@ -85,13 +91,16 @@ def test_a_one_letter_secret_does_not_garble_other_messages():
     data["links"]["w2e"]["mirror.state.topic"] = "a topic"
     assert problem(data) == (
         f"{SRC}: links.w2e.mirror.chunk.max.records: expected a whole number, got 'ten'\n"
-        f"{SRC}: links.w2e.mirror.state.topic: expected up to 249 characters from [A-Za-z0-9._-], got 'a topic'")
+        f"{SRC}: links.w2e.mirror.state.topic: expected up to 249 characters from [A-Za-z0-9._-], got 'a topic'"
+    )
 
 
 def test_a_short_secret_is_still_hidden_where_a_message_quotes_it_whole(tmp_path):
-    text = ("clusters:\n  west: {bootstrap.servers: 'h1:9092', ssl.key.password: &pw 'ok'}\n"
-            "  east: {bootstrap.servers: 'h2:9092'}\n"
-            "links:\n  w2e: {source: west, destination: east, mirror.chunk.max.records: *pw}\n")
+    text = (
+        "clusters:\n  west: {bootstrap.servers: 'h1:9092', ssl.key.password: &pw 'ok'}\n"
+        "  east: {bootstrap.servers: 'h2:9092'}\n"
+        "links:\n  w2e: {source: west, destination: east, mirror.chunk.max.records: *pw}\n"
+    )
     msg = load_problem(tmp_path, text)
     assert f"{SRC}: links.w2e.mirror.chunk.max.records: expected a whole number, got '***'" in msg
     assert "'ok'" not in msg
@@ -121,16 +130,24 @@ def test_an_aliased_secret_as_a_prefix_is_refused_naming_both_keys(tmp_path):
     assert msg == f"{SRC}: links.w2e.cluster.link.prefix: " + REUSED.format(at="clusters.west.sasl.password")
 
 
-@pytest.mark.parametrize("where, yaml_text", [
-    ("defaults.cluster.link.prefix", "defaults: {cluster.link.prefix: *p}\n"),
-    ("clusters.east.client.id", None),
-    ("spark.conf.spark.app.name", "spark: {conf: {spark.app.name: *p}}\n"),
-    ("links.w2e.auto.create.mirror.topics.filters.topicFilters[0].name",
-     "    auto.create.mirror.topics.filters: {topicFilters: [{name: *p, patternType: LITERAL}]}\n"),
-])
+@pytest.mark.parametrize(
+    "where, yaml_text",
+    [
+        ("defaults.cluster.link.prefix", "defaults: {cluster.link.prefix: *p}\n"),
+        ("clusters.east.client.id", None),
+        ("spark.conf.spark.app.name", "spark: {conf: {spark.app.name: *p}}\n"),
+        (
+            "links.w2e.auto.create.mirror.topics.filters.topicFilters[0].name",
+            "    auto.create.mirror.topics.filters: {topicFilters: [{name: *p, patternType: LITERAL}]}\n",
+        ),
+    ],
+)
 def test_an_aliased_secret_is_refused_wherever_it_would_be_shown(tmp_path, where, yaml_text):
-    text = ALIASED.replace("    bootstrap.servers: h2:9092\n", "    bootstrap.servers: h2:9092\n    client.id: *p\n") \
-        if yaml_text is None else ALIASED + yaml_text
+    text = (
+        ALIASED.replace("    bootstrap.servers: h2:9092\n", "    bootstrap.servers: h2:9092\n    client.id: *p\n")
+        if yaml_text is None
+        else ALIASED + yaml_text
+    )
     msg = load_problem(tmp_path, text)
     assert f"{SRC}: {where}: " + REUSED.format(at="clusters.west.sasl.password") in msg.splitlines()
     assert "hunter2secret" not in msg
@@ -139,7 +156,8 @@ def test_an_aliased_secret_is_refused_wherever_it_would_be_shown(tmp_path, where
 def test_a_shown_value_aliased_into_a_secret_key_is_refused_too(tmp_path):
     text = ALIASED.replace("    sasl.password: &p hunter2secret", "    client.id: &c app-7\n    sasl.password: *c")
     assert load_problem(tmp_path, text) == (
-        f"{SRC}: clusters.west.client.id: " + REUSED.format(at="clusters.west.sasl.password"))
+        f"{SRC}: clusters.west.client.id: " + REUSED.format(at="clusters.west.sasl.password")
+    )
 
 
 def test_a_secret_as_a_name_is_refused_without_the_name():
@@ -152,7 +170,8 @@ def test_a_secret_as_a_name_is_refused_without_the_name():
 def test_one_environment_variable_for_a_secret_and_a_shown_value_is_refused():
     data = with_west(**SASL, **{"sasl.password": "${PW}", "client.id": "${PW}"})
     assert problem(data, {"PW": SECRET}) == (
-        f"{SRC}: clusters.west.client.id: " + REUSED.format(at="clusters.west.sasl.password"))
+        f"{SRC}: clusters.west.client.id: " + REUSED.format(at="clusters.west.sasl.password")
+    )
 
 
 def test_two_environment_variables_with_one_value_are_refused_as_expanded():
@@ -175,22 +194,28 @@ def test_distinct_values_load_and_link_list_data_hold_no_secret():
 
 # --- 3. control characters in client properties -------------------------------------------
 
-@pytest.mark.parametrize("key, value, said", [
-    ("client.rack", "r\x1b[31m", "a control character (U+001B)"),
-    ("client.id", "a\tb\x7f", "control characters (U+0009, U+007F)"),
-    ("sasl.username", "mir\x00ror", "a control character (U+0000)"),
-    ("client.id", "a\x85b", "a control character (U+0085)"),
-])
+
+@pytest.mark.parametrize(
+    "key, value, said",
+    [
+        ("client.rack", "r\x1b[31m", "a control character (U+001B)"),
+        ("client.id", "a\tb\x7f", "control characters (U+0009, U+007F)"),
+        ("sasl.username", "mir\x00ror", "a control character (U+0000)"),
+        ("client.id", "a\x85b", "a control character (U+0085)"),
+    ],
+)
 def test_a_control_character_is_refused_naming_key_and_character(key, value, said):
     assert problem(with_west(**{**SASL, "sasl.password": SECRET, key: value})) == (
-        f"{SRC}: clusters.west.{key}: holds {said}; {CONTROL_ALLOWED}")
+        f"{SRC}: clusters.west.{key}: holds {said}; {CONTROL_ALLOWED}"
+    )
 
 
 @pytest.mark.parametrize("value", ["pw\x00x", "p\nw", "\x1b[2Jpw", "pw\x9b"])
 def test_a_control_character_in_a_secret_is_refused_without_saying_which(value):
     # One line only: the password is probed without it, so it does not read as missing.
     assert problem(with_west(**SASL, **{"sasl.password": value})) == (
-        f"{SRC}: clusters.west.sasl.password: holds a control character; {CONTROL_ALLOWED}")
+        f"{SRC}: clusters.west.sasl.password: holds a control character; {CONTROL_ALLOWED}"
+    )
 
 
 def test_a_control_character_from_the_environment_is_refused_too():
@@ -203,14 +228,16 @@ def test_a_block_scalars_last_newline_is_named(tmp_path):
     assert load_problem(tmp_path, text) == (
         f"{SRC}: clusters.west.sasl.password: holds a control character; it ends with a line break, as a "
         "YAML block scalar (| or >) or a value read from a file keeps one: write |- or >-, or strip it; "
-        f"{CONTROL_ALLOWED}")
+        f"{CONTROL_ALLOWED}"
+    )
 
 
 def test_a_bootstrap_list_with_a_newline_gets_one_problem():
     assert problem(with_west(**{"bootstrap.servers": "h1:9092\n"})) == (
         f"{SRC}: clusters.west.bootstrap.servers: holds a control character (U+000A); it ends with a line break, "
         "as a YAML block scalar (| or >) or a value read from a file keeps one: write |- or >-, or strip it; "
-        f"{CONTROL_ALLOWED}")
+        f"{CONTROL_ALLOWED}"
+    )
 
 
 def test_pem_text_may_span_lines():
@@ -219,32 +246,44 @@ def test_pem_text_may_span_lines():
     cfg = parse_config(with_west(**{"security.protocol": "SSL", "ssl.ca.pem": pem}), SRC, {})
     assert cfg.cluster("west").properties["ssl.ca.pem"] == pem
     assert problem(with_west(**{"security.protocol": "SSL", "ssl.ca.pem": pem + "\x00"})) == (
-        f"{SRC}: clusters.west.ssl.ca.pem: holds a control character (U+0000); {CONTROL_ALLOWED}")
+        f"{SRC}: clusters.west.ssl.ca.pem: holds a control character (U+0000); {CONTROL_ALLOWED}"
+    )
 
 
 def _ca_certificate_pem() -> str:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now)
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 # --- the CLI ---------------------------------------------------------------------------------
 
+
 def test_cli_refuses_a_list_secret_with_one_exact_line(tmp_path, monkeypatch):
     monkeypatch.delenv("MIRROR_PIPELINE_DEBUG", raising=False)
     path = tmp_path / SRC
-    path.write_text("clusters:\n  west: {bootstrap.servers: 'h1:9092'}\nlinks: {}\n"
-                    "spark:\n  conf:\n    spark.ssl.keyPassword: [a, b]\n")
+    path.write_text(
+        "clusters:\n  west: {bootstrap.servers: 'h1:9092'}\nlinks: {}\n"
+        "spark:\n  conf:\n    spark.ssl.keyPassword: [a, b]\n"
+    )
     result = CliRunner().invoke(cli, ["link", "list", "--config", str(path)])
     assert result.exit_code == 1
-    assert result.stderr == (f"error: {path}: spark.conf.spark.ssl.keyPassword: expected a single value "
-                             "(string, number or boolean), got a list\n")
+    assert result.stderr == (
+        f"error: {path}: spark.conf.spark.ssl.keyPassword: expected a single value "
+        "(string, number or boolean), got a list\n"
+    )
     assert result.stdout == ""
 
 
@@ -256,8 +295,10 @@ def test_cli_link_list_never_shows_an_aliased_secret(tmp_path, monkeypatch):
         result = CliRunner().invoke(cli, ["link", "list", "--config", str(path), *extra])
         assert result.exit_code == 1
         assert "hunter2secret" not in result.stdout + result.stderr
-        assert "links.w2e.cluster.link.prefix: has the same value as the secret clusters.west.sasl.password" \
+        assert (
+            "links.w2e.cluster.link.prefix: has the same value as the secret clusters.west.sasl.password"
             in result.stderr
+        )
     # The same file with a prefix of its own lists it.
     path.write_text(ALIASED + "    cluster.link.prefix: west.\n")
     result = CliRunner().invoke(cli, ["link", "list", "--config", str(path)])

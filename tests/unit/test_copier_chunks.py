@@ -34,9 +34,20 @@ GiB = 1024 * MiB
 
 
 def record(offset: int, size: int = 100, key: bytes | None = b"k", ts: int | None = None, headers=None) -> Message:
-    stamp = (TIMESTAMP_NOT_AVAILABLE, -1) if ts is None and offset % 7 == 6 else (TIMESTAMP_CREATE_TIME, ts or 1_000 + offset)
-    return Message(topic="src", partition=0, offset=offset, key=key, value=bytes([offset % 251]) * size,
-                   headers=headers, timestamp=stamp)
+    stamp = (
+        (TIMESTAMP_NOT_AVAILABLE, -1)
+        if ts is None and offset % 7 == 6
+        else (TIMESTAMP_CREATE_TIME, ts or 1_000 + offset)
+    )
+    return Message(
+        topic="src",
+        partition=0,
+        offset=offset,
+        key=key,
+        value=bytes([offset % 251]) * size,
+        headers=headers,
+        timestamp=stamp,
+    )
 
 
 class FakeConsumer:
@@ -51,7 +62,7 @@ class FakeConsumer:
 
     def consume(self, n: int, timeout: float) -> list[Message]:
         self.asked.append(n)
-        out = self.records[self.next:self.next + min(n, self.batch)]
+        out = self.records[self.next : self.next + min(n, self.batch)]
         self.next += len(out)
         return out
 
@@ -59,8 +70,11 @@ class FakeConsumer:
         if self.next < len(self.records):
             pos = self.records[self.next - 1].offset() + 1 if self.next else 0
         else:
-            pos = self.end_position if self.end_position is not None else (
-                self.records[-1].offset() + 1 if self.records else 0)
+            pos = (
+                self.end_position
+                if self.end_position is not None
+                else (self.records[-1].offset() + 1 if self.records else 0)
+            )
         return [TopicPartition(tps[0].topic, tps[0].partition, pos)]
 
 
@@ -90,8 +104,11 @@ def held(chunk: list[Message]) -> int:
 @pytest.mark.parametrize("chunk_records,max_bytes", [(1000, 1 * MiB), (50, 1 * MiB), (1000, 20_000), (3, 400)])
 def test_chunks_hold_every_record_once_in_order_within_their_limits(batch, chunk_records, max_bytes):
     # Sizes vary from 0 to 5,000 bytes, keys may be missing, and offsets have holes.
-    records = [record(o, size=(o * 37) % 5000, key=None if o % 5 == 0 else b"key-%d" % o)
-               for o in range(0, 3000) if o % 11 != 3]
+    records = [
+        record(o, size=(o * 37) % 5000, key=None if o % 5 == 0 else b"key-%d" % o)
+        for o in range(0, 3000)
+        if o % 11 != 3
+    ]
     reader = ChunkReader(FakeConsumer(records, batch), unit(3000, chunk_records), max_bytes)
 
     chunks = read_all(reader, 3000)
@@ -180,8 +197,9 @@ class FakeProducer:
 @pytest.mark.parametrize("full_at", [set(), {1}, {5}, {10}, {3, 4, 8}])
 def test_every_record_is_produced_once_in_order_with_its_fields(full_at):
     headers = [("trace", b"\x00\x01"), ("dup", b"a"), ("dup", b"b")]
-    chunk = [record(o, size=o, key=None if o % 3 == 0 else b"k%d" % o, headers=headers if o % 2 else None)
-             for o in range(10)]
+    chunk = [
+        record(o, size=o, key=None if o % 3 == 0 else b"k%d" % o, headers=headers if o % 2 else None) for o in range(10)
+    ]
     produce_ts, _ = chunk_timestamps([m.timestamp() for m in chunk])
     out = FakeProducer(full_at)
 

@@ -51,7 +51,9 @@ def parse(args: list[str]) -> None:
 
 def option_names(command: click.Command) -> set[str]:
     return {name for p in command.params if isinstance(p, click.Option) for name in (*p.opts, *p.secondary_opts)} | {
-        "--help", "-h"}
+        "--help",
+        "-h",
+    }
 
 
 @pytest.mark.parametrize("block", SH_BLOCKS, ids=lambda b: b.where)
@@ -59,8 +61,10 @@ def test_every_sh_command_parses_with_the_cli(block):
     for words in block.commands():
         args = program_args(words)
         if args is None:
-            assert block.skip, (f"{block.where}: `{' '.join(words)}` is not a mirror-pipeline command; a block "
-                                "of other programs needs <!-- runbook: skip (why) --> before it")
+            assert block.skip, (
+                f"{block.where}: `{' '.join(words)}` is not a mirror-pipeline command; a block "
+                "of other programs needs <!-- runbook: skip (why) --> before it"
+            )
             continue
         try:
             parse(fill(args, DUMMIES))

@@ -70,8 +70,7 @@ class TestSelects:
 
     @pytest.mark.parametrize("order", [0, 1])
     def test_exclude_beats_include_in_any_order(self, order):
-        items = [NameFilter("*", LIT, INC), NameFilter("tmp.", PRE, EXC),
-                 NameFilter("secret", LIT, EXC)]
+        items = [NameFilter("*", LIT, INC), NameFilter("tmp.", PRE, EXC), NameFilter("secret", LIT, EXC)]
         fs = filters(*(items if order == 0 else reversed(items)))
         assert fs.selects("orders")
         assert not fs.selects("tmp.x")
@@ -93,10 +92,12 @@ class TestSelects:
 
 
 class TestParse:
-    STRUCT = {"topicFilters": [
-        {"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"},
-        {"name": "tmp.", "patternType": "PREFIXED", "filterType": "EXCLUDE"},
-    ]}
+    STRUCT = {
+        "topicFilters": [
+            {"name": "*", "patternType": "LITERAL", "filterType": "INCLUDE"},
+            {"name": "tmp.", "patternType": "PREFIXED", "filterType": "EXCLUDE"},
+        ]
+    }
     EXPECTED = filters(NameFilter("*", LIT, INC), NameFilter("tmp.", PRE, EXC))
 
     def test_yaml_structure(self):
@@ -105,8 +106,9 @@ class TestParse:
     def test_json_string_equals_yaml_structure(self):
         assert parse(json.dumps(self.STRUCT)) == self.EXPECTED
 
-    @pytest.mark.parametrize("empty", [None, "", "  ", {}, {"topicFilters": []},
-                                       {"topicFilters": None}, '{"topicFilters": []}'])
+    @pytest.mark.parametrize(
+        "empty", [None, "", "  ", {}, {"topicFilters": []}, {"topicFilters": None}, '{"topicFilters": []}']
+    )
     def test_empty_inputs(self, empty):
         assert parse(empty).is_empty
 
@@ -115,15 +117,15 @@ class TestParse:
         assert fs == filters(NameFilter("a", PRE, EXC))
 
     def test_filter_type_defaults_to_include(self):
-        assert parse({"topicFilters": [{"name": "a", "patternType": "literal"}]}) == filters(
-            NameFilter("a", LIT, INC))
+        assert parse({"topicFilters": [{"name": "a", "patternType": "literal"}]}) == filters(NameFilter("a", LIT, INC))
 
     def test_group_filters_list_key(self):
         value = '{"groupFilters": [{"name": "app-", "patternType": "PREFIXED"}]}'
         fs = parse(value, list_key="groupFilters")
         assert fs.selects("app-1") and not fs.selects("other")
-        assert fs.to_json("groupFilters") == {"groupFilters": [
-            {"name": "app-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]}
+        assert fs.to_json("groupFilters") == {
+            "groupFilters": [{"name": "app-", "patternType": "PREFIXED", "filterType": "INCLUDE"}]
+        }
 
     def test_to_json_round_trips(self):
         assert parse(self.EXPECTED.to_json()) == self.EXPECTED
@@ -132,29 +134,46 @@ class TestParse:
     def test_parsed_value_is_accepted_again(self):
         assert parse(self.EXPECTED) == self.EXPECTED
 
-    @pytest.mark.parametrize("value, reason", [
-        ('{"topicFilters": [', "malformed JSON"),
-        ("not json", "malformed JSON"),
-        ("[1, 2]", "expected a mapping with key 'topicFilters'"),
-        ([{"name": "a", "patternType": "LITERAL"}], "got a list"),
-        (42, "got a number"),
-        ({"topicFilter": []}, "unknown key 'topicFilter' (did you mean 'topicFilters'?)"),
-        ({"groupFilters": []}, "unknown key 'groupFilters'"),
-        ({"topicFilters": {"name": "a"}}, "topicFilters: expected a list of filters, got a mapping"),
-        ({"topicFilters": ["a"]}, "topicFilters[0]: expected a mapping"),
-        ({"topicFilters": [{"patternType": "LITERAL"}]}, "topicFilters[0]: name is required"),
-        ({"topicFilters": [{"name": "", "patternType": "LITERAL"}]}, "topicFilters[0].name: expected a non-empty string"),
-        ({"topicFilters": [{"name": 5, "patternType": "LITERAL"}]}, "topicFilters[0].name: expected a non-empty string, got a number"),
-        ({"topicFilters": [{"name": "a"}]}, "topicFilters[0]: patternType is required"),
-        ({"topicFilters": [{"name": "a", "patternType": "REGEX"}]},
-         "topicFilters[0].patternType: unknown pattern type 'REGEX' (expected LITERAL or PREFIXED)"),
-        ({"topicFilters": [{"name": "a", "patternType": "LITERAL", "filterType": "ALLOW"}]},
-         "topicFilters[0].filterType: unknown filter type 'ALLOW' (expected INCLUDE or EXCLUDE)"),
-        ({"topicFilters": [{"name": "a", "patternType": True}]},
-         "topicFilters[0].patternType: expected LITERAL or PREFIXED, got a boolean"),
-        ({"topicFilters": [{"name": "a", "patternType": "LITERAL"}, {"name": "b", "patern": "x"}]},
-         "topicFilters[1]: unknown key 'patern' (did you mean 'patternType'?)"),
-    ])
+    @pytest.mark.parametrize(
+        "value, reason",
+        [
+            ('{"topicFilters": [', "malformed JSON"),
+            ("not json", "malformed JSON"),
+            ("[1, 2]", "expected a mapping with key 'topicFilters'"),
+            ([{"name": "a", "patternType": "LITERAL"}], "got a list"),
+            (42, "got a number"),
+            ({"topicFilter": []}, "unknown key 'topicFilter' (did you mean 'topicFilters'?)"),
+            ({"groupFilters": []}, "unknown key 'groupFilters'"),
+            ({"topicFilters": {"name": "a"}}, "topicFilters: expected a list of filters, got a mapping"),
+            ({"topicFilters": ["a"]}, "topicFilters[0]: expected a mapping"),
+            ({"topicFilters": [{"patternType": "LITERAL"}]}, "topicFilters[0]: name is required"),
+            (
+                {"topicFilters": [{"name": "", "patternType": "LITERAL"}]},
+                "topicFilters[0].name: expected a non-empty string",
+            ),
+            (
+                {"topicFilters": [{"name": 5, "patternType": "LITERAL"}]},
+                "topicFilters[0].name: expected a non-empty string, got a number",
+            ),
+            ({"topicFilters": [{"name": "a"}]}, "topicFilters[0]: patternType is required"),
+            (
+                {"topicFilters": [{"name": "a", "patternType": "REGEX"}]},
+                "topicFilters[0].patternType: unknown pattern type 'REGEX' (expected LITERAL or PREFIXED)",
+            ),
+            (
+                {"topicFilters": [{"name": "a", "patternType": "LITERAL", "filterType": "ALLOW"}]},
+                "topicFilters[0].filterType: unknown filter type 'ALLOW' (expected INCLUDE or EXCLUDE)",
+            ),
+            (
+                {"topicFilters": [{"name": "a", "patternType": True}]},
+                "topicFilters[0].patternType: expected LITERAL or PREFIXED, got a boolean",
+            ),
+            (
+                {"topicFilters": [{"name": "a", "patternType": "LITERAL"}, {"name": "b", "patern": "x"}]},
+                "topicFilters[1]: unknown key 'patern' (did you mean 'patternType'?)",
+            ),
+        ],
+    )
     def test_malformed(self, value, reason):
         with pytest.raises(ConfigError) as err:
             parse(value)

@@ -29,9 +29,14 @@ GROUPING = re.compile(r"\bby \(([^)]*)\)")
 
 def served() -> dict[str, set[str]]:
     """Each family the exporter serves, with the labels of its samples."""
-    config = parse_config({"clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"},
-                                        "b": {"bootstrap.servers": "127.0.0.1:2"}},
-                           "links": {"l": {"source": "a", "destination": "b"}}}, "mirror.yaml", {})
+    config = parse_config(
+        {
+            "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:2"}},
+            "links": {"l": {"source": "a", "destination": "b"}},
+        },
+        "mirror.yaml",
+        {},
+    )
     with dg.DagsterInstance.ephemeral() as instance:
         metrics = LinkMetrics(config, instance, 300.0)
         metrics.mirrors["l"], metrics.states["l"] = ["orders"], {"ACTIVE": 1}
@@ -46,8 +51,11 @@ def served() -> dict[str, set[str]]:
 def queries(dashboard: dict) -> list[tuple[str, str]]:
     """(where, PromQL) of every panel target and query variable."""
     found = [(f"panel '{p['title']}'", t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
-    found += [(f"variable '{v['name']}'", v["query"]["query"]) for v in dashboard["templating"]["list"]
-              if v["type"] == "query"]
+    found += [
+        (f"variable '{v['name']}'", v["query"]["query"])
+        for v in dashboard["templating"]["list"]
+        if v["type"] == "query"
+    ]
     return found
 
 
@@ -59,8 +67,11 @@ def test_every_query_names_a_metric_and_labels_the_exporter_serves():
         assert names, f"{where}: names no mirror-pipeline metric: {query}"
         for name in names:
             assert name in families, f"{where}: the exporter serves no '{name}' (it serves {sorted(families)})"
-        labels = {matcher.split("=")[0].strip().rstrip("!~") for selector in SELECTOR.findall(query)
-                  for matcher in selector.split(",")}
+        labels = {
+            matcher.split("=")[0].strip().rstrip("!~")
+            for selector in SELECTOR.findall(query)
+            for matcher in selector.split(",")
+        }
         labels |= {label.strip() for grouping in GROUPING.findall(query) for label in grouping.split(",")}
         known = set().union(*(families[n] for n in names))
         assert labels <= known, f"{where}: labels {sorted(labels - known)} are on none of {names}"
@@ -71,8 +82,11 @@ def test_the_dashboard_covers_lag_rates_latencies_states_and_heartbeats_per_link
     asked = {name for _, query in queries(dashboard) for name in METRIC.findall(query)}
     for metric in ("replication_records_lag", "byte_rate", "replication_latency_ms", "checkpoint_latency_ms"):
         assert {f"mirror_pipeline_link_{metric}", f"mirror_pipeline_topic_{metric}"} <= asked, metric
-    assert {"mirror_pipeline_link_mirrors", "mirror_pipeline_link_heartbeat_age_seconds",
-            "mirror_pipeline_link_sample_success"} <= asked
+    assert {
+        "mirror_pipeline_link_mirrors",
+        "mirror_pipeline_link_heartbeat_age_seconds",
+        "mirror_pipeline_link_sample_success",
+    } <= asked
     defined = {v["name"] for v in dashboard["templating"]["list"]}
     used = {name for _, query in queries(dashboard) for name in VARIABLE.findall(query)}
     used |= {name for p in dashboard["panels"] for name in VARIABLE.findall(json.dumps(p["datasource"]))}

@@ -15,8 +15,8 @@ import random
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
 
-from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication import group_reading
+from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import ROUND_PARTITIONS, Member, RoundReader
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
@@ -24,8 +24,14 @@ SIZE = 100
 
 
 def record(partition: int, offset: int) -> Message:
-    return Message(topic="src", partition=partition, offset=offset, key=b"k", value=bytes([offset % 251]) * SIZE,
-                   timestamp=(TIMESTAMP_CREATE_TIME, 1_000 + offset))
+    return Message(
+        topic="src",
+        partition=partition,
+        offset=offset,
+        key=b"k",
+        value=bytes([offset % 251]) * SIZE,
+        timestamp=(TIMESTAMP_CREATE_TIME, 1_000 + offset),
+    )
 
 
 class InterleavingConsumer:
@@ -96,8 +102,13 @@ def test_every_record_of_every_range_is_in_exactly_one_round_in_order(seed, chun
     ranges = {p: (s, s + rng.randint(0, 40)) for p, s in enumerate(rng.randint(0, 100) for _ in range(6))}
     # Records beyond a unit's end are in the topic too (written after the plan): never copied.
     records = {p: [record(p, o) for o in range(s, u + 5)] for p, (s, u) in ranges.items()}
-    reader = RoundReader(InterleavingConsumer(records, {p: u + 5 for p, (_, u) in ranges.items()}, seed),
-                         members(ranges, chunk_records), chunk_bytes, chunk_records, 1048588)
+    reader = RoundReader(
+        InterleavingConsumer(records, {p: u + 5 for p, (_, u) in ranges.items()}, seed),
+        members(ranges, chunk_records),
+        chunk_bytes,
+        chunk_records,
+        1048588,
+    )
     rounds = drain(reader)
     for p, (start, until) in ranges.items():
         copied = [o for r in rounds for o in r.get(p, [])]
@@ -113,8 +124,7 @@ def test_a_range_ending_in_markers_ends_at_its_end_with_a_round_that_has_no_reco
     # Partition 0's last records are transaction markers: the consumer hands out 10..14 and stands at 17.
     ranges = {0: (10, 17), 1: (0, 3)}
     records = {0: [record(0, o) for o in range(10, 15)], 1: [record(1, o) for o in range(3)]}
-    reader = RoundReader(InterleavingConsumer(records, {0: 17, 1: 3}, 0), members(ranges, 1000), 1 << 20, 1000,
-                         1048588)
+    reader = RoundReader(InterleavingConsumer(records, {0: 17, 1: 3}, 0), members(ranges, 1000), 1 << 20, 1000, 1048588)
     rounds = drain(reader)
     assert [o for r in rounds for o in r.get(0, [])] == list(range(10, 15))
     assert {m.unit.partition: m.position for m in reader.members} == {0: 17, 1: 3}
@@ -166,7 +176,7 @@ class TricklingConsumer(InterleavingConsumer):
     def _hand(self, n: int) -> list[Message]:
         handed = sum(self.next.values())
         out = []
-        for m in self.order[handed:self.arrived][:n]:
+        for m in self.order[handed : self.arrived][:n]:
             assert self.next[m.partition()] == self.records[m.partition()].index(m)
             self.next[m.partition()] += 1
             out.append(m)
@@ -218,8 +228,10 @@ def test_a_follow_round_gathers_what_comes_until_the_round_interval_has_passed_s
 
 def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
     consumer = TricklingConsumer({0: [record(0, 0)]}, arrive=1)
-    members = [Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 1.0}), m.result, m.position, 0)
-               for m in follow_members({0: 0})]
+    members = [
+        Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 1.0}), m.result, m.position, 0)
+        for m in follow_members({0: 0})
+    ]
     reader = RoundReader(consumer, members, 1 << 20, 1000, 1048588)
     assert reader.read_round() == []
     assert consumer.waits == 0, "past its deadline a task does not wait for records"
@@ -229,8 +241,9 @@ def test_a_round_writes_to_round_partitions_at_most(monkeypatch):
     monkeypatch.setattr(group_reading, "ROUND_PARTITIONS", 4)
     ranges = {p: (0, 3) for p in range(10)}
     records = {p: [record(p, o) for o in range(3)] for p in ranges}
-    reader = RoundReader(InterleavingConsumer(records, {p: 3 for p in ranges}, 1), members(ranges, 1000), 1 << 20,
-                         1000, 1048588)
+    reader = RoundReader(
+        InterleavingConsumer(records, {p: 3 for p in ranges}, 1), members(ranges, 1000), 1 << 20, 1000, 1048588
+    )
     rounds = drain(reader)
     assert all(len([p for p, v in r.items() if v]) <= 4 for r in rounds)
     assert {p: [o for r in rounds for o in r.get(p, [])] for p in ranges} == {p: [0, 1, 2] for p in ranges}

@@ -80,6 +80,7 @@ def test_a_promoting_mirror_whose_source_fails_is_noted_never_failed():
     # The lifecycle has no PENDING_STOPPED -> FAILED: deciding one refused the whole cycle's state change.
     current = {"p": mirror("p", PENDING_STOPPED, failing_since=5.0)}
     assert source_failure_changes(current, ["p"], {"p": "cannot be read"}, {}, now=1e9, timeout_s=1) == []
-    first = source_failure_changes({"p": mirror("p", PENDING_STOPPED)}, ["p"], {"p": "cannot be read"}, {},
-                                   now=100.0, timeout_s=1)
+    first = source_failure_changes(
+        {"p": mirror("p", PENDING_STOPPED)}, ["p"], {"p": "cannot be read"}, {}, now=100.0, timeout_s=1
+    )
     assert states(first) == {"p": PENDING_STOPPED} and first[0][1].failing_since == 100.0

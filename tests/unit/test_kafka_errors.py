@@ -29,7 +29,10 @@ def test_a_local_error_shows_only_its_name_since_its_text_may_quote_settings():
 
 
 def test_kafka_errors_raises_the_projects_error_naming_who_failed():
-    with pytest.raises(ClusterUnreachable, match=r"^cluster 'west' did not answer: no connection to its brokers \(refused, closed or unreachable\) \(_TRANSPORT\)$"):
+    with pytest.raises(
+        ClusterUnreachable,
+        match=r"^cluster 'west' did not answer: no connection to its brokers \(refused, closed or unreachable\) \(_TRANSPORT\)$",
+    ):
         with kafka_errors("cluster 'west' did not answer", ClusterUnreachable):
             raise raised(KafkaError._TRANSPORT, "broker down at sasl.password=hunter2")
 
@@ -44,8 +47,12 @@ def test_connection_failure_lines_stay_out_of_the_output_and_other_lines_pass():
         return logging.LogRecord("mirror_pipeline.librdkafka", logging.ERROR, __file__, 1, message, None, None)
 
     keep = DropConnectionFailureLogs().filter
-    assert not keep(record("FAIL [mirror-pipeline.l.admin#producer-5] [thrd:127.0.0.1:1/bootstrap]: "
-                           "Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)"))
+    assert not keep(
+        record(
+            "FAIL [mirror-pipeline.l.admin#producer-5] [thrd:127.0.0.1:1/bootstrap]: "
+            "Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms in state CONNECT)"
+        )
+    )
     assert not keep(record("ERROR [c] [thrd:main]: SASL authentication error: Authentication failed"))
     assert keep(record("ERROR [c] [thrd:main]: Topic _mirror-pipeline.state partition count changed"))
 

@@ -51,12 +51,29 @@ def test_an_aggregate_sample_counts_every_value_behind_it():
 def test_copies_give_byte_rate_per_mirror_and_per_cycle_and_latency_per_record():
     windows = MetricWindows(300)
     cycle = dict(link="l", at=1000.0, duration_s=2.0, cycle_id="run/1", cycle_bytes=3000)
-    add_copies(windows, [
-        CopySample(mirror="a", bytes=1000, latency_count=10, latency_min_ms=5, latency_max_ms=50,
-                   latency_sum_ms=200, **cycle),
-        CopySample(mirror="b", bytes=2000, latency_count=30, latency_min_ms=3, latency_max_ms=90,
-                   latency_sum_ms=600, **cycle),
-    ])
+    add_copies(
+        windows,
+        [
+            CopySample(
+                mirror="a",
+                bytes=1000,
+                latency_count=10,
+                latency_min_ms=5,
+                latency_max_ms=50,
+                latency_sum_ms=200,
+                **cycle,
+            ),
+            CopySample(
+                mirror="b",
+                bytes=2000,
+                latency_count=30,
+                latency_min_ms=3,
+                latency_max_ms=90,
+                latency_sum_ms=600,
+                **cycle,
+            ),
+        ],
+    )
     snap = windows.snapshot(now=1010)
     assert snap[(BYTE_RATE, "l", "a")].max == 500 and snap[(BYTE_RATE, "l", "b")].max == 1000
     link_rate = snap[(BYTE_RATE, "l", LINK_WIDE)]

@@ -113,7 +113,7 @@ def test_map_is_compact_one_entry_per_run_not_per_record():
     offsets = [o for o in range(10_010) if o % 1001 != 1000]
     segments, dest = [], 0
     for i in range(0, len(offsets), 2500):
-        chunk = offsets[i:i + 2500]
+        chunk = offsets[i : i + 2500]
         segments.append(Segment(dest, tuple(runs_of(chunk)), chunk[-1] + 1))
         dest += len(chunk)
     omap = resolve(segments, mirror_log_end=dest).offset_map

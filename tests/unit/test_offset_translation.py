@@ -40,12 +40,17 @@ def test_gap_free_positions_are_kept(position):
 @pytest.mark.parametrize(
     "position, landing",
     [
-        (0, 0), (9, 9),          # inside the first run
-        (10, 10), (12, 10),      # on aborted data: the next kept record (source 13 -> mirror 10)
-        (13, 10), (19, 16),      # inside the second run
-        (20, 17), (24, 17),      # marker, compacted hole: the next kept record (source 25 -> mirror 17)
-        (25, 17), (29, 21),
-        (30, 22),                # everything read: the log end
+        (0, 0),
+        (9, 9),  # inside the first run
+        (10, 10),
+        (12, 10),  # on aborted data: the next kept record (source 13 -> mirror 10)
+        (13, 10),
+        (19, 16),  # inside the second run
+        (20, 17),
+        (24, 17),  # marker, compacted hole: the next kept record (source 25 -> mirror 17)
+        (25, 17),
+        (29, 21),
+        (30, 22),  # everything read: the log end
     ],
 )
 def test_gapped_positions_land_on_the_next_mirrored_record(position, landing):
@@ -82,9 +87,9 @@ def test_nothing_mirrored_yet_lands_on_the_empty_log():
 def test_timestamp_mode_uses_the_mirror_answer_within_the_log():
     mp = partition(GAPPED, 22)
     assert translate_by_timestamp(mp, 13, 10) == 10
-    assert translate_by_timestamp(mp, 13, None) == 22      # no mirror record that late: the log end
+    assert translate_by_timestamp(mp, 13, None) == 22  # no mirror record that late: the log end
     assert translate_by_timestamp(mp, 13, -1) == 22
-    assert translate_by_timestamp(mp, 30, 3) == 22         # everything mirrored was read
+    assert translate_by_timestamp(mp, 30, 3) == 22  # everything mirrored was read
     assert translate_by_timestamp(mp, 99, None) == 22
     assert translate(mp, 13, "timestamp", 12) == 12
     with pytest.raises(ValueError):

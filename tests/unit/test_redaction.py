@@ -3,32 +3,56 @@ import pytest
 from mirror_pipeline.config.redaction import REDACTED, is_secret_key, redact, scrub
 
 
-@pytest.mark.parametrize("key", [
-    "sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
-    "ssl.truststore.password", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.client.secret",
-    "sasl.oauthbearer.config", "SASL.PASSWORD", "spark.ssl.keyStorePassword",
-    "spark.authenticate.secret", "sasl.oauthbearer.assertion.private.key.pem",
-    "sasl.oauthbearer.assertion.private.key.passphrase", "my.private.key",
-    "basic.auth.user.info",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.password",
+        "sasl.jaas.config",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.key.pem",
+        "ssl_key",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "SASL.PASSWORD",
+        "spark.ssl.keyStorePassword",
+        "spark.authenticate.secret",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "my.private.key",
+        "basic.auth.user.info",
+    ],
+)
 def test_secret_keys(key):
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", [
-    "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username",
-    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "client.id",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "bootstrap.servers",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.username",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "client.id",
+    ],
+)
 def test_plain_keys(key):
     assert not is_secret_key(key)
 
 
 def test_redact_masks_only_secrets_and_copies():
-    props = {"bootstrap.servers": "h:9092", "sasl.password": "hunter2",
-             "nested": {"ssl.key.password": "pw2", "x": "y"}}
+    props = {"bootstrap.servers": "h:9092", "sasl.password": "hunter2", "nested": {"ssl.key.password": "pw2", "x": "y"}}
     out = redact(props)
-    assert out == {"bootstrap.servers": "h:9092", "sasl.password": REDACTED,
-                   "nested": {"ssl.key.password": REDACTED, "x": "y"}}
+    assert out == {
+        "bootstrap.servers": "h:9092",
+        "sasl.password": REDACTED,
+        "nested": {"ssl.key.password": REDACTED, "x": "y"},
+    }
     assert props["sasl.password"] == "hunter2"
     assert REDACTED == "***"
 
@@ -51,8 +75,9 @@ def test_scrub_ignores_empty_secrets_and_keeps_text_without_secrets():
 
 def test_scrub_hides_a_secret_only_as_a_token_of_its_own():
     # Glued to letters or digits it is part of another word; next to punctuation it is the secret.
-    assert scrub("spark.conf: bad; password=park; 'park' (park)", ["park"]) == \
-        "spark.conf: bad; password=***; '***' (***)"
+    assert (
+        scrub("spark.conf: bad; password=park; 'park' (park)", ["park"]) == "spark.conf: bad; password=***; '***' (***)"
+    )
     assert scrub("parking parks", ["park"]) == "parking parks"
     assert scrub("user:hunter2@host hunter2_backup", ["hunter2"]) == "user:***@host ***_backup"
 

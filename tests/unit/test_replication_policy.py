@@ -19,8 +19,10 @@ from mirror_pipeline.config.replication_policy import (
 )
 from mirror_pipeline.model.errors import ConfigError
 
-CLUSTERS = {alias: {"bootstrap.servers": f"127.0.0.1:{port}"}
-            for alias, port in (("us-west", 1), ("us-east", 2), ("eu-west", 3))}
+CLUSTERS = {
+    alias: {"bootstrap.servers": f"127.0.0.1:{port}"}
+    for alias, port in (("us-west", 1), ("us-east", 2), ("eu-west", 3))
+}
 
 
 def links(**links) -> dict:
@@ -78,15 +80,18 @@ def test_default_policy_stacks_names_along_a_chain():
     assert not east_to_eu.would_loop(on_east)
 
 
-@pytest.mark.parametrize("topic, loops", [
-    ("orders", False),
-    ("us-east.orders", True),                 # came from the destination: back-flow
-    ("eu-west.us-east.orders", True),         # came through the destination two hops ago
-    ("eu-west.orders", False),
-    ("orders.v1", False),                     # a dot in a local name is not an alias
-    ("us-east", False),
-    ("us-east.", False),
-])
+@pytest.mark.parametrize(
+    "topic, loops",
+    [
+        ("orders", False),
+        ("us-east.orders", True),  # came from the destination: back-flow
+        ("eu-west.us-east.orders", True),  # came through the destination two hops ago
+        ("eu-west.orders", False),
+        ("orders.v1", False),  # a dot in a local name is not an alias
+        ("us-east", False),
+        ("us-east.", False),
+    ],
+)
 def test_default_policy_never_sends_a_topic_back(topic, loops):
     p = policy("us-west", "us-east", **{"replication.policy.class": "DefaultReplicationPolicy"})
     assert p.would_loop(topic) is loops
@@ -110,9 +115,18 @@ def test_default_policy_owns_mirror_names():
 def test_mirrormaker_class_names_are_accepted():
     p = policy(**{"replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"})
     assert isinstance(p, DefaultReplicationPolicy)
-    assert naming_record(config(l=("us-west", "us-east", {
-        "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"})).link("l"))[
-        "replication.policy.class"] == "DefaultReplicationPolicy"
+    assert (
+        naming_record(
+            config(
+                l=(
+                    "us-west",
+                    "us-east",
+                    {"replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"},
+                )
+            ).link("l")
+        )["replication.policy.class"]
+        == "DefaultReplicationPolicy"
+    )
 
 
 # --- IdentityReplicationPolicy ----------------------------------------------------------------
@@ -130,8 +144,12 @@ def test_identity_policy_keeps_names_and_detects_no_loops():
 def test_identity_links_forming_a_loop_are_warned_about(caplog):
     identity = {"replication.policy.class": "IdentityReplicationPolicy"}
     with caplog.at_level(logging.WARNING, logger="mirror_pipeline.config.loader"):
-        cfg = config(a=("us-west", "us-east", identity), b=("us-east", "eu-west", identity),
-                     c=("eu-west", "us-west", identity), d=("us-west", "eu-west", {}))
+        cfg = config(
+            a=("us-west", "us-east", identity),
+            b=("us-east", "eu-west", identity),
+            c=("eu-west", "us-west", identity),
+            d=("us-west", "eu-west", {}),
+        )
     warnings = loop_warnings(cfg.links.values())
     assert warnings == [
         "links 'a' -> 'b' -> 'c' form a loop under IdentityReplicationPolicy, which does not detect loops: "
@@ -143,10 +161,20 @@ def test_identity_links_forming_a_loop_are_warned_about(caplog):
 def test_no_warning_without_a_loop_or_when_a_link_detects_loops():
     identity = {"replication.policy.class": "IdentityReplicationPolicy"}
     default = {"replication.policy.class": "DefaultReplicationPolicy"}
-    assert loop_warnings(config(a=("us-west", "us-east", identity), b=("us-east", "eu-west", identity)).links.values()) == []
-    assert loop_warnings(config(a=("us-west", "us-east", identity), b=("us-east", "us-west", default)).links.values()) == []
-    assert len(loop_warnings(config(a=("us-west", "us-east", identity),
-                                    b=("us-east", "us-west", identity)).links.values())) == 1
+    assert (
+        loop_warnings(config(a=("us-west", "us-east", identity), b=("us-east", "eu-west", identity)).links.values())
+        == []
+    )
+    assert (
+        loop_warnings(config(a=("us-west", "us-east", identity), b=("us-east", "us-west", default)).links.values())
+        == []
+    )
+    assert (
+        len(
+            loop_warnings(config(a=("us-west", "us-east", identity), b=("us-east", "us-west", identity)).links.values())
+        )
+        == 1
+    )
 
 
 # --- user policy class ------------------------------------------------------------------------
@@ -167,14 +195,29 @@ def test_internal_topic_names_come_from_the_policy_and_settings():
     p = policy()
     # Offset maps and checkpoints are the link's own; the registry is the destination's.
     assert [p.internal_topic(k) for k in ("state", "offset-map", "checkpoints", "heartbeats")] == [
-        "_mirror-pipeline.state", "_mirror-pipeline.l.offset-map",
-        "_mirror-pipeline.l.checkpoints", "_mirror-pipeline.heartbeats"]
+        "_mirror-pipeline.state",
+        "_mirror-pipeline.l.offset-map",
+        "_mirror-pipeline.l.checkpoints",
+        "_mirror-pipeline.heartbeats",
+    ]
     assert [p.shared_internal_topic(k) for k in ("offset-map", "checkpoints")] == [
-        "_mirror-pipeline.offset-map", "_mirror-pipeline.checkpoints"]
-    renamed = policy(**{"mirror.state.topic": "ops.state", "mirror.offset.map.topic": "ops.omap",
-                        "mirror.checkpoints.topic": "ops.cp", "mirror.heartbeats.topic": "ops.hb"})
+        "_mirror-pipeline.offset-map",
+        "_mirror-pipeline.checkpoints",
+    ]
+    renamed = policy(
+        **{
+            "mirror.state.topic": "ops.state",
+            "mirror.offset.map.topic": "ops.omap",
+            "mirror.checkpoints.topic": "ops.cp",
+            "mirror.heartbeats.topic": "ops.hb",
+        }
+    )
     assert [renamed.internal_topic(k) for k in ("state", "offset-map", "checkpoints", "heartbeats")] == [
-        "ops.state", "ops.omap", "ops.cp", "ops.hb"]
+        "ops.state",
+        "ops.omap",
+        "ops.cp",
+        "ops.hb",
+    ]
     assert renamed.is_internal("ops.cp")
     with pytest.raises(ValueError):
         renamed.internal_topic("nonsense")
@@ -183,19 +226,33 @@ def test_internal_topic_names_come_from_the_policy_and_settings():
 def test_a_link_name_too_long_for_its_own_internal_topics_must_name_them():
     long_name = "l" * 230
     with pytest.raises(ConfigError, match=r"mirror\.offset\.map\.topic: must be set: the default name"):
-        parse_config({"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", {})})},
-                     "mirror.yaml", {})
+        parse_config(
+            {"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", {})})}, "mirror.yaml", {}
+        )
     named = {"mirror.offset.map.topic": "ops.omap", "mirror.checkpoints.topic": "ops.cp"}
-    parse_config({"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", named)})},
-                 "mirror.yaml", {})
+    parse_config(
+        {"clusters": CLUSTERS, "links": links(**{long_name: ("us-west", "us-east", named)})}, "mirror.yaml", {}
+    )
 
 
-@pytest.mark.parametrize("name", [
-    "__consumer_offsets", "__transaction_state", "__anything", "_schemas",
-    "_mirror-pipeline.state", "_mirror-pipeline_checkpoints",
-    "heartbeats", "mm2-configs", "mm2-offsets.us-west.internal", "mm2-status",
-    "us-west.checkpoints.internal", "mm2-offset-syncs.us-east.internal", "connect-offsets",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "__consumer_offsets",
+        "__transaction_state",
+        "__anything",
+        "_schemas",
+        "_mirror-pipeline.state",
+        "_mirror-pipeline_checkpoints",
+        "heartbeats",
+        "mm2-configs",
+        "mm2-offsets.us-west.internal",
+        "mm2-status",
+        "us-west.checkpoints.internal",
+        "mm2-offset-syncs.us-east.internal",
+        "connect-offsets",
+    ],
+)
 def test_internal_topics_are_never_mirrored(name):
     assert is_internal_topic(name)
     assert policy().is_internal(name)

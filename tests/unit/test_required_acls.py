@@ -30,16 +30,22 @@ def test_the_source_principal_only_reads():
     ops = {op for grant in acls["source"] for op in grant["operations"]}
     assert ops <= READ_ONLY
     assert {(g["resource"], g["name"], g["pattern"]) for g in acls["source"]} == {
-        ("topic", "orders", "literal"), ("topic", "pay.", "prefixed"), ("group", "billing", "literal"),
-        ("group", "mirror-pipeline.l.", "prefixed")}  # the link's own consumers' group ids, never joined
+        ("topic", "orders", "literal"),
+        ("topic", "pay.", "prefixed"),
+        ("group", "billing", "literal"),
+        ("group", "mirror-pipeline.l.", "prefixed"),
+    }  # the link's own consumers' group ids, never joined
 
 
 def test_the_destination_principal_owns_mirrors_internal_topics_and_its_writer_ids():
     acls = link_acls("l", LinkNaming("a", "b", ".", prefix="w.", link="l"), ["orders"], ["g"], ["w.g"])
     by_name = {(g["resource"], g["name"]): g for g in acls["destination"]}
     assert "WRITE" in by_name[("topic", "w.orders")]["operations"]
-    assert {("topic", "_mirror-pipeline.state"), ("topic", "_mirror-pipeline.l.offset-map"),
-            ("topic", "_mirror-pipeline.l.checkpoints")} <= set(by_name)
+    assert {
+        ("topic", "_mirror-pipeline.state"),
+        ("topic", "_mirror-pipeline.l.offset-map"),
+        ("topic", "_mirror-pipeline.l.checkpoints"),
+    } <= set(by_name)
     assert by_name[("transactional_id", "mirror-pipeline/l/")]["pattern"] == "prefixed"
     assert by_name[("group", "w.g")]["operations"] == ["DESCRIBE", "READ"]
     assert set(by_name[("cluster", "kafka-cluster")]["operations"]) == {"DESCRIBE", "ALTER"}
@@ -53,7 +59,9 @@ def test_bindings_are_allows_from_any_host_one_per_operation():
     assert all(b.resource_pattern_type == ResourcePatternType.PREFIXED for b in made)
     assert all(b.permission_type == AclPermissionType.ALLOW and b.host == "*" for b in made)
     assert {b.operation for b in made} == {AclOperation.DESCRIBE, AclOperation.READ, AclOperation.DESCRIBE_CONFIGS}
-    cluster = bindings(grants_from_dicts(link_acls("l", LinkNaming("a", "b", "."), [], [], [])["destination"]), "User:d")
+    cluster = bindings(
+        grants_from_dicts(link_acls("l", LinkNaming("a", "b", "."), [], [], [])["destination"]), "User:d"
+    )
     assert {b.restype for b in cluster if b.name == "kafka-cluster"} == {ResourceType.BROKER}
 
 
@@ -71,5 +79,6 @@ def test_a_reverse_link_may_save_what_a_rebuild_drops_next_to_its_literal_mirror
     added = [g for g in back["destination"] if g not in plain["destination"]]
     # `pay.` and `*` already cover `pay.x.diverged` and every name: only the literal mirror needs its own.
     assert [(g["resource"], g["name"], g["pattern"], g["operations"]) for g in added] == [
-        ("topic", "orders.diverged", "literal", ["CREATE", "DESCRIBE", "READ", "WRITE"])]
+        ("topic", "orders.diverged", "literal", ["CREATE", "DESCRIBE", "READ", "WRITE"])
+    ]
     assert back["source"] == plain["source"]

@@ -56,7 +56,11 @@ def test_a_run_on_a_code_server_elsewhere_counts_as_running():
 
 
 def test_restarts_back_off_to_a_minute():
-    assert [backoff_s(n) for n in (1, 2, 3, 4)] == [FIRST_BACKOFF_S, 2 * FIRST_BACKOFF_S, 4 * FIRST_BACKOFF_S,
-                                                     8 * FIRST_BACKOFF_S]
+    assert [backoff_s(n) for n in (1, 2, 3, 4)] == [
+        FIRST_BACKOFF_S,
+        2 * FIRST_BACKOFF_S,
+        4 * FIRST_BACKOFF_S,
+        8 * FIRST_BACKOFF_S,
+    ]
     assert backoff_s(30) == MAX_BACKOFF_S
     assert how_it_ended(-9) == "was killed by signal 9" and how_it_ended(3) == "exited with code 3"

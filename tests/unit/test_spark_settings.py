@@ -43,21 +43,26 @@ def test_remote_names_a_spark_connect_server():
 @pytest.mark.parametrize("url", ["http://h:15002", "sc://", "sc://h:port", "h:15002", "sc://h 1"])
 def test_remote_must_be_a_connect_url_and_is_never_quoted(url):
     line = problem({"remote": url})
-    assert line == f"{SRC}: spark.remote: must be a Spark Connect URL: sc://host:port, optionally followed by /;name=value..."
+    assert (
+        line
+        == f"{SRC}: spark.remote: must be a Spark Connect URL: sc://host:port, optionally followed by /;name=value..."
+    )
 
 
 def test_spark_remote_under_conf_is_the_same_setting_with_its_token_kept_secret():
     cfg = spark_of({"conf": {"spark.remote": "sc://h:15002/;token=SEKRIT"}})
     assert cfg.spark.remote == "sc://h:15002/;token=SEKRIT" and "spark.remote" not in cfg.spark.conf
     assert "SEKRIT" not in str(cfg.to_redacted_dict()) and "SEKRIT" in cfg.secret_values()
-    assert problem({"conf": {"spark.remote": "h:1"}}).endswith("spark.remote: must be a Spark Connect URL: "
-                                                             "sc://host:port, optionally followed by /;name=value...")
+    assert problem({"conf": {"spark.remote": "h:1"}}).endswith(
+        "spark.remote: must be a Spark Connect URL: sc://host:port, optionally followed by /;name=value..."
+    )
     assert "set it once" in problem({"remote": "sc://h:1", "conf": {"spark.remote": "sc://h:2"}})
 
 
 def test_master_and_remote_exclude_each_other():
     assert problem({"master": "local[2]", "remote": "sc://h:15002"}) == (
-        f"{SRC}: spark: set master or remote, not both (a Spark Connect server has its own master)")
+        f"{SRC}: spark: set master or remote, not both (a Spark Connect server has its own master)"
+    )
     assert f"{SRC}: spark: unknown key 'remot' (did you mean 'remote'?)" in problem({"remot": "sc://h"})
 
 
@@ -72,8 +77,11 @@ def test_a_connect_token_is_a_secret():
 
 def test_a_connect_session_sets_no_master_and_only_session_settings():
     conf = spark_conf(SparkSettings(remote="sc://h:15002", conf={"spark.sql.shuffle.partitions": "4"}))
-    assert conf == {"spark.remote": "sc://h:15002", "spark.sql.execution.arrow.pyspark.enabled": "true",
-                    "spark.sql.shuffle.partitions": "4"}
+    assert conf == {
+        "spark.remote": "sc://h:15002",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": "4",
+    }
     # PySpark's own key in the conf works too, and wins over a master there.
     conf = spark_conf(SparkSettings(conf={"spark.remote": "sc://h:15002", "spark.master": "local[2]"}))
     assert conf["spark.remote"] == "sc://h:15002" and "spark.master" not in conf
@@ -105,9 +113,18 @@ def test_an_explicit_executor_python_reaches_pyspark(monkeypatch):
     assert spark_runner.os.environ["PYSPARK_PYTHON"] == "./environment/bin/python"
 
 
-@pytest.mark.parametrize("master, loopback", [("local[*]", True), ("local", True), ("spark://127.0.0.1:7077", True),
-                                              ("spark://localhost:7077", True), ("yarn", False),
-                                              ("spark://spark-master:7077", False), ("k8s://https://k:443", False)])
+@pytest.mark.parametrize(
+    "master, loopback",
+    [
+        ("local[*]", True),
+        ("local", True),
+        ("spark://127.0.0.1:7077", True),
+        ("spark://localhost:7077", True),
+        ("yarn", False),
+        ("spark://spark-master:7077", False),
+        ("k8s://https://k:443", False),
+    ],
+)
 def test_only_a_driver_on_this_machine_binds_to_loopback(monkeypatch, master, loopback):
     monkeypatch.setenv("SPARK_LOCAL_IP", "recorded")  # so that the undo restores what was there
     monkeypatch.delenv("SPARK_LOCAL_IP")
@@ -148,7 +165,11 @@ def test_a_connect_server_that_retries_tasks_is_used_with_a_warning(caplog):
 def test_the_local_spark_cluster_layout(tmp_path):
     cluster = LocalSpark(tmp_path, master_port=11077, connect_port=11502)
     assert [(d.name, d.port, d.ui_port) for d in cluster.daemons] == [
-        ("master", 11077, 11078), ("worker-1", 11079, 11080), ("worker-2", 11081, 11082), ("connect", 11502, None)]
+        ("master", 11077, 11078),
+        ("worker-1", 11079, 11080),
+        ("worker-2", 11081, 11082),
+        ("connect", 11502, None),
+    ]
     assert (cluster.master_url, cluster.connect_url) == ("spark://127.0.0.1:11077", "sc://127.0.0.1:11502")
     connect = cluster._properties(cluster.connect)
     assert {k: connect[k] for k in REQUIRED_CONF} == REQUIRED_CONF
@@ -167,7 +188,10 @@ def test_the_cli_reports_a_stopped_cluster_and_its_recorded_ports(tmp_path):
     assert result.exit_code == 0, result.output
     daemons = json.loads(result.stdout)
     assert [(d["name"], d["address"], d["running"]) for d in daemons] == [
-        ("master", "spark://127.0.0.1:11077", False), ("worker-1", "127.0.0.1:11079", False),
-        ("worker-2", "127.0.0.1:11081", False), ("connect", "sc://127.0.0.1:11502", False)]
+        ("master", "spark://127.0.0.1:11077", False),
+        ("worker-1", "127.0.0.1:11079", False),
+        ("worker-2", "127.0.0.1:11081", False),
+        ("connect", "sc://127.0.0.1:11502", False),
+    ]
     result = CliRunner().invoke(cli, ["local", "spark", "down", "--dir", str(tmp_path / "none")])
     assert result.exit_code == 0 and result.stdout.strip() == "no local Spark daemon was running"

@@ -20,9 +20,14 @@ def test_workers_import_pyspark_from_the_installed_package_not_the_zips_inside_i
     (root / "python" / "lib").mkdir(parents=True)
     (root / "__init__.py").write_text("")
     own_spark = tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip"
-    path = [str(tmp_path), str(root / "python" / "lib" / "pyspark.zip"),
-            str(root / "python" / "lib" / "py4j-0.10.9.9-src.zip"), str(root / "jars" / "spark-core_2.13-4.0.1.jar"),
-            str(own_spark), str(tmp_path / "site-packages")]
+    path = [
+        str(tmp_path),
+        str(root / "python" / "lib" / "pyspark.zip"),
+        str(root / "python" / "lib" / "py4j-0.10.9.9-src.zip"),
+        str(root / "jars" / "spark-core_2.13-4.0.1.jar"),
+        str(own_spark),
+        str(tmp_path / "site-packages"),
+    ]
     found = installed_pyspark_root(path)
     assert found == os.path.realpath(root)
     # A Spark installation of its own keeps its zip: its version may not be the installed package's.

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.link.state_keys import WRITER_SLOTS, writer_slot
 from mirror_pipeline.replication import copier, group_copy
 from mirror_pipeline.replication.copier import InTurn, WorkUnit
-from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
 from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
 
 def units(topics: int, partitions: int) -> list[WorkUnit]:
-    return [WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_until=1.0)
-            for t in range(topics) for p in range(partitions)]
+    return [
+        WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_until=1.0)
+        for t in range(topics)
+        for p in range(partitions)
+    ]
 
 
 def slots_of(group) -> set[int]:
@@ -34,10 +37,13 @@ def test_every_partition_goes_to_exactly_one_task_and_there_are_no_more_tasks_th
     groups = follow_groups(work, slots)
     assert len(groups) == min(slots, len({writer_slot(u.mirror_topic, u.partition) for u in work}))
     assert sorted((u.mirror_topic, u.partition) for g in groups for u in g) == sorted(
-        (u.mirror_topic, u.partition) for u in work)
+        (u.mirror_topic, u.partition) for u in work
+    )
     assert_no_slot_in_two_tasks(groups)
     sizes = [len(g) for g in groups]
-    largest_slot = max(len([u for u in work if writer_slot(u.mirror_topic, u.partition) == s]) for s in range(WRITER_SLOTS))
+    largest_slot = max(
+        len([u for u in work if writer_slot(u.mirror_topic, u.partition) == s]) for s in range(WRITER_SLOTS)
+    )
     assert max(sizes) - min(sizes) <= largest_slot, "the partitions are spread evenly"
 
 
@@ -122,8 +128,12 @@ def test_a_cycle_with_no_work_runs_no_task():
 @pytest.mark.parametrize("in_turn", [True, False])
 def test_a_task_copies_large_units_in_turn_and_small_ones_together(monkeypatch, in_turn):
     calls = []
-    monkeypatch.setattr(group_copy, "copy_unit", lambda unit, ctx: calls.append(("alone", unit.partition)) or unit.partition)
-    monkeypatch.setattr(group_copy, "copy_group", lambda units, ctx: calls.append(("together", len(units))) or [0, 1, 2, 3])
+    monkeypatch.setattr(
+        group_copy, "copy_unit", lambda unit, ctx: calls.append(("alone", unit.partition)) or unit.partition
+    )
+    monkeypatch.setattr(
+        group_copy, "copy_group", lambda units, ctx: calls.append(("together", len(units))) or [0, 1, 2, 3]
+    )
     ctx = copier.CopyContext("a", "b", {}, {}, "map", 1000, "state", task_memory_bytes=64 * MIN_TASK_MEMORY_BYTES)
     work = ranged([CHUNK + 1] * 4) if in_turn else ranged([5] * 4)
     assert group_copy.copy_units(InTurn(work) if in_turn else work, ctx) == [0, 1, 2, 3]

@@ -41,8 +41,10 @@ def test_a_port_in_use_is_one_line_and_nothing_starts(config, tmp_path):
         port = taken.getsockname()[1]
         result = invoke("--config", config, "--port", str(port))
     assert result.exit_code == 1
-    assert result.stderr == (f"error: --port {port}: 127.0.0.1:{port} is already in use (another Dagster UI?); "
-                             f"stop what listens there or pick another port with --port\n")
+    assert result.stderr == (
+        f"error: --port {port}: 127.0.0.1:{port} is already in use (another Dagster UI?); "
+        f"stop what listens there or pick another port with --port\n"
+    )
     assert result.stdout == ""
     assert not (tmp_path / ".dagster-home").exists()
 

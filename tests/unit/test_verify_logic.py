@@ -59,7 +59,7 @@ def mirrored(source: list[Rec], index: RunIndex) -> list[Rec]:
 def digest(records, runs, on_source) -> str:
     side = SideChecksum(runs, on_source)
     side.update(records[: len(records) // 2])  # fed in two batches, as consume() hands them out
-    side.update(records[len(records) // 2:])
+    side.update(records[len(records) // 2 :])
     return side.hexdigest()
 
 
@@ -69,6 +69,7 @@ GAPPED_OFFSETS = [0, 1, 2, 5, 6, 7, 9, 10, 11, 12]
 
 
 # --- the offset map, both ways ---------------------------------------------------------------
+
 
 def test_run_index_maps_both_ways_and_positions_land_on_the_next_record():
     assert [GAPPED.mirror_of(o) for o in range(14)] == [0, 1, 2, None, None, 3, 4, 5, None, 6, 7, 8, 9, None]
@@ -107,6 +108,7 @@ def test_blocks_are_cut_at_fixed_multiples():
 
 # --- sampling ---------------------------------------------------------------------------------
 
+
 def test_sampling_is_deterministic_spread_and_never_empty():
     every = ranges.blocks(0, 100_000, size=1000)
     sample = ranges.sample_blocks(every, 0.1, "orders/0/")
@@ -127,6 +129,7 @@ def test_tasks_split_partitions_only_to_fill_the_slots():
 
 
 # --- checksums --------------------------------------------------------------------------------
+
 
 def test_identical_sides_have_equal_checksums_through_a_gapped_map():
     src = source_records(GAPPED_OFFSETS)
@@ -168,6 +171,7 @@ def test_a_log_append_time_source_matches_its_create_time_mirror():
 
 
 # --- narrowing --------------------------------------------------------------------------------
+
 
 def test_narrowing_names_a_flipped_byte_at_its_source_offset():
     src = source_records(GAPPED_OFFSETS)
@@ -227,13 +231,15 @@ def test_results_name_the_first_bad_offset_and_hold_no_payload():
     part = PartitionVerify(2, 0, 3, 0, 3, 1, 1, 3, 3, 100, mismatch=mismatch)
     result = VerifyResult("l", 0.0, 1.0, 1.0, None, None, None, 1, {"t": MirrorVerify("t", "t", "ACTIVE", (part,))})
     assert not result.identical
-    assert result.problems() == ["mirror 't' partition 2: first difference at source offset 1 (mirror offset 1): "
-                                 "value differs"]
+    assert result.problems() == [
+        "mirror 't' partition 2: first difference at source offset 1 (mirror offset 1): value differs"
+    ]
     text = repr(result.to_dict())
     assert "secret-payload" not in text and "value-1" not in text
 
 
 # --- records the link did not write, and flags (R-MT-9) ---------------------------------------
+
 
 def test_the_foreign_tail_is_what_lies_past_everything_the_link_wrote():
     assert ranges.foreign_tail(0, 100, stopped=False) == (100, 100)
@@ -255,19 +261,25 @@ def test_records_past_the_map_are_a_difference_named_with_their_offsets():
     one = partition(1, foreign_from=15, foreign_until=16)
     two = partition(0, foreign_from=15, foreign_until=17)
     assert not one.identical and one.foreign_records == 1
-    assert one.foreign_problem() == "1 record the link did not write at mirror offset 15, past the end of its offset map"
-    assert two.foreign_problem() == ("2 records the link did not write at mirror offsets 15..16, past the end of its "
-                                     "offset map")
+    assert (
+        one.foreign_problem() == "1 record the link did not write at mirror offset 15, past the end of its offset map"
+    )
+    assert two.foreign_problem() == (
+        "2 records the link did not write at mirror offsets 15..16, past the end of its offset map"
+    )
     assert partition(0).foreign_problem() == "" and partition(0).identical
     mirror = MirrorVerify("t", "t", "ACTIVE", (partition(0), one))
     result = result_of(mirror)
     assert not result.identical and result.verdict == "different"
-    assert result.problems() == ["mirror 't' partition 1: 1 record the link did not write at mirror offset 15, "
-                                 "past the end of its offset map"]
+    assert result.problems() == [
+        "mirror 't' partition 1: 1 record the link did not write at mirror offset 15, past the end of its offset map"
+    ]
     d = result.to_dict()
     assert d["mirrors"]["t"]["foreign_records"] == 1
-    assert (d["mirrors"]["t"]["partitions"][1]["foreign_from"], d["mirrors"]["t"]["partitions"][1]["foreign_until"]) \
-        == (15, 16)
+    assert (
+        d["mirrors"]["t"]["partitions"][1]["foreign_from"],
+        d["mirrors"]["t"]["partitions"][1]["foreign_until"],
+    ) == (15, 16)
 
 
 def test_a_difference_in_the_common_range_is_named_before_the_foreign_tail():
@@ -275,42 +287,63 @@ def test_a_difference_in_the_common_range_is_named_before_the_foreign_tail():
     mir = [at(r.off, r) for r in src]
     mir[2].v = b"changed"
     mismatch = first_difference(src, mir, RunIndex(((0, 0, 3),), 3, 3)).mismatch
-    mirror = MirrorVerify("t", "t", "ACTIVE", (partition(0, foreign_from=3, foreign_until=4),
-                                               partition(1, mismatch=mismatch)))
+    mirror = MirrorVerify(
+        "t", "t", "ACTIVE", (partition(0, foreign_from=3, foreign_until=4), partition(1, mismatch=mismatch))
+    )
     assert mirror.problem().startswith("mirror 't' partition 1: first difference at source offset 2")
 
 
 def test_a_flagged_mirror_is_never_identical_and_its_flag_is_named():
-    flagged = MirrorVerify("t", "t", "ACTIVE", (partition(0),), flags=("FOREIGN_WRITE",),
-                           state_reason="mirror 't' partition 0 holds 1 records the link did not write")
+    flagged = MirrorVerify(
+        "t",
+        "t",
+        "ACTIVE",
+        (partition(0),),
+        flags=("FOREIGN_WRITE",),
+        state_reason="mirror 't' partition 0 holds 1 records the link did not write",
+    )
     result = result_of(flagged, MirrorVerify("u", "u", "ACTIVE", (partition(0),)))
     assert all(p.identical for p in flagged.partitions) and not flagged.identical
     assert not result.identical and result.verdict == "flagged"
     assert result.flagged == {"t": ["FOREIGN_WRITE"]}
-    assert result.problems() == ["mirror 't' is flagged FOREIGN_WRITE: mirror 't' partition 0 holds 1 records the "
-                                 "link did not write"]
+    assert result.problems() == [
+        "mirror 't' is flagged FOREIGN_WRITE: mirror 't' partition 0 holds 1 records the link did not write"
+    ]
     d = result.to_dict()
     assert d["verdict"] == "flagged" and d["mirrors"]["t"]["flags"] == ["FOREIGN_WRITE"]
     assert d["mirrors"]["u"]["flags"] == [] and d["mirrors"]["u"]["identical"] is True
     # With a difference as well, the flag follows the difference; the verdict is the difference's.
-    both = MirrorVerify("t", "t", "ACTIVE", (partition(0, foreign_from=15, foreign_until=16),), flags=("FOREIGN_WRITE",))
+    both = MirrorVerify(
+        "t", "t", "ACTIVE", (partition(0, foreign_from=15, foreign_until=16),), flags=("FOREIGN_WRITE",)
+    )
     assert result_of(both).verdict == "different"
-    assert both.problem() == ("mirror 't' partition 0: 1 record the link did not write at mirror offset 15, past the "
-                              "end of its offset map (flagged FOREIGN_WRITE)")
+    assert both.problem() == (
+        "mirror 't' partition 0: 1 record the link did not write at mirror offset 15, past the "
+        "end of its offset map (flagged FOREIGN_WRITE)"
+    )
 
 
 def test_a_mirror_skipped_as_a_whole_passes_only_without_a_flag():
     gone = MirrorVerify("t", "t", "ACTIVE", skipped="its source topic 't' does not exist")
     assert result_of(gone).identical and result_of(gone).problems() == []
-    gone_flagged = MirrorVerify("t", "t", "ACTIVE", skipped="its source topic 't' does not exist",
-                                flags=("DELETING",))
+    gone_flagged = MirrorVerify("t", "t", "ACTIVE", skipped="its source topic 't' does not exist", flags=("DELETING",))
     assert not result_of(gone_flagged).identical
-    assert result_of(gone_flagged).problems() == ["not verified: its source topic 't' does not exist (flagged DELETING)"]
+    assert result_of(gone_flagged).problems() == [
+        "not verified: its source topic 't' does not exist (flagged DELETING)"
+    ]
 
 
 def test_the_verify_text_shows_flags_offsets_and_the_verdict():
-    foreign = result_of(MirrorVerify("t", "t", "ACTIVE", (partition(0), partition(1, foreign_from=15, foreign_until=16)),
-                                     flags=("FOREIGN_WRITE",), state_reason="holds 1 records the link did not write"))
+    foreign = result_of(
+        MirrorVerify(
+            "t",
+            "t",
+            "ACTIVE",
+            (partition(0), partition(1, foreign_from=15, foreign_until=16)),
+            flags=("FOREIGN_WRITE",),
+            state_reason="holds 1 records the link did not write",
+        )
+    )
     text = render_verify(foreign.to_dict())
     assert text.splitlines()[0].startswith("link 'l': DIFFERENT: compared 30 records")
     assert "1 record the link did not write at mirror offset 15" in text
@@ -324,6 +357,7 @@ def test_the_verify_text_shows_flags_offsets_and_the_verdict():
 
 # --- throttle and options ---------------------------------------------------------------------
 
+
 def test_token_bucket_holds_the_average_rate():
     now = [0.0]
     bucket = TokenBucket(1000, burst=100, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
@@ -333,11 +367,17 @@ def test_token_bucket_holds_the_average_rate():
     assert per_task_rate(8_000_000, 4) == 2_000_000 and per_task_rate(None, 4) is None
 
 
-@pytest.mark.parametrize("options", [
-    VerifyOptions(sample=0), VerifyOptions(sample=1.5), VerifyOptions(sample=float("nan")),
-    VerifyOptions(from_offset=-1), VerifyOptions(from_offset=10, until_offset=10),
-    VerifyOptions(max_bytes_per_second=-5),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        VerifyOptions(sample=0),
+        VerifyOptions(sample=1.5),
+        VerifyOptions(sample=float("nan")),
+        VerifyOptions(from_offset=-1),
+        VerifyOptions(from_offset=10, until_offset=10),
+        VerifyOptions(max_bytes_per_second=-5),
+    ],
+)
 def test_nonsense_options_are_refused_naming_the_option(options):
     with pytest.raises(ConfigError):
         options.check()

@@ -11,8 +11,14 @@ from mirror_pipeline.model.states import ACTIVE, DELETING
 LINK = "User:mirror"
 
 
-def grant(principal: str, name: str = "orders", pattern=ResourcePatternType.LITERAL,
-          operation=AclOperation.WRITE, permission=AclPermissionType.ALLOW, restype=ResourceType.TOPIC) -> AclBinding:
+def grant(
+    principal: str,
+    name: str = "orders",
+    pattern=ResourcePatternType.LITERAL,
+    operation=AclOperation.WRITE,
+    permission=AclPermissionType.ALLOW,
+    restype=ResourceType.TOPIC,
+) -> AclBinding:
     return AclBinding(restype, name, pattern, principal, "*", operation, permission)
 
 
@@ -32,8 +38,12 @@ def test_grants_write_ignores_reads_denies_other_topics_and_groups():
 
 
 def test_plan_allows_the_link_and_denies_every_other_writer():
-    existing = [grant("User:app", "", ResourcePatternType.PREFIXED), grant("User:etl", "*"), grant(LINK),
-                grant("User:reader", operation=AclOperation.READ)]
+    existing = [
+        grant("User:app", "", ResourcePatternType.PREFIXED),
+        grant("User:etl", "*"),
+        grant(LINK),
+        grant("User:reader", operation=AclOperation.READ),
+    ]
     plan = plan_guard("orders", LINK, existing)
     assert plan.unenforced == ""
     shown = {(b.principal, b.permission_type, b.name, b.resource_pattern_type, b.operation) for b in plan.wanted}

@@ -15,7 +15,9 @@ def test_links_never_share_an_identity():
 def test_a_partition_always_maps_to_the_same_slot():
     # The mapping may never change under a link: only a writer of the same identity fences a zombie.
     assert writer_slot("orders", 3) == writer_slot("orders", 3)
-    assert [writer_slot("orders", p) for p in range(3)] == [(writer_slot("orders", 0) + p) % WRITER_SLOTS for p in range(3)]
+    assert [writer_slot("orders", p) for p in range(3)] == [
+        (writer_slot("orders", 0) + p) % WRITER_SLOTS for p in range(3)
+    ]
     assert transactional_id("l", "orders", 3) == slot_transactional_id("l", writer_slot("orders", 3))
 
 
