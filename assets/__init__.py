@@ -12,8 +12,6 @@ job and schedule.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from dagster import Definitions
 
 from mirror_pipeline_dagster.auto_create_sensor import build_auto_create_sensor

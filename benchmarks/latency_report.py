@@ -121,7 +121,8 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
         walls = ", ".join(f"{r['wall_s']:.0f}" for r in c["runs"])
         out.append(
             f"{c['runs_count']} `run` processes ({c['failed']} failed), wall s: {walls}; "
-            f"mean {c['wall_s_mean']} s of which the cycle itself {c['cycle_s_mean']} s (the rest: interpreter and Spark start, "
+            f"mean {c['wall_s_mean']} s of which the cycle itself {c['cycle_s_mean']} s "
+            "(the rest: interpreter and Spark start, "
             f"recording in Dagster)"
         )
         if mode == "scheduled":

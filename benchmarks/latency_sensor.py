@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ class SensorRuns(ProcessCopier):
         for r in records:
             statuses[r.dagster_run.status.value] = statuses.get(r.dagster_run.status.value, 0) + 1
         launched = sorted(r.create_timestamp.timestamp() for r in records)
-        gaps = [b - a for a, b in zip(launched, launched[1:])]
+        gaps = [b - a for a, b in pairwise(launched)]
         return {
             "dagster_runs": len(records),
             "run_statuses": statuses,

@@ -236,7 +236,8 @@ def measure_round(
     # Everything shares the machine's cores: a busy neighbour slows every figure of the round.
     out["load_average"] = round(os.getloadavg()[0], 1)
     say(
-        f"round '{name}': medians {out['median_s']}; copy cycle {out.get('copy_cycle', 'skipped')}; state {out['state']}"
+        f"round '{name}': medians {out['median_s']}; copy cycle {out.get('copy_cycle', 'skipped')}; "
+        f"state {out['state']}"
     )
     return out
 
@@ -471,8 +472,9 @@ def render_table(r: dict) -> str:
     names = list(rounds)
     W = 52
     lines = [
-        f"mirror-pipeline scale: {p['topics']} topics, {p['partitions']:,} mirrored partitions, {p['cpus']} CPUs shared "
-        f"by both brokers, Spark and the driver; incremental state reads: {'yes' if p['incremental_state_reads'] else 'no'}",
+        f"mirror-pipeline scale: {p['topics']} topics, {p['partitions']:,} mirrored partitions, "
+        f"{p['cpus']} CPUs shared by both brokers, Spark and the driver; "
+        f"incremental state reads: {'yes' if p['incremental_state_reads'] else 'no'}",
         f"engine: {p['engine']}",
         "",
         f"{'median seconds: wall (driver CPU)':<{W}}" + "".join(f"{n:>18}" for n in names),

@@ -226,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             group_topics = commit_groups(a, names, args.partitions, args.groups)
             say(f"setup: {args.groups} consumer groups committed")
             seconds["offset_sync"] = command(config_path, "offsets", "sync", "--link", LINK)
-            report["groups_synced"] = dict(zip(("matched", "checked"), groups_synced(b, group_topics, args.partitions)))
+            report["groups_synced"] = dict(
+                zip(("matched", "checked"), groups_synced(b, group_topics, args.partitions), strict=True)
+            )
     report["seconds"] = seconds
     report["outputs"] = OUTPUTS
     report["mirrors_identical_log_ends"] = {"matched": matched, "checked": checked}

@@ -61,7 +61,7 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from benchmarks.common import (
+from benchmarks.common import (  # noqa: E402
     MM2_CLASS,
     MM2_SINGLE_NODE,
     admin_for,
@@ -695,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
             secs = consume_all(a_boot, src, parts, n)
         report["source_read"] = rate(n, nbytes, secs)
         say(
-            f"read: {report['source_read']['records_per_s']:.0f} records/s, {report['source_read']['mb_per_s']:.1f} MB/s"
+            f"read: {report['source_read']['records_per_s']:.0f} records/s, "
+            f"{report['source_read']['mb_per_s']:.1f} MB/s"
         )
 
         # 4. mirror copy
@@ -851,7 +852,8 @@ def render_table(r: dict) -> str:
     rule = "-" * (W + 64)
     lines = [
         f"mirror-pipeline throughput: {p['records']:,} records x {p['record_bytes']} B, {p['partitions']} partitions "
-        f"({p['payload_bytes'] / MB:,.0f} MB key+value), {p['cpus']} CPUs shared by both brokers, Spark and the clients",
+        f"({p['payload_bytes'] / MB:,.0f} MB key+value), "
+        f"{p['cpus']} CPUs shared by both brokers, Spark and the clients",
         "",
         f"{'measurement':<{W}} {'seconds':>9} {'records/s':>11} {'MB/s':>8} {'vs broker':>9} "
         f"{'CPU us/rec':>10} {'other load':>11}",

@@ -57,6 +57,7 @@ import sys
 import time
 import uuid
 from array import array
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +262,7 @@ def wait_for_compaction(bootstrap: str, topic: str, end: int, timeout_s: float) 
                 if not batch:
                     break
                 seen += [m.offset() for m in batch if not m.error()]
-            holes = sum(1 for a, b in zip(seen, seen[1:]) if b != a + 1)
+            holes = sum(1 for a, b in pairwise(seen) if b != a + 1)
             if holes:
                 return time.monotonic() - start
             if time.monotonic() - start > timeout_s:
@@ -540,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
             info = report["topics"][kind]
             info["log_end"] = end_offsets(a_admin, topic, 1)[0]
             info["visible_records"] = len(sources[kind][0])
-            info["gaps"] = sum(1 for x, y in zip(sources[kind][0], sources[kind][0][1:]) if y != x + 1)
+            info["gaps"] = sum(1 for x, y in pairwise(sources[kind][0]) if y != x + 1)
             say(
                 f"{kind}: log end {info['log_end']:,}, {info['visible_records']:,} visible records, "
                 f"{info['gaps']:,} gaps"
@@ -603,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
 
     # 5. scoring
-    for g, v in groups.items():
+    for v in groups.values():
         copy = mm2_copies.get(v["kind"]) if v["method"] == "mm2" else copies[v["kind"]]
         if copy is None:
             v.update({"reread": None, "skipped": None})

@@ -75,7 +75,7 @@ def assert_identical(source: dict[int, list[Record]], mirror: dict[int, list[Rec
     assert sorted(source) == sorted(mirror)
     for p in source:
         assert len(mirror[p]) == len(source[p]), f"partition {p}: {len(mirror[p])} mirrored of {len(source[p])}"
-        for s, m in zip(source[p], mirror[p]):
+        for s, m in zip(source[p], mirror[p], strict=True):
             assert m == s, f"partition {p}: source {s} != mirror {m}"
 
 

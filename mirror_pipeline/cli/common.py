@@ -216,5 +216,5 @@ def table(headers: list[str], rows: list[list]) -> str:
     """A plain aligned text table (control characters in cells escaped)."""
     cells = [headers] + [[printable(str(c), keep="") for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
     return "\n".join(lines)

@@ -60,16 +60,18 @@ def demo(records: int, config_path: Path) -> None:
     click.echo(f"\nconsumer group '{GROUP}' on us-east (offsets preserved, so each lands where it stopped):")
     for partition, (source, landed) in sorted(result.group_offsets.items()):
         click.echo(
-            f"    partition {partition}: committed {source:,} on us-west -> {landed if landed is None else f'{landed:,}'} on us-east"
+            f"    partition {partition}: committed {source:,} on us-west -> "
+            f"{landed if landed is None else f'{landed:,}'} on us-east"
         )
     if any(source != landed for source, landed in result.group_offsets.values()):
         fail(f"consumer group '{GROUP}' did not land where it stopped on the source")
     click.echo(
         "\nNext:\n"
-        f"  .venv/bin/mirror-pipeline mirror describe {result.topic} --link west-to-east   # the mirror, per partition\n"
-        f"  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
-        f"  .venv/bin/mirror-pipeline offsets export --link west-to-east          # group offsets as a reset plan\n"
-        f"  .venv/bin/mirror-pipeline ui                                          # the Dagster UI (and daemon)\n"
-        f"  .venv/bin/mirror-pipeline metrics show                                # byte rate, latency, lag over 5 min\n"
-        f"  .venv/bin/mirror-pipeline local down                                   # stop the clusters"
+        f"  .venv/bin/mirror-pipeline mirror describe {result.topic} --link west-to-east"
+        "   # the mirror, per partition\n"
+        "  .venv/bin/mirror-pipeline run --link west-to-east                     # one more cycle\n"
+        "  .venv/bin/mirror-pipeline offsets export --link west-to-east          # group offsets as a reset plan\n"
+        "  .venv/bin/mirror-pipeline ui                                          # the Dagster UI (and daemon)\n"
+        "  .venv/bin/mirror-pipeline metrics show                                # byte rate, latency, lag over 5 min\n"
+        "  .venv/bin/mirror-pipeline local down                                   # stop the clusters"
     )

@@ -38,8 +38,8 @@ def list_(config_path: str | None, as_json: bool) -> None:
     """
     config = load(config_path)
     data = [
-        {"link": l.name, "source": l.source, "destination": l.destination, "prefix": l.prefix}
-        for l in config.links.values()
+        {"link": link.name, "source": link.source, "destination": link.destination, "prefix": link.prefix}
+        for link in config.links.values()
     ]
     emit(
         data,

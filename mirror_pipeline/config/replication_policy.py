@@ -263,7 +263,7 @@ def naming_record(link) -> dict:
 
 def loop_warnings(links) -> list[str]:
     """Cycles among IdentityReplicationPolicy links: nothing stops a topic going round (R-TP-3)."""
-    identity = [l for l in links if _POLICY_ALIASES.get(l.policy_class) == IDENTITY_POLICY]
+    identity = [link for link in links if _POLICY_ALIASES.get(link.policy_class) == IDENTITY_POLICY]
     edges: dict[str, list] = {}
     for link in identity:
         edges.setdefault(link.source, []).append(link)
@@ -274,8 +274,8 @@ def loop_warnings(links) -> list[str]:
         while stack:
             cluster, path = stack.pop()
             if cluster == first.source:
-                if first.name == min(l.name for l in path):  # report each cycle once
-                    names = " -> ".join(f"'{l.name}'" for l in path)
+                if first.name == min(on_path.name for on_path in path):  # report each cycle once
+                    names = " -> ".join(f"'{on_path.name}'" for on_path in path)
                     warnings.append(
                         f"links {names} form a loop under {IDENTITY_POLICY}, which does not detect loops: "
                         f"filters must keep a mirror from being mirrored back"
@@ -293,7 +293,7 @@ def heartbeat_collisions(links) -> list[str]:
         if link.heartbeats_enabled:
             by_mirror.setdefault((link.destination, naming_for(link).heartbeats_mirror_topic()), []).append(link)
     return [
-        f"links {', '.join(repr(l.name) for l in sharing)} would all mirror their heartbeats to '{mirror}' on "
+        f"links {', '.join(repr(one.name) for one in sharing)} would all mirror their heartbeats to '{mirror}' on "
         f"cluster '{destination}' (emit.heartbeats.enabled): give each but one its own mirror.heartbeats.topic"
         for (destination, mirror), sharing in sorted(by_mirror.items())
         if len(sharing) > 1

@@ -111,7 +111,7 @@ def binding_key(binding: AclBinding) -> BindingKey:
 
 def binding_to_dict(binding: AclBinding | BindingKey) -> dict[str, str]:
     key = binding if isinstance(binding, BindingKey) else binding_key(binding)
-    return dict(zip(FIELDS, key))
+    return dict(zip(FIELDS, key, strict=True))
 
 
 def key_from_dict(data: dict) -> BindingKey:

@@ -112,7 +112,9 @@ class LinkContext:
         orphaned = {link: names for link, names in orphaned.items() if names}
         if orphaned:
             where = self.config.path or "the config"
-            details = "; ".join(f"link '{l}' still has mirrors {', '.join(n)}" for l, n in sorted(orphaned.items()))
+            details = "; ".join(
+                f"link '{name}' still has mirrors {', '.join(n)}" for name, n in sorted(orphaned.items())
+            )
             raise ConfigError(
                 f"{where}: {details} on cluster '{self.dest.alias}'. A link with mirrors attached cannot be removed: "
                 f"put it back, then delete, promote or fail over its mirrors first"

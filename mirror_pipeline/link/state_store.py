@@ -246,7 +246,8 @@ class StateStore:
         self._write_plain(self.state_topic, acl_key(self.link), json.dumps(record, sort_keys=True).encode())
 
     def put_mirror(self, info: MirrorInfo) -> None:
-        """Register or replace a mirror's record unconditionally (creation; everything else decides with `update_mirror`)."""
+        """Register or replace a mirror's record unconditionally
+        (creation; everything else decides with `update_mirror`)."""
         self.update_mirrors(lambda _current: [(info.mirror_topic, info)])
 
     def delete_mirror(self, mirror: str) -> None:

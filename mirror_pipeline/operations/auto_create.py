@@ -116,7 +116,8 @@ class AutoCreateResult:
 def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
     """Create the mirrors the link's auto-create filters call for (R-AC-1..3).
 
-    With `dry_run`, only decide: those it would create are TO_CREATE. Does nothing (and asks no cluster anything) when auto-create is off.
+    With `dry_run`, only decide: those it would create are TO_CREATE. Does nothing
+    (and asks no cluster anything) when auto-create is off.
     Raises `ClusterUnreachable` when the source or destination does not answer,
     and `ConfigError` when the destination's registry refuses the link (R-LC-6).
     """

@@ -59,7 +59,8 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
         kc.list_offsets(ctx.source_admin, [(source_topic, p) for p in range(partitions)], "latest", ctx.source.alias)
     except Exception as exc:
         raise MirrorRefused(
-            f"source topic '{source_topic}' on cluster '{ctx.source.alias}' cannot be read with the link's credentials: {exc}"
+            f"source topic '{source_topic}' on cluster '{ctx.source.alias}' cannot be read "
+            f"with the link's credentials: {exc}"
         ) from None
     # The checks above need only DESCRIBE: a Fetch shows the link may also READ it.
     refused = read_probe.refusals(ctx, [source_topic])

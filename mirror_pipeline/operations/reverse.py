@@ -59,7 +59,9 @@ def reverse_link_for(config: PipelineConfig, link: str, named: str | None) -> st
             )
         return named
     found = sorted(
-        name for name, l in config.links.items() if (l.source, l.destination) == (forward.destination, forward.source)
+        name
+        for name, other in config.links.items()
+        if (other.source, other.destination) == (forward.destination, forward.source)
     )
     if len(found) == 1:
         return found[0]

@@ -113,7 +113,7 @@ def produce_chunk(out, topic: str, partition: int, chunk: list, timestamps: list
     except BufferError:
         # `values` moved once per call made, the failed one included.
         failed = len(chunk) - length_hint(values) - 1
-        for msg, ts in zip(chunk[failed:], timestamps[failed:]):
+        for msg, ts in zip(chunk[failed:], timestamps[failed:], strict=True):
             _produce(out, topic, msg.value(), msg.key(), partition, None, None, ts, msg.headers())
 
 

@@ -93,7 +93,7 @@ def _output_to(log: Path):
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            for fd, copy in zip((1, 2), saved):
+            for fd, copy in zip((1, 2), saved, strict=True):
                 os.dup2(copy, fd)
                 os.close(copy)
 

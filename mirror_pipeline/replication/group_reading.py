@@ -240,7 +240,7 @@ class RoundReader:
         reading = self.reading()
         if not reading:
             return
-        for part, tp in zip(reading, self.reader.position([p.source_tp for p in reading])):
+        for part, tp in zip(reading, self.reader.position([p.source_tp for p in reading]), strict=True):
             if tp.offset >= 0:
                 part.position = max(part.position, min(tp.offset, part.unit.source_until))
             if part.position >= part.unit.source_until:

@@ -111,7 +111,7 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
             "%s[%d]: the last chunk's landed records could not be verified: %s", item.mirror_topic, item.partition, exc
         )
         return ""
-    for offset, source_offset in zip(range(first, first + len(sources)), sources):
+    for offset, source_offset in zip(range(first, first + len(sources)), sources, strict=True):
         m, s = mirror.get(offset), source.get(source_offset)
         if s is None:
             continue  # compacted away on the source since it was copied: nothing to compare

@@ -132,7 +132,7 @@ FIELDS = ("key", "value", "headers", "timestamp type", "timestamp")
 
 def differing_fields(source: tuple, mirror: tuple) -> list[str]:
     """Names of the parts of two `content` tuples that differ."""
-    return [name for name, a, b in zip(FIELDS, source, mirror) if a != b]
+    return [name for name, a, b in zip(FIELDS, source, mirror, strict=True) if a != b]
 
 
 def record_digest(m: Record) -> str:

@@ -248,7 +248,7 @@ def test_the_ui_shows_the_link_and_materializes_a_mirror(
                     ("sensors", names.lag_sensor, False),
                 ]:
                     state = page.get_by_role("row", name="Running", exact=True)
-                    visit(f"/locations/mirror-pipeline/{kind}/{name}", lambda: state)
+                    visit(f"/locations/mirror-pipeline/{kind}/{name}", lambda row=state: row)
                     switch = state.get_by_role("checkbox")  # the on/off switch (its input is drawn over, not shown)
                     expect(switch).to_be_enabled()
                     (expect(switch).to_be_checked if running else expect(switch).not_to_be_checked)()

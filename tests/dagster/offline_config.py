@@ -32,7 +32,9 @@ links:
 def stub_engine(config_file: Path, **answers) -> MirrorEngine:
     """The engine resource with the named verbs answered by `answers` (verb -> function of the
     verb's arguments after `self`); every other verb is the real one."""
-    methods = {name: (lambda fn: lambda self, *args, **kwargs: fn(*args, **kwargs))(fn) for name, fn in answers.items()}
+    methods = {
+        name: (lambda answer: lambda self, *args, **kwargs: answer(*args, **kwargs))(fn) for name, fn in answers.items()
+    }
     return type("StubEngine", (MirrorEngine,), methods)(config_path=str(config_file))
 
 

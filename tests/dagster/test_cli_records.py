@@ -71,7 +71,7 @@ def test_cli_cycles_are_dagster_events(tmp_path, source_bootstrap, destination_b
             for partition, count in counts.items():  # R-OBS-4: source range read, mirror range written
                 assert (lineage[partition]["source_from"], lineage[partition]["source_until"]) == (0, count)
                 assert (lineage[partition]["dest_from"], lineage[partition]["dest_until"]) == (0, count)
-            assert "[0, %d)" % counts[0] in metadata["lineage"].value
+            assert f"[0, {counts[0]})" in metadata["lineage"].value
             assert f"mirror-pipeline run --link {LINK}" in record.asset_materialization.description
         # The copy asset's checks have the outcome a Dagster run would record (no longer "Not Evaluated").
         for name, passed in (("lag_under_threshold", True), ("no_foreign_writes", True)):

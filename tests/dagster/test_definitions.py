@@ -410,7 +410,7 @@ def test_copy_asset_records_the_mirrors_that_copied_when_others_fail(defs, confi
 
 def test_each_link_has_config_sync_asset_check_job_and_schedule(defs: dg.Definitions) -> None:
     repo = defs.get_repository_def()
-    for link, name in LINKS.items():
+    for name in LINKS.values():
         key = dg.AssetKey([name, "mirror_config"])
         asset = defs.get_assets_def(key)
         assert asset.group_names_by_key[key] == name

@@ -55,7 +55,7 @@ def chain_defs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dg.Definition
         mp.setattr(socket.socket, "connect", no_network)
         mp.setattr(socket, "create_connection", no_network)
         defs = build_definitions(path)
-        defs.get_repository_def().asset_graph  # resolved while the network is off
+        defs.get_repository_def().asset_graph  # noqa: B018 - the property resolves it, here while the network is off
     return defs
 
 

@@ -107,7 +107,11 @@ def test_run_event_and_schedule_storage_are_postgres_and_keep_no_password(
 
 
 def test_a_replicate_run_and_a_cli_record_land_in_postgres(
-    home: Path, config_file: Path, postgres_server, postgres_database: str, capsys
+    home: Path,
+    config_file: Path,  # noqa: F811 - pytest passes the fixture imported above
+    postgres_server,
+    postgres_database: str,
+    capsys,
 ) -> None:
     engine = stub_engine(
         config_file,

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
@@ -292,7 +293,7 @@ DAEMON_MODULES = (WORKER_DAEMON_CONF["spark.python.daemon.module"].encode(), b"p
 
 def _runs_a_daemon(cmdline: bytes) -> bool:
     args = cmdline.split(b"\0")
-    return any(a == b"-m" and b in DAEMON_MODULES for a, b in zip(args, args[1:]))
+    return any(a == b"-m" and b in DAEMON_MODULES for a, b in pairwise(args))
 
 
 def python_workers(sid: int) -> list[int]:

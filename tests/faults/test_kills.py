@@ -115,7 +115,7 @@ def test_kill_points_lose_and_duplicate_nothing(
             i += 1
             if kills[how] >= KILLS_PER_KIND:
                 continue
-            for attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
+            for _attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
                 proc = STARTERS.get(how, start_cycle)(path, LINK, topic, log_dir)
                 started.append(proc)
                 if kill_at_random(proc, how, rng, strays):

@@ -146,8 +146,8 @@ def webserver_failures_before_answer(url: str, run_id: str) -> int:
 def ui_run_status(url: str, run_id: str) -> str:
     """The run's status as the webserver shows it (its GraphQL API, as the UI's runs page asks)."""
     query = (
-        '{ runsOrError(filter: {runIds: ["%s"]}) { __typename ... on Runs { results { runId status } } '
-        "... on PythonError { message } } }" % run_id
+        '{ runsOrError(filter: {runIds: ["' + run_id + '"]}) { __typename ... on Runs { results { runId status } } '
+        "... on PythonError { message } } }"
     )
     request = urllib.request.Request(
         f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}

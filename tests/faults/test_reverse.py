@@ -1,4 +1,5 @@
-"""kill -9 during a reverse, and two reverses racing, with applications writing to the new side (R-LC-7, R-LC-8, R-REL-1).
+"""kill -9 during a reverse, and two reverses racing, with applications writing to the new side
+(R-LC-7, R-LC-8, R-REL-1).
 
 The old source holds a divergent tail in every partition, so the reverse saves
 records, deletes the old topic and creates it again: kills land while it counts,

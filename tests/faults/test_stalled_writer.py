@@ -1,4 +1,5 @@
-"""A copy task frozen mid-chunk while another cycle settles its partition: nothing it held lands after (R-REL-2, R-MT-9).
+"""A copy task frozen mid-chunk while another cycle settles its partition: nothing it held lands after
+(R-REL-2, R-MT-9).
 
 A fence stops a writer's next segment, not the records it already handed to
 its producer. What the repair relies on (`chunks.chunk_delivery_timeout_ms`):

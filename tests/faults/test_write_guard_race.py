@@ -63,7 +63,8 @@ def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(
         stop = threading.Event()
         errors: list[BaseException] = []
 
-        def keep_guarding(sync: bool) -> None:
+        # This round's event, topic and error list come in as arguments, not from the enclosing loop.
+        def keep_guarding(sync: bool, stop: threading.Event, topic: str, errors: list[BaseException]) -> None:
             ctx = LinkContext.open(config, LINK)
             while not stop.is_set():
                 try:
@@ -77,7 +78,7 @@ def test_guard_passes_racing_a_failover_never_lock_the_stopped_topic(
                     errors.append(exc)
                     return
 
-        threads = [threading.Thread(target=keep_guarding, args=(sync,)) for sync in (False, True)]
+        threads = [threading.Thread(target=keep_guarding, args=(sync, stop, topic, errors)) for sync in (False, True)]
         for thread in threads:
             thread.start()
         time.sleep(rng.uniform(0.0, 1.5))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -123,7 +124,7 @@ def test_log_start_past_alignment_budget_translates_offsets(
     assert [m.offset for m in mirror] == list(range(35))
     assert [m.content() for m in mirror] == [s.content() for s in source]
     omap = offset_map(config, topic, 0)
-    assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror))
+    assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror, strict=True))
     assert len(omap.runs) == 1
     assert engine.describe_mirror(config, LINK, topic).to_dict()["offsets"] == "translated"
 
@@ -158,7 +159,7 @@ def test_transactional_source_copies_only_committed_records(
         assert [m.content() for m in mirror] == [s.content() for s in source]
         assert [m.offset for m in mirror] == list(range(len(source)))  # no markers, no aborted data
         omap = offset_map(config, topic, p)
-        assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror))
+        assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror, strict=True))
         # One run per committed transaction, not one entry per record.
         assert len(omap.runs) == 4
     assert sorted(r.value for p in range(2) for r in read_partition(destination_bootstrap, topic, p)) == sorted(
@@ -219,8 +220,8 @@ def test_compacted_source_keeps_tombstones_and_maps_holes(
     assert [m.content() for m in mirror] == [s.content() for s in source]
     assert any(s.value is None for s in source), "tombstones are part of the test"
     omap = offset_map(config, topic, 0)
-    assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror))
-    stretches = 1 + sum(1 for a, b in zip(source, source[1:]) if b.offset != a.offset + 1)
+    assert all(omap.dest_of(s.offset) == m.offset for s, m in zip(source, mirror, strict=True))
+    stretches = 1 + sum(1 for a, b in pairwise(source) if b.offset != a.offset + 1)
     assert len(omap.runs) == stretches < len(source)
 
 
@@ -228,7 +229,7 @@ def _wait_for_holes(bootstrap: str, topic: str, timeout: float = 90):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         records = read_partition(bootstrap, topic, 0)
-        if records and any(b.offset != a.offset + 1 for a, b in zip(records, records[1:])):
+        if records and any(b.offset != a.offset + 1 for a, b in pairwise(records)):
             # Roll the active segment once more so nothing changes under the test.
             return records
         produce(bootstrap, topic, [{"key": b"roll", "value": b"x"}])

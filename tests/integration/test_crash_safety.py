@@ -154,11 +154,12 @@ def test_kill_9_mid_copy_then_restart_loses_and_duplicates_nothing(
 
 
 def crash_evidence(config, topic, source, mirror, kills, outputs) -> str:
-    """What a failure needs explained: where the mirror first differs, the partition's segments, the killed cycles' output."""
+    """What a failure needs explained: where the mirror first differs, the partition's segments,
+    the killed cycles' output."""
     lines = [f"kills at mirrored totals {kills}"]
     segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
     for p in sorted(source):
-        first = next((i for i, (s, m) in enumerate(zip(source[p], mirror[p])) if s != m), None)
+        first = next((i for i, (s, m) in enumerate(zip(source[p], mirror[p], strict=False)) if s != m), None)
         if first is None and len(source[p]) == len(mirror[p]):
             continue
         lines.append(
@@ -168,7 +169,8 @@ def crash_evidence(config, topic, source, mirror, kills, outputs) -> str:
             lines.append(f"  source seq {source[p][first].headers}, mirror seq {mirror[p][first].headers}")
         for key, seg in sorted(segments.get((topic, p), []), key=lambda kv: kv[1].dest_start):
             lines.append(
-                f"  segment {key}: dest {seg.dest_start}..{seg.dest_end} runs {seg.runs[:4]} source_end {seg.source_end}"
+                f"  segment {key}: dest {seg.dest_start}..{seg.dest_end} runs {seg.runs[:4]} "
+                f"source_end {seg.source_end}"
             )
     lines += [f"--- killed cycle {i} output ---\n{out}" for i, out in enumerate(outputs)]
     return "\n".join(lines)

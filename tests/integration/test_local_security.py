@@ -202,7 +202,7 @@ def test_cli_up_shows_references_and_writes_the_env_file(secure_kafka: LocalKafk
     reported = json.loads(as_json.stdout)
     assert [c["name"] for c in reported] == ["us-west", "us-east"]
     env_file = Path(reported[0]["env_file"])
-    for cluster, var in zip(reported, ["US_WEST_ADMIN_PASSWORD", "US_EAST_ADMIN_PASSWORD"]):
+    for cluster, var in zip(reported, ["US_WEST_ADMIN_PASSWORD", "US_EAST_ADMIN_PASSWORD"], strict=True):
         assert cluster["security"] == "sasl_ssl" and cluster["running"]
         assert cluster["client"]["sasl.password"] == f"${{{var}}}"
         assert cluster["env_file"] == str(env_file)

@@ -1,4 +1,5 @@
-"""A link between SASL_SSL clusters with an authorizer, run with the least privilege docs/security.md lists (R-ACL-2, R-ACL-3, R-REL-3).
+"""A link between SASL_SSL clusters with an authorizer, run with the least privilege docs/security.md lists
+(R-ACL-2, R-ACL-3, R-REL-3).
 
 Each principal gets exactly the ACLs of `mirror-pipeline link acls` and nothing
 more; the link then creates a mirror, copies through Spark, syncs configs and

@@ -61,7 +61,8 @@ from mirror_pipeline.replication import spark_runner
 conf = spark_runner.spark_conf(SparkSettings(master="local[2]"))
 conf["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={sys.argv[1]}"
 spark = spark_runner.session_from_conf(conf)
-print(spark_runner.run_tasks(spark, [0, 1], lambda item: {"x": item}, spark_runner.pa.schema([("x", spark_runner.pa.int64())])))
+schema = spark_runner.pa.schema([("x", spark_runner.pa.int64())])
+print(spark_runner.run_tasks(spark, [0, 1], lambda item: {"x": item}, schema))
 print(conf["spark.driver.extraJavaOptions"])
 """
 

@@ -157,7 +157,8 @@ class TestRefusals:
             ),
             (
                 {"aclFilters": [{"accessFilter": {"permissionType": "maybe"}}]},
-                "aclFilters[0].accessFilter.permissionType: unknown permission type 'maybe' (expected any, allow or deny)",
+                "aclFilters[0].accessFilter.permissionType: unknown permission type 'maybe' "
+                "(expected any, allow or deny)",
             ),
             (
                 {"aclFilters": [{"filterType": "BOTH"}]},

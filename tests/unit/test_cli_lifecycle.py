@@ -1,4 +1,5 @@
-"""promote and failover from the CLI: bad input is refused before a Dagster run exists; a failed run says why in one paragraph.
+"""promote and failover from the CLI: bad input is refused before a Dagster run exists;
+a failed run says why in one paragraph.
 
 Offline: the engine is stubbed; the failed-run cases run the real Dagster job
 in-process against a throwaway Dagster home, with the engine's verb raising.

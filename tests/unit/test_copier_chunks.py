@@ -205,7 +205,9 @@ def test_every_record_is_produced_once_in_order_with_its_fields(full_at):
 
     produce_chunk(out, "mirror", 4, chunk, produce_ts)
 
-    expected = [("mirror", m.value(), m.key(), 4, None, None, ts, m.headers()) for m, ts in zip(chunk, produce_ts)]
+    expected = [
+        ("mirror", m.value(), m.key(), 4, None, None, ts, m.headers()) for m, ts in zip(chunk, produce_ts, strict=True)
+    ]
     assert out.calls == expected
     # The first full queue hands over to the one-by-one path, which waits (polls) at each later one.
     assert out.polls == max(0, len(full_at) - 1)

@@ -31,7 +31,10 @@ def test_a_local_error_shows_only_its_name_since_its_text_may_quote_settings():
 def test_kafka_errors_raises_the_projects_error_naming_who_failed():
     with pytest.raises(
         ClusterUnreachable,
-        match=r"^cluster 'west' did not answer: no connection to its brokers \(refused, closed or unreachable\) \(_TRANSPORT\)$",
+        match=(
+            r"^cluster 'west' did not answer: no connection to its brokers "
+            r"\(refused, closed or unreachable\) \(_TRANSPORT\)$"
+        ),
     ):
         with kafka_errors("cluster 'west' did not answer", ClusterUnreachable):
             raise raised(KafkaError._TRANSPORT, "broker down at sasl.password=hunter2")

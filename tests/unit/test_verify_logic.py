@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_sampling_is_deterministic_spread_and_never_empty():
     sample = ranges.sample_blocks(every, 0.1, "orders/0/")
     assert len(sample) == 10
     assert sample == ranges.sample_blocks(every, 0.1, "orders/0/")
-    gaps = [b[0] - a[0] for a, b in zip(sample, sample[1:])]
+    gaps = [b[0] - a[0] for a, b in pairwise(sample)]
     assert max(gaps) - min(gaps) <= 1000  # evenly spread, not bunched
     assert ranges.sample_blocks(every, 0.1, "orders/0/day-2") != sample  # another seed, other blocks
     assert len(ranges.sample_blocks(every[:3], 0.01, "x")) == 1
