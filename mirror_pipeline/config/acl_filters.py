@@ -106,7 +106,7 @@ class AclFilter:
             and self.permission_type in (ANY, b.permission_type)
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         resource = {"resourceType": self.resource_type, "patternType": self.pattern_type}
         if self.name is not None:
             resource["name"] = self.name
@@ -129,7 +129,7 @@ class AclFilters:
     def selects(self, binding: BindingKey) -> bool:
         return include_exclude(self.filters, binding)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {LIST_KEY: [f.to_json() for f in self.filters]}
 
     @classmethod

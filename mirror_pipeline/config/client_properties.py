@@ -38,7 +38,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from mirror_pipeline.config.redaction import is_secret_key
 
@@ -126,7 +126,10 @@ def client_property_problems(at: str, props: Mapping[str, str]) -> list[str]:
 
 def _bootstrap_problems(servers: str) -> list[tuple[str, str]]:
     entries = servers.split(",")
-    which = (lambda i: f"entry {i} of {len(entries)} ") if len(entries) > 1 else (lambda i: "")
+
+    def which(i: int) -> str:
+        return f"entry {i} of {len(entries)} " if len(entries) > 1 else ""
+
     found = [f"{which(i)}{why}" for i, entry in enumerate(entries, 1) if (why := _server_problem(entry))]
     return [("bootstrap.servers", f"{', '.join(found)}; {_BOOTSTRAP_ALLOWED}")] if found else []
 
@@ -168,7 +171,7 @@ def _server_problem(entry: str) -> str | None:
     return None
 
 
-def _control(key: str) -> re.Pattern:
+def _control(key: str) -> re.Pattern[str]:
     """The control characters the value of `key` must not hold."""
     return _PEM_CONTROL if key.endswith(".pem") else _CONTROL
 
@@ -222,8 +225,8 @@ def _sasl_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:
     return problems
 
 
-def _file_problems(props: Mapping[str, str]) -> list[tuple[str, str]]:
-    problems = []
+def _file_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:
+    problems: list[tuple[str | None, str]] = []
     for key, directory_ok in _FILES.items():
         value = props.get(key, "")
         if not value or (directory_ok and value == "probe"):
@@ -254,7 +257,7 @@ def _probe_problems(props: Mapping[str, str]) -> list[tuple[str | None, str]]:
             return [_combination(props, refused)]
         # A name or a value refused as it was set: find each such property on its own
         # (only such refusals count, as one property alone may lack what it needs).
-        single = [
+        single: list[tuple[str | None, str]] = [
             (key, _single_reason(key, err))
             for key in props
             if (err := _refusal(client, {key: props[key]})) is not None and not _at_creation(err)
@@ -271,7 +274,7 @@ def _at_creation(refused: tuple[str, str]) -> bool:
 def _refusal(client: type, props: Mapping[str, str]) -> tuple[str, str] | None:
     """(error name, librdkafka's text) if `client` cannot be built from `props`, else None."""
     conf: dict[str, object] = dict(props)
-    if conf.get("sasl.oauthbearer.method", "").lower() == "oidc":
+    if props.get("sasl.oauthbearer.method", "").lower() == "oidc":
         conf["sasl.oauthbearer.method"] = "default"  # no token fetch while probing
     conf["logger"] = _SILENT
     if client is Consumer:
@@ -280,7 +283,7 @@ def _refusal(client: type, props: Mapping[str, str]) -> tuple[str, str] | None:
         instance = client(conf)
     except KafkaException as exc:
         err = exc.args[0] if exc.args else None
-        return (err.name(), err.str()) if hasattr(err, "name") else (type(exc).__name__, str(exc))
+        return (err.name(), err.str()) if isinstance(err, KafkaError) else (type(exc).__name__, str(exc))
     except (TypeError, ValueError) as exc:
         return type(exc).__name__, str(exc)
     instance.close()

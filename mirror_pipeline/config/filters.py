@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from mirror_pipeline.config.safe_yaml import shape_problem
 from mirror_pipeline.model.errors import ConfigError
@@ -44,7 +44,7 @@ class NameFilter:
             return name.startswith(self.name)
         return name == self.name
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "patternType": self.pattern_type.value,
@@ -52,7 +52,15 @@ class NameFilter:
         }
 
 
-def include_exclude(filters, item) -> bool:
+class Selecting(Protocol):
+    """A filter of a list: topic, group (`NameFilter`) or ACL (`acl_filters.AclFilter`)."""
+
+    @property
+    def filter_type(self) -> FilterType: ...
+    def matches(self, item: Any) -> bool: ...
+
+
+def include_exclude(filters: Iterable[Selecting], item: Any) -> bool:
     """The one selection rule of every filter list: some INCLUDE matches and no EXCLUDE does, in any order."""
     included = False
     for f in filters:
@@ -78,7 +86,7 @@ class NameFilters:
     def selects(self, name: str) -> bool:
         return include_exclude(self.filters, name)
 
-    def to_json(self, list_key: str = "topicFilters") -> dict:
+    def to_json(self, list_key: str = "topicFilters") -> dict[str, Any]:
         """The Cluster-Linking shape, e.g. `{"topicFilters": [{...}]}` (JSON-able)."""
         return {list_key: [f.to_json() for f in self.filters]}
 

@@ -27,34 +27,28 @@ from mirror_pipeline.config.replication_policy import (
     names_mirrors_itself,
 )
 from mirror_pipeline.config.replication_policy import policy_class as load_policy_class
+from mirror_pipeline.config.setting_types import (
+    AlignmentMaxRecords,
+    Bool,
+    ChunkMaxRecords,
+    FenceWaitMs,
+    FreshnessMs,
+    GroupFilters,
+    HeartbeatIntervalS,
+    LagAlertRecords,
+    LagSensorIntervalS,
+    Prefix,
+    RetryTimeoutMs,
+    RunMaxRuntimeS,
+    SyncMs,
+    TaskMemoryBytes,
+    TopicFilters,
+    TopicName,
+    UnitMaxBytes,
+)
 from mirror_pipeline.model.errors import ConfigError
 
 _FILTER_LIST_KEYS = {"auto_create_filters": "topicFilters", "offset_group_filters": "groupFilters"}
-
-
-def _number(bounds: tuple[int, int, str]) -> Any:
-    # The bounds ride along as metadata, so the configuration reference shows what the check enforces.
-    return Annotated[int, BeforeValidator(values.whole_number(*bounds)), values.Bounds(*bounds)]
-
-
-# Whole numbers with their bounds (see `setting_values` for each maximum's reason).
-SyncMs = _number(values.SYNC_MS)
-RetryTimeoutMs = _number(values.RETRY_TIMEOUT_MS)
-UnitMaxBytes = _number(values.UNIT_MAX_BYTES)
-ChunkMaxRecords = _number(values.CHUNK_MAX_RECORDS)
-AlignmentMaxRecords = _number(values.ALIGNMENT_MAX_RECORDS)
-FenceWaitMs = _number(values.FENCE_WAIT_MS)
-LagAlertRecords = _number(values.LAG_ALERT_RECORDS)
-HeartbeatIntervalS = _number(values.HEARTBEAT_INTERVAL_S)
-LagSensorIntervalS = _number(values.LAG_SENSOR_INTERVAL_S)
-FreshnessMs = _number(values.FRESHNESS_MS)
-RunMaxRuntimeS = _number(values.RUN_MAX_RUNTIME_S)
-TaskMemoryBytes = _number(values.TASK_MEMORY_BYTES)
-Bool = Annotated[bool, BeforeValidator(values.boolean)]
-Prefix = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=True))]
-TopicName = Annotated[str | None, BeforeValidator(values.topic_part(empty_is_none=False))]
-TopicFilters = Annotated[NameFilters, BeforeValidator(values.filters("topicFilters"))]
-GroupFilters = Annotated[NameFilters, BeforeValidator(values.filters("groupFilters"))]
 
 
 class LinkSettings(BaseModel):
@@ -295,9 +289,9 @@ class LinkSettings(BaseModel):
         ),
     )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Property-name keys, JSON-able values (filters in Cluster-Linking shape)."""
-        out: dict = {}
+        out: dict[str, Any] = {}
         # Fields without a property name (source, destination) read best first.
         fields = sorted(type(self).model_fields.items(), key=lambda kv: kv[1].alias is not None)
         for attr, field in fields:
@@ -373,7 +367,7 @@ class LinkConfig(LinkSettings):
         defaults = ReplicationPolicy("", "", self.policy_separator, link=self.name)
         fields = type(self).model_fields
         return {
-            fields[attr].alias: (getattr(self, attr), getattr(self, attr) or defaults.internal_topic(kind))
+            (fields[attr].alias or attr): (getattr(self, attr), getattr(self, attr) or defaults.internal_topic(kind))
             for kind, attr in INTERNAL_TOPIC_SETTINGS.items()
         }
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -103,7 +103,7 @@ class ClusterConfig:
     def bootstrap_servers(self) -> str:
         return self.properties["bootstrap.servers"]
 
-    def redacted(self) -> dict:
+    def redacted(self) -> dict[str, Any]:
         return redact(self.properties)
 
     def secret_values(self) -> list[str]:
@@ -142,7 +142,7 @@ class SparkSettings(BaseModel):
             raise ValueError("set master or remote, not both (a Spark Connect server has its own master)")
         return self
 
-    def __repr_args__(self):
+    def __repr_args__(self) -> Iterator[tuple[str, Any]]:
         yield "master", self.master
         if self.remote is not None:
             yield "remote", redact_connect_url(self.remote)
@@ -174,7 +174,7 @@ class PipelineConfig:
         values += self.secret_fragments
         return list(dict.fromkeys(v for v in values if v))
 
-    def to_redacted_dict(self) -> dict:
+    def to_redacted_dict(self) -> dict[str, Any]:
         """The file's shape with defaults applied to every link and secrets masked."""
         return {
             "clusters": {alias: c.redacted() for alias, c in self.clusters.items()},
@@ -276,7 +276,7 @@ def parse_config(
     return PipelineConfig(path=path, clusters=clusters, links=links, spark=spark, secret_fragments=tuple(fragments))
 
 
-def _check_aliases(raw_link: dict, at: str, raw_clusters: Any) -> list[str]:
+def _check_aliases(raw_link: dict[str, Any], at: str, raw_clusters: Any) -> list[str]:
     known = raw_clusters if isinstance(raw_clusters, dict) else {}
     return [
         f"{at}.{role}: unknown cluster {show_key(raw_link[role])}; known clusters: {_names(known)}"
@@ -386,7 +386,7 @@ def _expand(text: str, env: Mapping[str, str], at: str, problems: list[str], sub
     missing: list[str] = []
     malformed = False
 
-    def substitute(match: re.Match) -> str:
+    def substitute(match: re.Match[str]) -> str:
         nonlocal malformed
         if match.group(0) == "$${":
             return "${"

@@ -30,9 +30,9 @@ def is_secret_key(key: str) -> bool:
     return k in _SECRET_KEYS or any(word in k for word in _SECRET_WORDS) or k.endswith(_SECRET_SUFFIXES)
 
 
-def redact(props: Mapping[str, Any]) -> dict:
+def redact(props: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `props` with every secret value replaced by `REDACTED`."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, value in props.items():
         if is_secret_key(str(key)):
             out[key] = REDACTED

@@ -10,6 +10,7 @@ compares it with the committed page. Regenerate it with
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 
 from pydantic.fields import FieldInfo
 
@@ -77,13 +78,13 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def _table(fields, with_allowed: bool) -> str:
+def _table(fields: Iterable[tuple[str, FieldInfo] | FieldInfo], with_allowed: bool) -> str:
     rows = [
         "| setting | default | allowed | what it does |" if with_allowed else "| setting | default | what it does |",
         "| --- | --- | --- | --- |" if with_allowed else "| --- | --- | --- |",
     ]
     for item in fields:
-        name, field = item if isinstance(item, tuple) else (item.alias, item)
+        name, field = item if isinstance(item, tuple) else (item.alias or "", item)
         cells = [f"`{name}`", _SHOWN_DEFAULT.get(name) or _default(field)]
         cells += [_ALLOWED.get(name) or _allowed(field)] if with_allowed else []
         cells.append(_cell(field.description))
@@ -93,7 +94,7 @@ def _table(fields, with_allowed: bool) -> str:
 
 def _default(field: FieldInfo) -> str:
     if field.default_factory is not None:
-        value = field.default_factory()
+        value = field.get_default(call_default_factory=True)
         return "none" if value in ({}, []) else f"`{value}`"
     value = field.default
     if value is None or value == "" or (isinstance(value, (NameFilters, AclFilters)) and value.is_empty):
@@ -105,7 +106,7 @@ def _default(field: FieldInfo) -> str:
             (
                 f" ({value // unit} {name})"
                 for unit, name in _SIZES
-                if field.alias.endswith("bytes") and value >= unit and value % unit == 0
+                if (field.alias or "").endswith("bytes") and value >= unit and value % unit == 0
             ),
             "",
         )
@@ -121,7 +122,7 @@ def _allowed(field: FieldInfo) -> str:
         return ", ".join(f"`{v}`" for v in typing.get_args(field.annotation))
     if field.annotation is bool:
         return "true, false"
-    if field.alias.endswith(".topic"):
+    if (field.alias or "").endswith(".topic"):
         return "a topic name"
     if isinstance(field.default, NameFilters):
         return "filters: INCLUDE or EXCLUDE, LITERAL or PREFIXED names (`*` for all)"

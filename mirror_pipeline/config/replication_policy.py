@@ -15,7 +15,8 @@ add one by dotted class path:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from mirror_pipeline.config.user_modules import import_user_module
 from mirror_pipeline.model.errors import ConfigError
@@ -217,17 +218,45 @@ def policy_class(spec: str) -> type[ReplicationPolicy]:
     return cls
 
 
+class NamingSettings(Protocol):
+    """What naming reads of a link: `link_settings.LinkConfig` has it (a protocol, as that module imports this one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def destination(self) -> str: ...
+    @property
+    def prefix(self) -> str | None: ...
+    @property
+    def group_prefix_enable(self) -> bool: ...
+    @property
+    def heartbeats_enabled(self) -> bool: ...
+    @property
+    def policy_class(self) -> str: ...
+    @property
+    def policy_separator(self) -> str: ...
+
+
+class NamingConfig(Protocol):
+    """The links of a configuration (`loader.PipelineConfig`), as naming reads them."""
+
+    @property
+    def links(self) -> Mapping[str, NamingSettings]: ...
+
+
 def names_mirrors_itself(spec: str) -> bool:
     """The built-in MirrorMaker 2 policies leave no room for `cluster.link.prefix`."""
     return _POLICY_ALIASES.get(spec) in (DEFAULT_POLICY, IDENTITY_POLICY)
 
 
-def configured_internal_names(link) -> dict[str, str]:
+def configured_internal_names(link: NamingSettings) -> dict[str, str]:
     """The internal topic names the link's settings set explicitly (kind -> name)."""
     return {kind: getattr(link, attr) for kind, attr in INTERNAL_TOPIC_SETTINGS.items() if getattr(link, attr, None)}
 
 
-def policy_for(link, reserved: Iterable[str] = ()) -> ReplicationPolicy:
+def policy_for(link: NamingSettings, reserved: Iterable[str] = ()) -> ReplicationPolicy:
     """The link's policy object; `reserved` adds internal topic names other links chose."""
     cls = policy_class(link.policy_class)
     return cls(
@@ -241,16 +270,16 @@ def policy_for(link, reserved: Iterable[str] = ()) -> ReplicationPolicy:
     )
 
 
-def naming_for(link) -> ReplicationPolicy:
+def naming_for(link: NamingSettings) -> ReplicationPolicy:
     return policy_for(link)
 
 
-def reserved_names(config) -> set[str]:
+def reserved_names(config: NamingConfig) -> set[str]:
     """Internal topic names any link of the config renamed, so no link mirrors them."""
     return {name for link in config.links.values() for name in configured_internal_names(link).values()}
 
 
-def naming_record(link) -> dict:
+def naming_record(link: NamingSettings) -> dict[str, Any]:
     """What fixes the names of a link's mirrors and synced groups (R-OFS-4); cannot change
     once the link has state (R-CFG-4)."""
     return {
@@ -261,16 +290,16 @@ def naming_record(link) -> dict:
     }
 
 
-def loop_warnings(links) -> list[str]:
+def loop_warnings(links: Iterable[NamingSettings]) -> list[str]:
     """Cycles among IdentityReplicationPolicy links: nothing stops a topic going round (R-TP-3)."""
     identity = [link for link in links if _POLICY_ALIASES.get(link.policy_class) == IDENTITY_POLICY]
-    edges: dict[str, list] = {}
+    edges: dict[str, list[NamingSettings]] = {}
     for link in identity:
         edges.setdefault(link.source, []).append(link)
     warnings = []
     for first in identity:
         # Depth-first search back to `first.source`; cycles are short in practice.
-        stack = [(first.destination, [first])]
+        stack: list[tuple[str, list[NamingSettings]]] = [(first.destination, [first])]
         while stack:
             cluster, path = stack.pop()
             if cluster == first.source:
@@ -285,10 +314,10 @@ def loop_warnings(links) -> list[str]:
     return warnings
 
 
-def heartbeat_collisions(links) -> list[str]:
+def heartbeat_collisions(links: Iterable[NamingSettings]) -> list[str]:
     """Links that would write the same heartbeats mirror: each would find the other's records in it
     as records it did not write, and stop copying it (R-MT-9)."""
-    by_mirror: dict[tuple[str, str], list] = {}
+    by_mirror: dict[tuple[str, str], list[NamingSettings]] = {}
     for link in links:
         if link.heartbeats_enabled:
             by_mirror.setdefault((link.destination, naming_for(link).heartbeats_mirror_topic()), []).append(link)
@@ -300,7 +329,7 @@ def heartbeat_collisions(links) -> list[str]:
     ]
 
 
-def state_topic(link) -> str:
+def state_topic(link: NamingSettings) -> str:
     return naming_for(link).internal_topic("state")
 
 

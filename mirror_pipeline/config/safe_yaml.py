@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ class _Loader(yaml.SafeLoader):
     silent override.
     """
 
-    def __init__(self, stream):
+    def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
         self._deepest = 0
@@ -110,8 +111,9 @@ class _Loader(yaml.SafeLoader):
         self._anchored: dict[str, tuple[int, int]] = {}
         self._open: set[str] = set()
 
-    def compose_node(self, parent, index):
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        # types-PyYAML leaves Parser.peek_event unannotated; it returns the next event.
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise yaml.composer.ComposerError(
@@ -119,9 +121,10 @@ class _Loader(yaml.SafeLoader):
                     None,
                     f"alias '{_short(event.anchor)}' refers to a node that contains it; "
                     "an alias may only repeat a complete node",
-                    event.start_mark,
+                    # types-PyYAML types an event's mark as either Mark class, the error's as the pure one only.
+                    event.start_mark,  # type: ignore[arg-type]
                 )
-            nodes, height = self._anchored.get(event.anchor, (1, 1))
+            nodes, height = self._anchored.get(event.anchor, (1, 1)) if event.anchor is not None else (1, 1)
             self._grow(nodes, self._depth + height, event.start_mark)
             return super().compose_node(parent, index)
         self._depth += 1
@@ -138,7 +141,7 @@ class _Loader(yaml.SafeLoader):
         self._depth -= 1
         return node
 
-    def _grow(self, nodes: int, depth: int, mark) -> None:
+    def _grow(self, nodes: int, depth: int, mark: Any) -> None:
         self._nodes += nodes
         self._deepest = max(self._deepest, depth)
         if depth > MAX_DEPTH:
@@ -157,9 +160,9 @@ class _Loader(yaml.SafeLoader):
                 mark,
             )
 
-    def construct_scalar(self, node):
+    def construct_scalar(self, node: yaml.ScalarNode | yaml.MappingNode) -> str:
         value = super().construct_scalar(node)
-        if isinstance(value, str) and _SURROGATE.search(value):
+        if _SURROGATE.search(value):
             # `"\\ud83d\\ude00"` (JSON-style escapes of one character) reads as two halves: join them.
             try:
                 value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
@@ -167,8 +170,8 @@ class _Loader(yaml.SafeLoader):
                 pass  # a lone half stays, and is refused with its key (`shape_problem`)
         return value
 
-    def construct_mapping(self, node, deep=False):
-        seen = set()
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: set[str] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
                 continue
@@ -189,7 +192,7 @@ def _bool_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     return text.lower() == "true" if text.lower() in ("true", "false") else text
 
 
-def _number_or_text(construct):
+def _number_or_text(construct: Callable[[yaml.SafeLoader, yaml.ScalarNode], Any]) -> Callable[..., Any]:
     def build(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
         if len(node.value) > _MAX_NUMBER_CHARS:
             return node.value
@@ -205,7 +208,14 @@ def _number_or_text(construct):
 _Loader.add_constructor("tag:yaml.org,2002:bool", _bool_or_text)
 _Loader.add_constructor("tag:yaml.org,2002:int", _number_or_text(yaml.SafeLoader.construct_yaml_int))
 _Loader.add_constructor("tag:yaml.org,2002:float", _number_or_text(yaml.SafeLoader.construct_yaml_float))
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+
+
+def _timestamp_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    # SafeLoader's own construct_scalar, as registered before: not _Loader's override.
+    return yaml.SafeLoader.construct_scalar(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 
 
 def parse_yaml(text: str, name: str) -> Any:

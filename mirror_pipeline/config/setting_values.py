@@ -104,18 +104,20 @@ def whole_number(low: int, high: int, why: str) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, str) and value.isascii() and value.isdigit():
             digits = value.lstrip("0") or "0"
-            value = int(digits) if len(digits) <= len(str(high)) else high + 1
+            number = int(digits) if len(digits) <= len(str(high)) else high + 1
         elif isinstance(value, bool) or not isinstance(value, int):
             raise invalid("a whole number", value)
-        if value < low:
+        else:
+            number = value
+        if number < low:
             raise PydanticCustomError(
                 "setting",
                 "must be greater than 0" if low == 1 else "must be greater than or equal to {low}",
                 {"low": low},
             )
-        if value > high:
+        if number > high:
             raise PydanticCustomError("setting", "must be at most {high} ({why})", {"high": high, "why": why})
-        return value
+        return number
 
     return check
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import site
@@ -71,8 +72,10 @@ def import_user_module(module_name: str, spec: str) -> ModuleType:
         ) from None
 
 
-def _location(found) -> Path | None:
-    places = list(found.submodule_search_locations or []) or ([found.origin] if found.has_location else [])
+def _location(found: importlib.machinery.ModuleSpec) -> Path | None:
+    places: list[str | None] = list(found.submodule_search_locations or []) or (
+        [found.origin] if found.has_location else []
+    )
     return Path(places[0]).resolve() if places and places[0] else None
 
 

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -135,7 +136,9 @@ def _entry(cluster: str, topic: str) -> _Entry:
         return _entries.setdefault((cluster, topic), _Entry())
 
 
-def read_compacted(conf: dict, admin: AdminClient, topic: str, alias: str, cluster: str) -> ViewSnapshot | None:
+def read_compacted(
+    conf: dict[str, Any], admin: AdminClient, topic: str, alias: str, cluster: str
+) -> ViewSnapshot | None:
     """The latest value per key of the single-partition compacted `topic`, up to its settled
     end (see `topic_end`); None when the topic does not exist. Reads only what this
     process has not read yet."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -70,10 +71,10 @@ class LinkContext:
         if kind not in self._internal:
             self.registry()  # tells which names the link's state is under
 
-    def source_conf(self, role: str, **overrides) -> dict:
+    def source_conf(self, role: str, **overrides) -> dict[str, Any]:
         return kc.client_config(self.source.properties, self.link.name, role, **overrides)
 
-    def dest_conf(self, role: str, **overrides) -> dict:
+    def dest_conf(self, role: str, **overrides) -> dict[str, Any]:
         return kc.client_config(self.dest.properties, self.link.name, role, **overrides)
 
     @cached_property
@@ -152,11 +153,11 @@ class LinkContext:
             self.store.put_link_record(record)
             self._recorded_naming = record
 
-    def _declared_by(self) -> dict:
+    def _declared_by(self) -> dict[str, Any]:
         path = str(Path(self.config.path).resolve()) if self.config.path else ""
         return {"declared.in": path, "declared.with": sorted(self.config.links)}
 
-    def _was_declared_here(self, record: dict | None) -> bool:
+    def _was_declared_here(self, record: dict[str, Any] | None) -> bool:
         """Whether a link this config lacks was declared by this config: the same file, or a
         file that held one of this config's links alongside it. Records written before the
         link's origin was kept cannot tell: they count as this config's (the safe side)."""
@@ -167,7 +168,7 @@ class LinkContext:
             set(record["declared.with"]) & set(here["declared.with"])
         )
 
-    def _check_naming(self, recorded: dict | None, mirrors: dict[str, MirrorInfo]) -> None:
+    def _check_naming(self, recorded: dict[str, Any] | None, mirrors: dict[str, MirrorInfo]) -> None:
         """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""
         live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
         if recorded is None or not live:
@@ -185,7 +186,7 @@ class LinkContext:
                 f"those mirrors first"
             )
 
-    def _settle_internal_topics(self, recorded: dict, mirrors: dict[str, MirrorInfo]) -> None:
+    def _settle_internal_topics(self, recorded: dict[str, Any], mirrors: dict[str, MirrorInfo]) -> None:
         """Which offset-map and checkpoints topics hold this link's state.
 
         A configured name is used, and may not move a link with live mirrors off the

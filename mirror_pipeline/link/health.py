@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link import read_probe
@@ -129,7 +130,9 @@ def track_source_reachability(ctx: LinkContext, mirrors: list[MirrorInfo]) -> li
     return [now[n] for n in sorted(names & set(now)) if not other_cluster(now[n], source_id) and may_copy(now[n])]
 
 
-def track_source_failures(ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict, diverged: dict) -> None:
+def track_source_failures(
+    ctx: LinkContext, mirrors: list[MirrorInfo], source_failures: dict[str, Any], diverged: dict[str, Any]
+) -> None:
     """Apply `source_failure_changes` to `mirrors`, each decided from its record as it is now."""
     names = {m.mirror_topic for m in mirrors}
     now, timeout_s = time.time(), ctx.link.retry_timeout_ms / 1000
@@ -153,7 +156,7 @@ def check_health(ctx: LinkContext) -> dict[str, str]:
 # --- read only --------------------------------------------------------------------------
 
 
-def health_changes(ctx: LinkContext) -> dict[str, dict]:
+def health_changes(ctx: LinkContext) -> dict[str, dict[str, Any]]:
     """What `check_health` would change now, per mirror: {"before", "after", "reason"}. Writes nothing."""
     ctx.check_destination()
     registry = ctx.registry()

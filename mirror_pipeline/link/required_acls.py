@@ -21,6 +21,7 @@ listed too (a prefixed or `*` grant already covers them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
@@ -42,7 +43,7 @@ class Grant:
     operations: tuple[str, ...]
     why: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "resource": self.resource,
             "name": self.name,
@@ -233,7 +234,7 @@ def link_acls(
     acl_sync: bool = False,
     heartbeats: bool = False,
     saved_suffix: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Both principals' grants for a link mirroring `topics` and syncing `groups` (as `dest_groups` there).
 
     `saved_suffix`: the link is the reverse of another link (see `destination_grants`).
@@ -252,5 +253,5 @@ def link_acls(
     }
 
 
-def grants_from_dicts(rows: list[dict]) -> list[Grant]:
+def grants_from_dicts(rows: list[dict[str, Any]]) -> list[Grant]:
     return [Grant(r["resource"], r["name"], r["pattern"], tuple(r["operations"]), r["why"]) for r in rows]

@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -88,7 +89,7 @@ class Registry:
     """Everything in a destination's state topic: link -> mirror -> info, and link -> naming record."""
 
     mirrors: dict[str, dict[str, MirrorInfo]]
-    links: dict[str, dict]
+    links: dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hi
 
 
 def segment_starts_since(
-    conf: dict, admin: AdminClient, offset_map_topic: str, alias: str, link: str, since: int
+    conf: dict[str, Any], admin: AdminClient, offset_map_topic: str, alias: str, link: str, since: int
 ) -> dict[tuple[str, int], int]:
     """(mirror, partition) -> the highest start of a segment of `link` written at or after offset
     `since` of the offset-map topic (deletions left out): what other writers announced since a plan."""
@@ -150,7 +151,7 @@ class StateStore:
         self,
         link: str,
         dest_alias: str,
-        dest_properties: dict,
+        dest_properties: dict[str, Any],
         state_topic: str,
         offset_map_topic: str | None,
         find_offset_map: Callable[[], None] | None = None,
@@ -179,10 +180,10 @@ class StateStore:
         self._offset_map_topic = topic
 
     @property
-    def dest_properties(self) -> dict:
+    def dest_properties(self) -> dict[str, Any]:
         return dict(self._props)
 
-    def conf(self, role: str, **overrides) -> dict:
+    def conf(self, role: str, **overrides) -> dict[str, Any]:
         return kc.client_config(self._props, self.link, role, **overrides)
 
     @property
@@ -220,7 +221,7 @@ class StateStore:
         if state is None:
             return Registry({}, {})
         mirrors: dict[str, dict[str, MirrorInfo]] = {}
-        links: dict[str, dict] = {}
+        links: dict[str, dict[str, Any]] = {}
         for key, value in state[0].items():
             if key.startswith("mirror/"):
                 link, mirror = key[len("mirror/") :].split("/", 1)
@@ -233,16 +234,16 @@ class StateStore:
         """This link's mirrors that a writer may copy into now (read after taking a writer, it decides)."""
         return {name for name, info in self.read_mirrors().items() if may_copy(info)}
 
-    def put_link_record(self, record: dict) -> None:
+    def put_link_record(self, record: dict[str, Any]) -> None:
         self._write_plain(self.state_topic, link_key(self.link), json.dumps(record, sort_keys=True).encode())
 
-    def read_acl_record(self) -> dict:
+    def read_acl_record(self) -> dict[str, Any]:
         """What ACL sync recorded for this link ({} before its first sync)."""
         state = self.read_latest(self.state_topic)
         value = None if state is None else state[0].get(acl_key(self.link))
         return {} if value is None else json.loads(value)
 
-    def put_acl_record(self, record: dict) -> None:
+    def put_acl_record(self, record: dict[str, Any]) -> None:
         self._write_plain(self.state_topic, acl_key(self.link), json.dumps(record, sort_keys=True).encode())
 
     def put_mirror(self, info: MirrorInfo) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -36,7 +37,7 @@ class TransactionalWriter:
     after that is one transaction, so its records land whole or not at all.
     """
 
-    def __init__(self, dest_properties: dict, link: str, txn_id: str, topic: str, where: str = ""):
+    def __init__(self, dest_properties: dict[str, Any], link: str, txn_id: str, topic: str, where: str = ""):
         self.topic = topic
         self.where = where or f"link '{link}' state"
         self._producer = kc.producer(
@@ -99,7 +100,7 @@ class SlotWriter(TransactionalWriter):
     Several partitions' segments go in one transaction (`write_segments`).
     """
 
-    def __init__(self, dest_properties: dict, link: str, slot: int, offset_map_topic: str):
+    def __init__(self, dest_properties: dict[str, Any], link: str, slot: int, offset_map_topic: str):
         super().__init__(
             dest_properties,
             link,
@@ -129,7 +130,7 @@ class SegmentWriter:
 
     def __init__(
         self,
-        dest_properties: dict,
+        dest_properties: dict[str, Any],
         link: str,
         mirror: str,
         partition: int,
@@ -160,7 +161,7 @@ class SegmentWriter:
 
 @contextmanager
 def fenced_writers(
-    dest_properties: dict, link: str, offset_map_topic: str, partitions: Iterable[tuple[str, int]]
+    dest_properties: dict[str, Any], link: str, offset_map_topic: str, partitions: Iterable[tuple[str, int]]
 ) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
     """The writers of (mirror, partition)s, fenced: one writer per slot, shared by its partitions;
     all closed on exit (see `fenced_batches` for the invariant a caller keeps)."""
@@ -180,7 +181,7 @@ def fenced_writers(
 
 
 def fenced_batches(
-    dest_properties: dict, link: str, offset_map_topic: str, partitions: Sequence[tuple[str, int]]
+    dest_properties: dict[str, Any], link: str, offset_map_topic: str, partitions: Sequence[tuple[str, int]]
 ) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
     """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH slots at a time; a batch's
     writers are closed before the next batch is fenced.

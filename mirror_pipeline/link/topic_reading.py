@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -49,7 +50,7 @@ def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTL
 
 
 def read_topic(
-    conf: dict,
+    conf: dict[str, Any],
     admin: AdminClient,
     topic: str,
     alias: str,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -242,7 +243,7 @@ def _record(
     return ctx.store.update_mirror(mirror_topic, lambda info: _recorded(info, new, unenforced))
 
 
-def _recorded(info: MirrorInfo | None, new: list[dict], unenforced: str) -> MirrorInfo | None:
+def _recorded(info: MirrorInfo | None, new: list[dict[str, Any]], unenforced: str) -> MirrorInfo | None:
     """Pure: the mirror's record with `new` bindings listed and `unenforced` said (itself when unchanged)."""
     if info is None:
         return None

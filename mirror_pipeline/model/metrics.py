@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 BYTE_RATE = "byte-rate"
 REPLICATION_LATENCY = "replication-latency-ms"
@@ -57,15 +58,15 @@ class WindowStats:
     avg: float
     sum: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"count": self.count, "min": self.min, "max": self.max, "avg": self.avg, "sum": self.sum}
 
 
 @dataclass
 class SlidingWindow:
     window_s: float = DEFAULT_WINDOW_S
-    _times: list = field(default_factory=list)
-    _samples: list = field(default_factory=list)
+    _times: list[float] = field(default_factory=list)
+    _samples: list[Sample] = field(default_factory=list)
 
     def add(self, sample: Sample) -> None:
         i = bisect.bisect_right(self._times, sample.at)
@@ -94,7 +95,7 @@ class MetricWindows:
     """One window per (metric, link, topic); `LINK_WIDE` as topic is the link's own."""
 
     window_s: float = DEFAULT_WINDOW_S
-    _windows: dict = field(default_factory=dict)
+    _windows: dict[tuple[str, str, str], SlidingWindow] = field(default_factory=dict)
 
     def add(self, metric: str, link: str, topic: str, sample: Sample) -> None:
         if metric not in METRICS:
@@ -106,7 +107,7 @@ class MetricWindows:
 
     def snapshot(self, now: float) -> dict[tuple[str, str, str], WindowStats]:
         """Every window holding samples now, by (metric, link, topic)."""
-        out = {}
+        out: dict[tuple[str, str, str], WindowStats] = {}
         for key, window in sorted(self._windows.items()):
             stats = window.stats(now)
             if stats is not None:

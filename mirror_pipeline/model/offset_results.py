@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class PartitionOffsetSync:
     action: str  # offset_translation.COMMITTED, UNCHANGED, KEPT_AHEAD, CLAMPED, WOULD_COMMIT
     destination_offset: int | None  # after this sync
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -33,7 +34,7 @@ class GroupOffsetSync:
     status: str  # "synced", "skipped: N active members", "error: ..."
     partitions: list[PartitionOffsetSync] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "source_group": self.source_group,
             "destination_group": self.destination_group,
@@ -67,7 +68,7 @@ class OffsetSyncResult:
     notes: list[str] = field(default_factory=list)
     complete: bool = True  # False: the source's groups could not be read (the sync only clamped) or it failed
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "link": self.link,
             "complete": self.complete,
@@ -104,7 +105,7 @@ class OffsetCheckpoint:
     def key(self) -> str:
         return checkpoint_key(self.link, self.source_group, self.mirror_topic, self.partition)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def to_json(self) -> bytes:

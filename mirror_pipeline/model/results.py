@@ -6,7 +6,9 @@ the Dagster layer turns them into asset metadata. They never hold secrets.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class PartitionCopy:
     latency_sum_ms: int = 0
     latency_records: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # flat: dataclasses.asdict's deep copy took 1.1 s for a 10,000-partition cycle
 
 
@@ -53,8 +55,8 @@ class LatencyStats:
         return cls(p.latency_records, p.latency_min_ms, p.latency_max_ms, p.latency_sum_ms)
 
     @classmethod
-    def merge(cls, parts) -> LatencyStats:
-        parts = [p for p in parts if p.count]
+    def merge(cls, stats: Iterable[LatencyStats]) -> LatencyStats:
+        parts = [p for p in stats if p.count]
         if not parts:
             return cls()
         return cls(
@@ -68,10 +70,15 @@ class LatencyStats:
     def avg_ms(self) -> float | None:
         return self.sum_ms / self.count if self.count else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         if not self.count:
             return {"records": 0}
-        return {"records": self.count, "min": self.min_ms, "max": self.max_ms, "avg": round(self.avg_ms, 3)}
+        return {
+            "records": self.count,
+            "min": self.min_ms,
+            "max": self.max_ms,
+            "avg": round(self.sum_ms / self.count, 3),
+        }
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ class MirrorCopyResult:
         """Replication latency over every record this mirror's copy timed."""
         return LatencyStats.merge(LatencyStats.of(p) for p in self.partitions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "mirror_topic": self.mirror_topic,
             "source_topic": self.source_topic,
@@ -133,7 +140,7 @@ class CycleResult:
     def lag_after(self) -> int:
         return sum(m.lag_after for m in self.mirrors.values())
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "link": self.link,
             "started_at": self.started_at,
@@ -159,27 +166,27 @@ class MirrorInfo:
     reason: str
     created_at: float
     # Source configs held back while the topic is a mirror, applied at promote/failover (R-CS-5).
-    held_back: dict = field(default_factory=dict)
+    held_back: dict[str, str] = field(default_factory=dict)
     # Why copying is refused although the state allows it, e.g. FOREIGN_WRITE (R-MT-9).
-    flags: tuple = ()
+    flags: tuple[str, ...] = ()
     # When the source topic was first found missing or unreadable (0: it is fine) (R-LC-5).
     failing_since: float = 0.0
     # Set when the mirror stops: per partition, the next source offset it would have copied (R-LC-4).
     stopped_at: float = 0.0
-    last_source_offsets: dict = field(default_factory=dict)
+    last_source_offsets: dict[int, int] = field(default_factory=dict)
     # The last transitions: [time, from, to, reason], newest last.
-    history: tuple = ()
+    history: tuple[tuple[float, str, str, str], ...] = ()
     # The source cluster's alias in the config that created the mirror, and its cluster id.
     source_cluster: str = ""
     source_cluster_id: str = ""
     # A mirror made by `reverse` (R-LC-7): the stopped mirror it follows, the plan
     # per partition and how far carrying it out got (see `operations.reverse`).
-    reverse_of: dict = field(default_factory=dict)
+    reverse_of: dict[str, Any] = field(default_factory=dict)
     # The destination ACLs that keep the mirror read-only, and why they cannot when
     # they cannot (see `link.write_guard`): {"bindings": [...], "unenforced": "..."}.
-    write_guard: dict = field(default_factory=dict)
+    write_guard: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["flags"] = list(self.flags)
         d["history"] = [list(h) for h in self.history]
@@ -187,7 +194,7 @@ class MirrorInfo:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> MirrorInfo:
+    def from_dict(cls, d: dict[str, Any]) -> MirrorInfo:
         d = dict(d)
         d["flags"] = tuple(d.get("flags", ()))
         d["history"] = tuple(tuple(h) for h in d.get("history", ()))
@@ -209,7 +216,7 @@ class PartitionStatus:
     offsets_preserved: bool
     offset_map_runs: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -221,7 +228,7 @@ class MirrorDescription:
     partitions: tuple[PartitionStatus, ...]
     source_timestamp_type: str | None
     held_back_configs: dict[str, str]
-    config: dict = field(default_factory=dict)  # drift, overrides, config-sync lag (R-CS-4)
+    config: dict[str, Any] = field(default_factory=dict)  # drift, overrides, config-sync lag (R-CS-4)
     # Why the source's side is unknown ("" when the source answered): the
     # description then holds what the destination and the registry know.
     source_unknown: str = ""
@@ -231,14 +238,14 @@ class MirrorDescription:
     @property
     def lag(self) -> int | None:
         """Records not yet mirrored; None when the source did not answer (unknown, not zero)."""
-        lags = [p.lag for p in self.partitions]
-        return None if any(lag is None for lag in lags) else sum(lags)
+        known = [p.lag for p in self.partitions if p.lag is not None]
+        return None if len(known) < len(self.partitions) else sum(known)
 
     @property
     def offsets_preserved(self) -> bool:
         return all(p.offsets_preserved for p in self.partitions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **self.mirror.to_dict(),
             "source_partitions": self.source_partitions,

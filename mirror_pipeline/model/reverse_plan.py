@@ -20,6 +20,7 @@ deleted as a whole. This module decides; `operations.reverse` acts.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from mirror_pipeline.model.offset_map import OffsetMap
 
@@ -51,13 +52,13 @@ class PartitionReverse:
     source_log_end: int
     saved_ranges: tuple[tuple[int, int], ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["saved_ranges"] = [list(r) for r in self.saved_ranges]
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> PartitionReverse:
+    def from_dict(cls, d: dict[str, Any]) -> PartitionReverse:
         return cls(**{**d, "saved_ranges": tuple(tuple(r) for r in d.get("saved_ranges", ()))})
 
 

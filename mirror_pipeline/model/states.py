@@ -7,7 +7,9 @@ module can use the words without importing the verbs that drive them.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
@@ -65,7 +67,7 @@ def may_copy(info: MirrorInfo | None) -> bool:
     return info is not None and info.state in COPYING and not (NO_COPY_FLAGS & set(info.flags))
 
 
-def transition(info: MirrorInfo, to: str, reason: str, **changes) -> MirrorInfo:
+def transition(info: MirrorInfo, to: str, reason: str, **changes: Any) -> MirrorInfo:
     """The mirror in state `to`; refuses a move the lifecycle does not allow."""
     if to not in ALLOWED[info.state]:
         raise MirrorRefused(f"mirror '{info.mirror_topic}' is {info.state}; it cannot become {to}")
@@ -79,7 +81,7 @@ def with_flag(info: MirrorInfo, flag: str, present: bool = True) -> MirrorInfo:
     return replace(info, flags=tuple(sorted(flags)))
 
 
-def count_per_state(states) -> dict[str, int]:
+def count_per_state(states: Iterable[str]) -> dict[str, int]:
     """How many of `states` (state names) are in each state: every state listed, in `STATES` order."""
     counts = dict.fromkeys(STATES, 0)
     for state in states:

@@ -17,6 +17,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from mirror_pipeline.config.loader import SparkSettings
 from mirror_pipeline.config.machine_paths import cache_root
@@ -56,7 +57,7 @@ def _training_session(jvm_options: str) -> None:
         _stop_with_jvm(spark)
 
 
-def _training_row(item: int) -> dict:
+def _training_row(item: int) -> dict[str, Any]:
     """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
     return {
         field.name: str(item) if field.type == spark_runner.pa.string() else item

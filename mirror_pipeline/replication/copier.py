@@ -37,6 +37,7 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -91,8 +92,8 @@ class CopyContext:
 
     source_alias: str
     dest_alias: str
-    source_properties: dict
-    dest_properties: dict
+    source_properties: dict[str, Any]
+    dest_properties: dict[str, Any]
     offset_map_topic: str
     # How long a chunk's records have to land, counted from before its segment is
     # written (see `chunk_delivery_timeout_ms`).
@@ -130,7 +131,7 @@ class UnitResult:
     rss_start_bytes: int = -1
     rss_peak_bytes: int = -1
 
-    def to_row(self) -> dict:
+    def to_row(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -18,6 +18,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs
@@ -231,7 +232,9 @@ def _readable(
     return [(info, n) for info, n in live if info.mirror_topic not in plan.errors]
 
 
-def _log_bounds(ctx: LinkContext, live: list[tuple[MirrorInfo, int]]) -> tuple[dict, dict, dict]:
+def _log_bounds(
+    ctx: LinkContext, live: list[tuple[MirrorInfo, int]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The source's log starts and last stable offsets, and the mirrors' log ends, asked side by side.
 
     Each is one request per broker but thousands of futures to the client: on
@@ -268,7 +271,7 @@ def _max_message_bytes(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, 
     return {topic: int(c.get("max.message.bytes", 1048588)) for topic, c in configs.items()}
 
 
-def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict:
+def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict[str, Any]:
     """Fence every in-doubt partition, then settle it (see `repair`)."""
     with fenced_writers(
         ctx.store.dest_properties,

@@ -23,6 +23,7 @@ import logging
 import time
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Any
 
 from confluent_kafka import TopicPartition
 
@@ -129,7 +130,9 @@ def _content(msg) -> tuple:
     return msg.key(), msg.value(), tuple(headers) if headers else None, msg.timestamp()[1]
 
 
-def _read_range(conf: dict, topic: str, partition: int, first: int, last: int, timeout: float = 30.0) -> dict:
+def _read_range(
+    conf: dict[str, Any], topic: str, partition: int, first: int, last: int, timeout: float = 30.0
+) -> dict[str, Any]:
     """offset -> message for the committed records of `topic[partition]` in [first, last]."""
     return {msg.offset(): msg for msg in committed_records(conf, topic, partition, first, last + 1, timeout)}
 

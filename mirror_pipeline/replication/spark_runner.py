@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -186,8 +187,12 @@ def task_slots(spark) -> int:
 
 
 def run_tasks(
-    spark, items: Sequence, run_one: Callable[[object], dict | list[dict]], schema: pa.Schema, description: str = ""
-) -> list[dict]:
+    spark,
+    items: Sequence,
+    run_one: Callable[[object], dict[str, Any] | list[dict[str, Any]]],
+    schema: pa.Schema,
+    description: str = "",
+) -> list[dict[str, Any]]:
     """`run_one(item)` for every item in one Spark job, one task each; its result rows, as dicts of `schema`.
 
     `run_one` returns one row or a list of rows. `items` and `run_one` are
