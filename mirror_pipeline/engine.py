@@ -24,7 +24,7 @@ from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.replication import cycle
 from mirror_pipeline.replication.cycle import CycleFailed, ProgressCallback
-from mirror_pipeline.sync import acl_sync, offset_sync
+from mirror_pipeline.sync import acl_sync, offset_checkpoints, offset_sync
 from mirror_pipeline.sync.acl_plan import AclSyncFailed, AclSyncResult
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 from mirror_pipeline.verification import planner as verification
@@ -266,7 +266,7 @@ def sync_offsets(config: PipelineConfig, link: str, mirrors: Sequence[str] | Non
 
 def export_offsets(config: PipelineConfig, link: str, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
     """The latest checkpoints of the named groups (source or destination names), or of all (R-OFS-5)."""
-    return offset_sync.export_checkpoints(LinkContext.open(config, link), list(groups) if groups else None)
+    return offset_checkpoints.export_checkpoints(LinkContext.open(config, link), list(groups) if groups else None)
 
 
 def translate_offset(

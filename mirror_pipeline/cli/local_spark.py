@@ -15,13 +15,8 @@ import click
 from mirror_pipeline.cli.common import emit, handle_errors, json_option
 from mirror_pipeline.cli.values import SafePath, WholeNumber
 from mirror_pipeline.local.clusters import default_root
-from mirror_pipeline.local.spark_cluster import (
-    DEFAULT_CONNECT_PORT,
-    DEFAULT_MASTER_PORT,
-    WORKERS,
-    DaemonInfo,
-    LocalSpark,
-)
+from mirror_pipeline.local.spark_cluster import DEFAULT_CONNECT_PORT, DEFAULT_MASTER_PORT, WORKERS, LocalSpark
+from mirror_pipeline.local.spark_daemons import DaemonInfo
 
 dir_option = click.option(
     "--dir",

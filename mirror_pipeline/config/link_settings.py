@@ -11,7 +11,6 @@ types and their limits: `setting_values`).
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -20,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from mirror_pipeline.config import setting_values as values
 from mirror_pipeline.config.acl_filters import AclFilters
-from mirror_pipeline.config.filters import NameFilters, unknown_key_hint
+from mirror_pipeline.config.filters import NameFilters
 from mirror_pipeline.config.replication_policy import (
     INTERNAL_TOPIC_SETTINGS,
     ReplicationPolicy,
@@ -46,6 +45,7 @@ from mirror_pipeline.config.setting_types import (
     TopicName,
     UnitMaxBytes,
 )
+from mirror_pipeline.config.validation_messages import validation_problems
 from mirror_pipeline.model.errors import ConfigError
 
 _FILTER_LIST_KEYS = {"auto_create_filters": "topicFilters", "offset_group_filters": "groupFilters"}
@@ -370,32 +370,6 @@ class LinkConfig(LinkSettings):
             (fields[attr].alias or attr): (getattr(self, attr), getattr(self, attr) or defaults.internal_topic(kind))
             for kind, attr in INTERNAL_TOPIC_SETTINGS.items()
         }
-
-
-def _known_keys(model: type[BaseModel]) -> list[str]:
-    return [f.alias or name for name, f in model.model_fields.items() if name != "name"]
-
-
-def validation_problems(exc: ValidationError, at: str, model: type[BaseModel]) -> list[str]:
-    """Pydantic errors as `<key path>: <reason>` lines, never quoting input values."""
-    problems = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = [part if isinstance(part, str) and part.isprintable() else repr(part) for part in err["loc"]]
-        ctx = err.get("ctx") or {}
-        if err["type"] == "extra_forbidden":
-            key = loc.pop()
-            reason = unknown_key_hint(key, _known_keys(model) if not loc else [])
-        elif err["type"] == "missing":
-            key = loc.pop()
-            reason = f"{key} is required"
-        else:
-            reason = err["msg"].removeprefix("Value error, ")
-            reason = re.sub(r"^\w+ should ", "must ", reason).replace("a valid dictionary", "a mapping")
-        if "key" in ctx:
-            loc.append(ctx["key"])
-        path = ".".join(p for p in [at, *loc] if p)
-        problems.append(f"{path}: {reason}" if path else reason)
-    return problems
 
 
 def check_defaults(raw: Mapping[str, Any]) -> tuple[list[str], set[str]]:

@@ -29,14 +29,16 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from mirror_pipeline.config.client_properties import client_property_problems
+from mirror_pipeline.config.env_references import expand_references
 from mirror_pipeline.config.filters import kind_of, show_key, unknown_key_hint
-from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_defaults, validation_problems
+from mirror_pipeline.config.link_settings import LinkConfig, build_link, check_defaults
 from mirror_pipeline.config.redaction import is_secret_key, redact
 from mirror_pipeline.config.replication_policy import heartbeat_collisions, loop_warnings
 from mirror_pipeline.config.safe_yaml import parse_yaml, read_config_text, shape_problem
 from mirror_pipeline.config.secret_use import ConfigSecrets
 from mirror_pipeline.config.spark_connect import check_connect_url, connect_url_token, redact_connect_url
 from mirror_pipeline.config.spark_requirements import default_local_master
+from mirror_pipeline.config.validation_messages import validation_problems
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.model.text import printable
 
@@ -52,7 +54,6 @@ _NAME_RULE = "must match [A-Za-z0-9._-]+ and have at most 249 characters"
 _PROPERTY = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*")
 _PROPERTY_MAX = 100
 # `$${` is a literal `${`; any other `${` must be a whole `${NAME}`.
-_ENV_TOKEN = re.compile(r"\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)\})?")
 _MAX_DIGITS = 100
 
 
@@ -314,7 +315,7 @@ def _parse_cluster(
             )
             continue
         parts: list[str] = []
-        properties[key] = _expand(text, env, f"{at}.{key}", problems, parts)
+        properties[key] = expand_references(text, env, f"{at}.{key}", problems, parts)
         if secret:
             fragments += parts
             secrets.secret(f"{at}.{key}", properties[key], parts)
@@ -352,11 +353,11 @@ def _parse_spark(
         raw["conf"] = conf
     if isinstance(raw.get("master"), str):
         parts: list[str] = []
-        raw["master"] = _expand(raw["master"], env, "spark.master", problems, parts)
+        raw["master"] = expand_references(raw["master"], env, "spark.master", problems, parts)
         secrets.shown("spark.master", raw["master"], parts)
     if isinstance(raw.get("remote"), str):  # a Connect URL may carry a token: what it takes in is secret
         parts = []
-        raw["remote"] = _expand(raw["remote"], env, "spark.remote", problems, parts)
+        raw["remote"] = expand_references(raw["remote"], env, "spark.remote", problems, parts)
         parts += [t for t in [connect_url_token(raw["remote"])] if t]
         fragments += parts
         secrets.secret("spark.remote", "", parts)
@@ -365,7 +366,7 @@ def _parse_spark(
         for key, value in raw["conf"].items():
             at, parts = f"spark.conf.{_key_text(key)}", []
             if isinstance(value, str):
-                value = _expand(value, env, at, problems, parts)
+                value = expand_references(value, env, at, problems, parts)
                 if isinstance(key, str) and is_secret_key(key):
                     fragments += parts
                     secrets.secret(at, value, parts)
@@ -378,36 +379,3 @@ def _parse_spark(
     except ValidationError as exc:
         problems += validation_problems(exc, "spark", SparkSettings)
         return SparkSettings()
-
-
-def _expand(text: str, env: Mapping[str, str], at: str, problems: list[str], substituted: list[str]) -> str:
-    """Substitute `${NAME}` from `env` (each value also goes to `substituted`); a missing
-    variable or a malformed reference is a problem, named but never guessed."""
-    missing: list[str] = []
-    malformed = False
-
-    def substitute(match: re.Match[str]) -> str:
-        nonlocal malformed
-        if match.group(0) == "$${":
-            return "${"
-        name = match.group(1)
-        if name is None:
-            malformed = True
-            return ""
-        if name not in env:
-            missing.append(name)
-            return ""
-        substituted.append(env[name])
-        return env[name]
-
-    expanded = _ENV_TOKEN.sub(substitute, text)
-    if malformed:
-        problems.append(
-            f"{at}: has a '${{' that does not start a complete reference; allowed: "
-            "${NAME} (NAME: a letter or _, then letters, digits or _), or $${ for a literal ${"
-        )
-    if missing:
-        names = ", ".join(dict.fromkeys(missing))
-        verb = "is" if len(set(missing)) == 1 else "are"
-        problems.append(f"{at}: environment variable {names} {verb} not set")
-    return expanded

@@ -95,7 +95,7 @@ class ViewSnapshot:
 
 
 class _Entry:
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.view = CompactedView()
 

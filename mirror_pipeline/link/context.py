@@ -9,7 +9,8 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from mirror_pipeline.config.loader import ClusterConfig, LinkConfig, PipelineConfig
+from mirror_pipeline.config.link_settings import LinkConfig
+from mirror_pipeline.config.loader import ClusterConfig, PipelineConfig
 from mirror_pipeline.config.replication_policy import (
     INTERNAL_TOPIC_SETTINGS,
     PER_LINK_KINDS,
@@ -71,10 +72,10 @@ class LinkContext:
         if kind not in self._internal:
             self.registry()  # tells which names the link's state is under
 
-    def source_conf(self, role: str, **overrides) -> dict[str, Any]:
+    def source_conf(self, role: str, **overrides: Any) -> dict[str, Any]:
         return kc.client_config(self.source.properties, self.link.name, role, **overrides)
 
-    def dest_conf(self, role: str, **overrides) -> dict[str, Any]:
+    def dest_conf(self, role: str, **overrides: Any) -> dict[str, Any]:
         return kc.client_config(self.dest.properties, self.link.name, role, **overrides)
 
     @cached_property
@@ -217,8 +218,9 @@ class LinkContext:
 
 def _setting(link: LinkConfig, kind: str) -> str:
     """The property that names the link's internal topic of `kind` (`mirror.offset.map.topic`)."""
-    return type(link).model_fields[INTERNAL_TOPIC_SETTINGS[kind]].alias
+    attr = INTERNAL_TOPIC_SETTINGS[kind]
+    return type(link).model_fields[attr].alias or attr
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else f"'{value}'"

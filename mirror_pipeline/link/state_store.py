@@ -183,7 +183,7 @@ class StateStore:
     def dest_properties(self) -> dict[str, Any]:
         return dict(self._props)
 
-    def conf(self, role: str, **overrides) -> dict[str, Any]:
+    def conf(self, role: str, **overrides: Any) -> dict[str, Any]:
         return kc.client_config(self._props, self.link, role, **overrides)
 
     @property
@@ -257,7 +257,7 @@ class StateStore:
     def update_mirror(self, mirror: str, decide: Callable[[MirrorInfo | None], MirrorInfo | None]) -> MirrorInfo | None:
         """Compare-and-set of one mirror's record: `decide(current)` returns the new record, or `current` to keep it."""
 
-        def decide_all(current: dict[str, MirrorInfo]):
+        def decide_all(current: dict[str, MirrorInfo]) -> list[tuple[str, MirrorInfo | None]]:
             before = current.get(mirror)
             after = decide(before)
             return [] if after is before else [(mirror, after)]

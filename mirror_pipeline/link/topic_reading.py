@@ -70,11 +70,14 @@ def read_topic(
         deadline = time.monotonic() + timeout
         while True:
             for msg in cons.consume(10000, 0.05):
-                if msg.error():
-                    raise MirrorError(f"cluster '{alias}': reading '{topic}' failed: {msg.error().str()}")
-                if msg.offset() >= end:
+                if (err := msg.error()) is not None:
+                    raise MirrorError(f"cluster '{alias}': reading '{topic}' failed: {err.str()}")
+                offset, key = msg.offset(), msg.key()
+                if offset is None or key is None:  # a consumed record has an offset; the link writes keys
+                    raise MirrorError(f"cluster '{alias}': '{topic}' holds a record without a key")
+                if offset >= end:
                     return
-                yield msg.key().decode(), msg.value(), msg.offset()
+                yield key.decode(), msg.value(), offset
             if cons.position([TopicPartition(topic, 0)])[0].offset >= end:
                 return
             if time.monotonic() > deadline:

@@ -30,6 +30,7 @@ that raced the lift deletes what it created once it sees the mark (R-LC-8).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -127,6 +128,7 @@ def guard(ctx: LinkContext, mirror_topic: str) -> MirrorInfo | None:
     if reason is not None:
         return _record(ctx, mirror_topic, (), reason)
     principal = link_principal(ctx)
+    assert principal is not None  # `_not_possible` found it known, from the same config
     try:
         existing = acls.describe_bindings(ctx.dest_admin, ctx.dest.alias, _matching(mirror_topic))
         plan = plan_guard(mirror_topic, principal, existing)
@@ -156,7 +158,7 @@ def guard_all(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, MirrorInf
     if reason is not None:
         wanted = set(mirror_topics)
 
-        def decide(current: dict[str, MirrorInfo]):
+        def decide(current: dict[str, MirrorInfo]) -> list[tuple[str, MirrorInfo | None]]:
             return [
                 (m, after)
                 for m in sorted(wanted)
@@ -230,14 +232,20 @@ def lift(ctx: LinkContext, mirror_topic: str) -> MirrorInfo | None:
 
 def _matching(topic: str) -> AclBindingFilter:
     """Every binding that applies to `topic`: literal, prefixed and wildcard patterns alike."""
+    # None matches any principal and any host (confluent-kafka's documented wildcard), though its
+    # type hints say str.
     return AclBindingFilter(
-        ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None, AclOperation.ANY, AclPermissionType.ANY
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.MATCH,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
 
 
-def _record(
-    ctx: LinkContext, mirror_topic: str, created: list[AclBinding] | tuple, unenforced: str
-) -> MirrorInfo | None:
+def _record(ctx: LinkContext, mirror_topic: str, created: Sequence[AclBinding], unenforced: str) -> MirrorInfo | None:
     """Add `created` to the mirror's list of guard bindings and set why it is not enforced."""
     new = [acls.binding_to_dict(b) for b in created]
     return ctx.store.update_mirror(mirror_topic, lambda info: _recorded(info, new, unenforced))

@@ -29,9 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.local.jars import java_executable
@@ -47,6 +45,7 @@ from mirror_pipeline.local.processes import (
     track_child,
     wait_exit,
 )
+from mirror_pipeline.local.spark_daemons import DaemonInfo, SparkDaemon
 from mirror_pipeline.model.errors import LocalClusterError
 
 DEFAULT_MASTER_PORT = 7077
@@ -90,55 +89,6 @@ def spark_home() -> Path:
             "reinstall the project's packages (deploy/setup.sh)"
         )
     return home
-
-
-@dataclass(frozen=True)
-class SparkDaemon:
-    """Where one daemon's ports and files are; pure layout, no process state."""
-
-    name: str  # master, worker-1, worker-2, connect
-    port: int
-    ui_port: int | None
-    dir: Path
-
-    @property
-    def properties(self) -> Path:
-        return self.dir / "spark.properties"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.dir / "pid"
-
-    @property
-    def console_log(self) -> Path:
-        return self.dir / "console.log"
-
-    @property
-    def address(self) -> str:
-        scheme = {"master": "spark://", "connect": "sc://"}.get(self.name, "")
-        return f"{scheme}127.0.0.1:{self.port}"
-
-
-@dataclass(frozen=True)
-class DaemonInfo:
-    """What `up`, `status` and `down` report about one daemon."""
-
-    name: str
-    address: str
-    ui: str | None
-    running: bool
-    pid: int | None
-    log: Path
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "address": self.address,
-            "ui": self.ui,
-            "running": self.running,
-            "pid": self.pid,
-            "log": str(self.log),
-        }
 
 
 class LocalSpark:

@@ -45,10 +45,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
-from mirror_pipeline.link.state_store import SlotWriter, StateStore, segment_starts_since
-from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
+from mirror_pipeline.link.state_store import SlotWriter
+from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment, pack
-from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
     ProducerSet,
@@ -60,6 +59,7 @@ from mirror_pipeline.replication.chunks import (
     writer_request_timeout_ms,
 )
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
+from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.task_memory import (
     RECORD_OVERHEAD_BYTES,
@@ -145,7 +145,7 @@ class _GroupCopy:
             self._fence()
             self.admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
             kc.learn_cluster(self.admin)
-            self._check_after_fencing(self.parts)
+            check_after_fencing(self.ctx, self.link, self.admin, self.parts)
             units = [p.unit for p in self.parts if not p.ended]
             if not units:
                 return
@@ -162,7 +162,7 @@ class _GroupCopy:
                 max(u.max_message_bytes for u in units),
             )
             self._copy_rounds()
-            self._verify_log_ends()
+            verify_log_ends(self.ctx, self.admin, self.parts)
             if self.follow_until:
                 self._pack()
         finally:
@@ -177,60 +177,6 @@ class _GroupCopy:
             self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
         for done in [self.pool.submit(w.fence, learn_cluster=True) for w in self.writers.values()]:
             done.result()
-
-    def _check_after_fencing(self, parts: list[Member]) -> None:
-        """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
-
-        A part whose mirror may no longer be copied, whose partition got a segment
-        from another writer at or past where this task's copy ends, or whose log
-        end is not that end, fails: it is not written to.
-        """
-        ctx = self.ctx
-        store = StateStore(self.link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
-        mirrors = store.read_mirrors()
-        for part in parts:
-            info = mirrors.get(part.unit.mirror_topic)
-            if not may_copy(info):
-                what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
-                part.fail(
-                    StateChanged.__name__,
-                    f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
-                    f"planned; partition {part.unit.partition} was not copied to",
-                )
-        live = [p for p in parts if not p.failed]
-        if not live:
-            return
-        since = min(p.unit.map_snapshot_end for p in live)
-        newer = segment_starts_since(
-            kc.client_config(ctx.dest_properties, self.link, "state-reader"),
-            self.admin,
-            ctx.offset_map_topic,
-            ctx.dest_alias,
-            self.link,
-            since,
-        )
-        ends = kc.list_offsets(
-            self.admin,
-            [(p.unit.mirror_topic, p.unit.partition) for p in live],
-            "latest",
-            ctx.dest_alias,
-            read_committed=False,
-        )
-        for part in live:
-            unit = part.unit
-            if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
-                part.fail(
-                    ConcurrentWriter.__name__,
-                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
-                    f"cycle wrote to it after this cycle planned; this unit stopped without writing",
-                )
-            elif ends[(unit.mirror_topic, unit.partition)] != part.dest_end:
-                part.fail(
-                    ConcurrentWriter.__name__,
-                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
-                    f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
-                    f"another writer is active or wrote since the plan",
-                )
 
     def _open_clients(self, memory: MemoryPlan, max_message_bytes: int):
         """The task's producers (`self.out`) and its consumer (returned)."""
@@ -374,7 +320,7 @@ class _GroupCopy:
         again = [p for p in members if p.has_news() or not p.ended]  # the others have copied everything
         for part in again:
             self.rounds.rewind(part)
-        self._check_after_fencing(again)
+        check_after_fencing(self.ctx, self.link, self.admin, again)
         for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])
@@ -400,28 +346,6 @@ class _GroupCopy:
         part.chunk, part.held = [], 0
 
     # --- the end ---------------------------------------------------------------------------
-
-    def _verify_log_ends(self) -> None:
-        """Step 4: every mirror partition ends where its last segment does."""
-        checked = [p for p in self.parts if not p.result.error]
-        if not checked:
-            return
-        ends = kc.list_offsets(
-            self.admin,
-            [(p.unit.mirror_topic, p.unit.partition) for p in checked],
-            "latest",
-            self.ctx.dest_alias,
-            read_committed=False,
-        )
-        for part in checked:
-            landed = ends[(part.unit.mirror_topic, part.unit.partition)]
-            if landed != part.result.dest_until:
-                part.fail(
-                    MirrorDiverged.__name__,
-                    f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: "
-                    f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
-                    f"written by this link are in the mirror",
-                )
 
     def _pack(self) -> None:
         """Follow mode: merge each partition's epoch segments into few, one transaction per slot,

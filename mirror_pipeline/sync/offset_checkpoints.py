@@ -10,11 +10,12 @@ translation stays available even for groups the sync could not commit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.link.state_store import ensure_internal_topics
+from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.model.offset_results import OffsetCheckpoint
 
 
@@ -49,3 +50,21 @@ def read_latest(ctx: LinkContext) -> list[OffsetCheckpoint]:
     prefix = f"{ctx.link.name}/"
     found = [OffsetCheckpoint.from_json(ctx.link.name, v) for k, v in state[0].items() if k.startswith(prefix)]
     return sorted(found, key=lambda c: (c.source_group, c.mirror_topic, c.partition))
+
+
+def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
+    """The latest checkpoints, of the named groups (source or destination names) or of all."""
+    ctx.check_destination(READ_ONLY_PROBE_S)
+    found = read_latest(ctx)
+    if not groups:
+        return found
+    known = {c.source_group for c in found} | {c.destination_group for c in found}
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        have = ", ".join(sorted({c.source_group for c in found})) or "none"
+        raise ConfigError(
+            f"no checkpoints for group {', '.join(repr(g) for g in unknown)} on link '{ctx.link.name}' "
+            f"(groups with checkpoints: {have}); run `mirror-pipeline offsets sync --link {ctx.link.name}` first"
+        )
+    wanted = set(groups)
+    return [c for c in found if c.source_group in wanted or c.destination_group in wanted]

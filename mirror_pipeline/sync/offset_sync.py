@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
+from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError, MirrorError, MirrorRefused
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.offset_results import (
@@ -392,21 +392,3 @@ def _mirror_for(ctx: LinkContext, topic: str) -> MirrorInfo:
     raise ConfigError(
         f"'{topic}' is neither a mirror topic nor a mirrored source topic of link '{ctx.link.name}' (mirrors: {known})"
     )
-
-
-def export_checkpoints(ctx: LinkContext, groups: Sequence[str] | None = None) -> list[OffsetCheckpoint]:
-    """The latest checkpoints, of the named groups (source or destination names) or of all."""
-    ctx.check_destination(READ_ONLY_PROBE_S)
-    found = offset_checkpoints.read_latest(ctx)
-    if not groups:
-        return found
-    known = {c.source_group for c in found} | {c.destination_group for c in found}
-    unknown = [g for g in groups if g not in known]
-    if unknown:
-        have = ", ".join(sorted({c.source_group for c in found})) or "none"
-        raise ConfigError(
-            f"no checkpoints for group {', '.join(repr(g) for g in unknown)} on link '{ctx.link.name}' "
-            f"(groups with checkpoints: {have}); run `mirror-pipeline offsets sync --link {ctx.link.name}` first"
-        )
-    wanted = set(groups)
-    return [c for c in found if c.source_group in wanted or c.destination_group in wanted]

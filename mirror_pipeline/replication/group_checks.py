@@ -1,0 +1,92 @@
+"""The checks a copy task makes on the destination around writing a group of units:
+after fencing (step 2: state, offset map and log ends as planned) and at the end
+(step 4: every mirror partition ends where its last segment does). See `group_copy`.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_store import StateStore, segment_starts_since
+from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, StateChanged
+from mirror_pipeline.model.states import may_copy
+from mirror_pipeline.replication.copier import CopyContext
+from mirror_pipeline.replication.group_reading import Member
+
+
+def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: list[Member]) -> None:
+    """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
+
+    A part whose mirror may no longer be copied, whose partition got a segment
+    from another writer at or past where this task's copy ends, or whose log
+    end is not that end, fails: it is not written to.
+    """
+    store = StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
+    mirrors = store.read_mirrors()
+    for part in parts:
+        info = mirrors.get(part.unit.mirror_topic)
+        if not may_copy(info):
+            what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
+            part.fail(
+                StateChanged.__name__,
+                f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
+                f"planned; partition {part.unit.partition} was not copied to",
+            )
+    live = [p for p in parts if not p.failed]
+    if not live:
+        return
+    since = min(p.unit.map_snapshot_end for p in live)
+    newer = segment_starts_since(
+        kc.client_config(ctx.dest_properties, link, "state-reader"),
+        admin,
+        ctx.offset_map_topic,
+        ctx.dest_alias,
+        link,
+        since,
+    )
+    ends = kc.list_offsets(
+        admin,
+        [(p.unit.mirror_topic, p.unit.partition) for p in live],
+        "latest",
+        ctx.dest_alias,
+        read_committed=False,
+    )
+    for part in live:
+        unit = part.unit
+        if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
+            part.fail(
+                ConcurrentWriter.__name__,
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
+                f"cycle wrote to it after this cycle planned; this unit stopped without writing",
+            )
+        elif ends[(unit.mirror_topic, unit.partition)] != part.dest_end:
+            part.fail(
+                ConcurrentWriter.__name__,
+                f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
+                f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
+                f"another writer is active or wrote since the plan",
+            )
+
+
+def verify_log_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> None:
+    """Step 4: every mirror partition ends where its last segment does."""
+    checked = [p for p in parts if not p.result.error]
+    if not checked:
+        return
+    ends = kc.list_offsets(
+        admin,
+        [(p.unit.mirror_topic, p.unit.partition) for p in checked],
+        "latest",
+        ctx.dest_alias,
+        read_committed=False,
+    )
+    for part in checked:
+        landed = ends[(part.unit.mirror_topic, part.unit.partition)]
+        if landed != part.result.dest_until:
+            part.fail(
+                MirrorDiverged.__name__,
+                f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: "
+                f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
+                f"written by this link are in the mirror",
+            )
