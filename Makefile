@@ -1,6 +1,6 @@
 # The two Quickstart commands. Each installs what is missing first
 # (deploy/setup.sh: a virtualenv with pinned packages, Kafka jars via Maven).
-.PHONY: setup demo test faults
+.PHONY: setup demo test faults check
 
 setup:
 	@deploy/setup.sh
@@ -18,3 +18,12 @@ test: setup
 # `make test` runs a slice of it.
 faults: setup
 	MIRROR_PIPELINE_FAULTS=full .venv/bin/pytest tests/faults
+
+# Lint, format, types and the unit tests (the import contract among them), in under two
+# minutes: what CI checks before the Kafka suites. The tools and their settings are pinned
+# in pyproject.toml.
+check: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+	.venv/bin/pytest -q -p no:cacheprovider tests/unit -n 2
