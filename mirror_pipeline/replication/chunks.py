@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable
 from itertools import accumulate, repeat, starmap
 from operator import add, itemgetter, length_hint
+from typing import Any, Protocol, cast
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, Message, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, Producer, TopicPartition
 
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import runs_of
@@ -28,7 +29,8 @@ FOLLOW_WAIT_S = 0.5
 CONSUME_BATCH = 10000
 FIRST_CONSUME_BATCH = 100
 
-offset_of = Message.offset
+# A consumed record always has an offset; confluent-kafka types offset() Optional for every message.
+offset_of = cast(Callable[[Message], int], Message.offset)
 key_of = Message.key
 value_of = Message.value
 headers_of = Message.headers
@@ -38,15 +40,30 @@ _second = itemgetter(1)
 _first = itemgetter(0)
 
 
-def chunk_runs(chunk: list) -> tuple[tuple[int, int], ...]:
+class ChunkUnit(Protocol):
+    """What reading a unit's chunks needs of it: a `copier.WorkUnit` (the copier imports this module)."""
+
+    @property
+    def source_topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def source_until(self) -> int: ...
+    @property
+    def chunk_records(self) -> int: ...
+    @property
+    def max_message_bytes(self) -> int: ...
+
+
+def chunk_runs(chunk: list[Message]) -> tuple[tuple[int, int], ...]:
     """The offset runs of a chunk's records (`runs_of` their offsets), as a tuple.
 
     A chunk without a gap, the usual case, is told by its first and last
     offsets alone: no list of offsets, no step per record.
     """
     n = len(chunk)
-    if n and chunk[-1].offset() - chunk[0].offset() == n - 1:  # strictly increasing, so consecutive
-        return ((chunk[0].offset(), n),)
+    if n and offset_of(chunk[-1]) - offset_of(chunk[0]) == n - 1:  # strictly increasing, so consecutive
+        return ((offset_of(chunk[0]), n),)
     return tuple(runs_of(list(map(offset_of, chunk))))
 
 
@@ -68,7 +85,7 @@ def chunk_timestamps(stamps: list[tuple[int, int]]) -> tuple[list[int], list[int
 class Latency:
     """Min, max and sum of (ack time - record timestamp) over records, kept per chunk in O(1)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count = 0
         self.low = self.high = -1
         self.total = 0
@@ -87,7 +104,7 @@ class Latency:
         return (self.low, self.high, self.total, self.count) if self.count else (-1, -1, 0, 0)
 
 
-def produce_chunk(out, topic: str, partition: int, chunk: list, timestamps: list[int]) -> None:
+def produce_chunk(out: Producer, topic: str, partition: int, chunk: list[Message], timestamps: list[int]) -> None:
     """Produce every record of `chunk` to `topic`/`partition`, in order, with its key, value,
     headers and timestamp.
 
@@ -117,7 +134,7 @@ def produce_chunk(out, topic: str, partition: int, chunk: list, timestamps: list
             _produce(out, topic, msg.value(), msg.key(), partition, None, None, ts, msg.headers())
 
 
-def _produce(out, topic: str, *record) -> None:
+def _produce(out: Producer, topic: str, *record: Any) -> None:
     """Produce, waiting for room when the local queue is full (never dropping the record)."""
     while True:
         try:
@@ -137,22 +154,22 @@ class ChunkReader:
     records as the chunk has room for, by the sizes seen so far, so they are few.
     """
 
-    def __init__(self, reader, unit, max_bytes: int):
+    def __init__(self, reader: Consumer, unit: ChunkUnit, max_bytes: int) -> None:
         self.reader, self.unit, self.max_bytes = reader, unit, max_bytes
         self.tp = TopicPartition(unit.source_topic, unit.partition)
-        self.pending: list = []
+        self.pending: list[Message] = []
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
         self.held = 0  # memory the chunk being read holds (see `_take`)
 
-    def payload_bytes(self, chunk: list) -> int:
+    def payload_bytes(self, chunk: list[Message]) -> int:
         """Key and value bytes of the chunk just read, from the memory `_take` counted for it."""
         return self.held - len(chunk) * RECORD_OVERHEAD_BYTES
 
-    def next_chunk(self, position: int) -> tuple[list, int]:
+    def next_chunk(self, position: int) -> tuple[list[Message], int]:
         """The next chunk and the new read position (past its last record, and past any
         gap the consumer crossed when the chunk ends where the consumer stands)."""
         unit, max_bytes = self.unit, self.max_bytes
-        chunk: list = []
+        chunk: list[Message] = []
         size = self.held = 0
         idle_since = time.monotonic()
         while True:
@@ -166,7 +183,7 @@ class ChunkReader:
             end_reached = False
             if msgs:
                 idle_since = time.monotonic()
-                if msgs[-1].offset() >= unit.source_until:
+                if offset_of(msgs[-1]) >= unit.source_until:
                     msgs = msgs[: bisect_left(list(map(offset_of, msgs)), unit.source_until)]
                     end_reached = True
             if msgs:
@@ -200,10 +217,10 @@ class ChunkReader:
         # once, 40 MiB of a 64 MiB budget on top of its chunk.
         return max(1, min(FIRST_CONSUME_BATCH, room, self.max_bytes // max(1, self.unit.max_message_bytes)))
 
-    def _checked(self, msgs: list, position: int) -> list:
+    def _checked(self, msgs: list[Message], position: int) -> list[Message]:
         return without_errors(msgs, self.unit, position) if msgs and any(map(error_of, msgs)) else msgs
 
-    def _take(self, msgs: list, chunk: list, size: int, room: int, position: int) -> tuple[int, int]:
+    def _take(self, msgs: list[Message], chunk: list[Message], size: int, room: int, position: int) -> tuple[int, int]:
         """Move into `chunk` as many of `msgs` as fit (the rest wait in `pending`); the chunk's new
         size and the read position past its last record."""
         # Memory the chunk holds after each record of the batch, and so how many fit.
@@ -223,12 +240,12 @@ class ChunkReader:
         if msgs:
             chunk += msgs
             size = held[take]
-            position = msgs[-1].offset() + 1
+            position = offset_of(msgs[-1]) + 1
         self.held = size
         return size, position
 
 
-def without_errors(msgs: list, unit, position: int) -> list:
+def without_errors(msgs: list[Message], unit: ChunkUnit, position: int) -> list[Message]:
     """The records of a consumed batch; raises on any error other than a partition EOF."""
     records = []
     for msg in msgs:
@@ -272,7 +289,7 @@ def writer_request_timeout_ms(chunk_timeout_ms: int) -> int:
     return max(500, chunk_timeout_ms // 2)
 
 
-def land_by_deadline(out, deadline: float) -> int:
+def land_by_deadline(out: Producer, deadline: float) -> int:
     """Wait for the chunk's records until `deadline`; those still queued then are purged, never
     sent (see `chunk_delivery_timeout_ms`). Returns how many were not acknowledged."""
     remaining = out.flush(max(0.0, deadline - time.monotonic()))
@@ -302,10 +319,10 @@ class ProducerSet:
     connection of its own, so their requests overlap.
     """
 
-    def __init__(self, make: Callable[[], object], count: int):
+    def __init__(self, make: Callable[[], Producer], count: int) -> None:
         self.producers = [make() for _ in range(count)]
 
-    def of(self, key: int):
+    def of(self, key: int) -> Producer:
         """The producer of every partition whose key (its writer slot) is `key`."""
         return self.producers[key % len(self.producers)]
 

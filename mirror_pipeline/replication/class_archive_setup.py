@@ -15,9 +15,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from mirror_pipeline.config.loader import SparkSettings
 from mirror_pipeline.config.machine_paths import cache_root
@@ -59,13 +62,10 @@ def _training_session(jvm_options: str) -> None:
 
 def _training_row(item: int) -> dict[str, Any]:
     """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
-    return {
-        field.name: str(item) if field.type == spark_runner.pa.string() else item
-        for field in spark_runner.RESULT_SCHEMA
-    }
+    return {field.name: str(item) if field.type == pa.string() else item for field in spark_runner.RESULT_SCHEMA}
 
 
-def _stop_with_jvm(spark, timeout_s: float = 300.0) -> None:
+def _stop_with_jvm(spark: spark_runner.Spark, timeout_s: float = 300.0) -> None:
     """Stop the session and end its JVM, waiting for it: the JVM writes the archive as it exits."""
     context_class = type(spark.sparkContext)
     gateway = context_class._gateway
@@ -81,7 +81,7 @@ def _stop_with_jvm(spark, timeout_s: float = 300.0) -> None:
 
 
 @contextmanager
-def _output_to(log: Path):
+def _output_to(log: Path) -> Iterator[None]:
     """Send this process's stdout and stderr, and so its JVM's, to `log` for a while."""
     sys.stdout.flush()
     sys.stderr.flush()

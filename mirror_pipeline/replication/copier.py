@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
@@ -173,7 +173,7 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
     return result
 
 
-class InTurn(list):
+class InTurn(list[WorkUnit]):
     """A task's units to copy one after another, each with the task's whole memory budget
     (`group_copy.copy_units`); a plain list's units are copied together (`group_copy`)."""
 
@@ -194,7 +194,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
     mirror_probe = kc.consumer(kc.client_config(ctx.dest_properties, unit.link, "state-reader"))
     failures: list[KafkaError] = []
 
-    def on_delivery(err, _msg):
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
         # Called for failed deliveries only (`delivery.report.only.error`).
         if err is not None:
             failures.append(err)
@@ -291,7 +291,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         writer.close()
 
 
-def _mirror_log_end(cons, topic: str, partition: int) -> int:
+def _mirror_log_end(cons: Consumer, topic: str, partition: int) -> int:
     return kc.watermark(cons, topic, partition)[1]
 
 

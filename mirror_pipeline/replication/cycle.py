@@ -27,7 +27,7 @@ from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult
 from mirror_pipeline.replication.planner import Plan, plan_cycle
-from mirror_pipeline.replication.spark_runner import run_unit_groups, task_slots
+from mirror_pipeline.replication.spark_runner import Spark, run_unit_groups, task_slots
 from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class CycleFailed(MirrorError):
 
 def run_cycle(
     ctx: LinkContext,
-    spark,
+    spark: Spark,
     mirror_topics: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
     follow_until: float = 0.0,
@@ -247,24 +247,26 @@ class _ProgressReporter:
         self._thread: threading.Thread | None = None
         self.total = sum(u.source_until - u.source_from for u in plan.units)
 
-    def __enter__(self):
+    def __enter__(self) -> _ProgressReporter:
         if self.callback and self.plan.units:
             self.callback(0, self.total)
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join()
             self._report()
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._report()
 
-    def _report(self):
+    def _report(self) -> None:
+        if self.callback is None:  # started only with a callback
+            return
         tps = [(u.mirror_topic, u.partition) for u in self.plan.units]
         try:
             ends = kc.list_offsets(self.ctx.dest_admin, tps, "latest", self.ctx.dest.alias, read_committed=False)

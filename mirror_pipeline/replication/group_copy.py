@@ -41,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
@@ -78,7 +78,7 @@ SLOT_THREADS = 8
 RETAKES_PER_SLOT = 3
 
 
-def copy_units(units: list[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
+def copy_units(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
     """Copy a task's units: one after another when `units` is `InTurn` (or a single bounded
     unit: the throughput path, `copier.copy_unit`), else all together (`copy_group`)."""
     if isinstance(units, InTurn) or (len(units) == 1 and not units[0].follows):
@@ -127,13 +127,14 @@ def _fail_all(parts: list[Member], kind: str, message: str) -> None:
 
 
 class _GroupCopy:
-    def __init__(self, parts: list[Member], ctx: CopyContext):
+    def __init__(self, parts: list[Member], ctx: CopyContext) -> None:
         self.parts, self.ctx = parts, ctx
         self.link = parts[0].unit.link
         self.follow_until = max(p.unit.follow_until for p in parts)
         self.writers: dict[int, SlotWriter] = {}
-        self.consumers: list = []
-        self.failures: dict[tuple[str, int], KafkaError] = {}
+        self.consumers: list[Consumer] = []
+        # By a failed record's (topic, partition), which confluent-kafka types Optional.
+        self.failures: dict[tuple[str | None, int | None], KafkaError] = {}
         self.retakes: dict[int, int] = defaultdict(int)
 
     # --- setup and checks ---------------------------------------------------------------
@@ -178,7 +179,7 @@ class _GroupCopy:
         for done in [self.pool.submit(w.fence, learn_cluster=True) for w in self.writers.values()]:
             done.result()
 
-    def _open_clients(self, memory: MemoryPlan, max_message_bytes: int):
+    def _open_clients(self, memory: MemoryPlan, max_message_bytes: int) -> Consumer:
         """The task's producers (`self.out`) and its consumer (returned)."""
         ctx = self.ctx
         reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **memory.reader_settings()))
@@ -186,7 +187,9 @@ class _GroupCopy:
         kc.learn_cluster(reader)
         request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
 
-        def on_delivery(err, msg):  # failed deliveries only (`delivery.report.only.error`)
+        def on_delivery(
+            err: KafkaError | None, msg: Message
+        ) -> None:  # failed deliveries only (`delivery.report.only.error`)
             if err is not None:
                 self.failures.setdefault((msg.topic(), msg.partition()), err)
 
@@ -325,7 +328,7 @@ class _GroupCopy:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])
 
-    def _landed(self, part: Member, segment: Segment, stamps: list, acked_ms: int) -> None:
+    def _landed(self, part: Member, segment: Segment, stamps: list[tuple[int, int]], acked_ms: int) -> None:
         result = part.result
         chunk = part.chunk
         if chunk:
@@ -350,7 +353,7 @@ class _GroupCopy:
     def _pack(self) -> None:
         """Follow mode: merge each partition's epoch segments into few, one transaction per slot,
         while this task still holds the writers (see `copier._pack`). Best effort."""
-        by_slot: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
+        by_slot: dict[int, tuple[list[tuple[str, int, Segment]], list[str]]] = defaultdict(lambda: ([], []))
         for part in self.parts:
             if part.result.error or len(part.announced) < 2:
                 continue

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.model.errors import MirrorError
@@ -25,6 +25,7 @@ from mirror_pipeline.replication.chunks import (
     FOLLOW_WAIT_S,
     POLL_S,
     Latency,
+    offset_of,
     without_errors,
 )
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
@@ -39,7 +40,7 @@ class Member:
     result: UnitResult
     position: int  # next source offset to read
     dest_end: int  # the mirror's log end after the last acknowledged round
-    chunk: list = field(default_factory=list)
+    chunk: list[Message] = field(default_factory=list)
     held: int = 0  # memory of `chunk`
     ended: bool = False
     announced: list[Segment] = field(default_factory=list)  # follow mode: the epoch's segments
@@ -83,12 +84,17 @@ FOLLOW_ROUND_S = 0.1
 class RoundReader:
     """Reads rounds of records for a group's members from one consumer, assigned to them all."""
 
-    def __init__(self, reader, members: Sequence[Member], chunk_bytes: int, round_records: int, max_message_bytes: int):
+    def __init__(
+        self, reader: Consumer, members: Sequence[Member], chunk_bytes: int, round_records: int, max_message_bytes: int
+    ) -> None:
         self.reader, self.members = reader, list(members)
         self.chunk_bytes, self.round_records, self.max_message_bytes = chunk_bytes, round_records, max_message_bytes
         self.follow_until = max(m.unit.follow_until for m in self.members)
-        self.by_tp = {(m.unit.source_topic, m.unit.partition): m for m in self.members}
-        self.pending: list = []  # records read past a full round, first in the next
+        # Looked up by a consumed record's (topic, partition), which confluent-kafka types Optional.
+        self.by_tp: dict[tuple[str | None, int | None], Member] = {
+            (m.unit.source_topic, m.unit.partition): m for m in self.members
+        }
+        self.pending: list[Message] = []  # records read past a full round, first in the next
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
         self.last_cut = 0.0  # when the last round was cut (time.monotonic)
         reader.assign([TopicPartition(m.unit.source_topic, m.unit.partition, m.position) for m in self.reading()])
@@ -146,7 +152,7 @@ class RoundReader:
                 self.last_cut = time.monotonic()
                 return news
 
-    def _first_of_round(self, wait: float) -> list:
+    def _first_of_round(self, wait: float) -> list[Message]:
         """Follow mode, nothing read yet: the first record as it arrives, and what else comes until the
         round is FOLLOW_ROUND_S old (counted from the last round's cut).
 
@@ -176,7 +182,7 @@ class RoundReader:
         # The first batch tells the records' size (see `chunks.ChunkReader._want`).
         return max(1, min(FIRST_CONSUME_BATCH, room, self.chunk_bytes // max(1, self.max_message_bytes)))
 
-    def _take(self, msgs: list, held: int, records: int) -> tuple[int, int, bool]:
+    def _take(self, msgs: list[Message], held: int, records: int) -> tuple[int, int, bool]:
         """Sort a consumed batch into the partitions' chunks; (records taken, memory held after,
         whether the round is full: the rest of the batch then waits in `pending`)."""
         taken = total = 0
@@ -197,11 +203,12 @@ class RoundReader:
                     part.fail(MirrorError.__name__, str(exc))
                     self.reader.pause([part.source_tp])
                 continue
-            offset = msg.offset()
+            offset = offset_of(msg)
             if offset >= part.unit.source_until:
                 self._end(part, part.unit.source_until)
                 continue
-            size = len(msg) + (len(msg.key()) if msg.key() is not None else 0) + RECORD_OVERHEAD_BYTES
+            key = msg.key()
+            size = len(msg) + (len(key) if key is not None else 0) + RECORD_OVERHEAD_BYTES
             new_partition = not part.chunk
             if (held + size > self.chunk_bytes and (held or taken)) or (
                 new_partition and self.round_partitions >= ROUND_PARTITIONS

@@ -18,7 +18,6 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs
@@ -38,7 +37,7 @@ from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolv
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.copier import FOLLOW_END, WorkUnit
-from mirror_pipeline.replication.repair import InDoubt, delete_placeholders, finish_padding, settle_in_doubt
+from mirror_pipeline.replication.repair import InDoubt, Settled, delete_placeholders, finish_padding, settle_in_doubt
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +122,13 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     if in_doubt:
         settled_all = _repair_in_doubt(ctx, in_doubt)
         for info, p, _ in in_doubt:
-            settled = settled_all.get((info.mirror_topic, p))
-            if settled is None:
+            repaired = settled_all.get((info.mirror_topic, p))
+            if repaired is None:
                 plan.state_changed.add(info.mirror_topic)
-            elif settled.problem:
-                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = settled.problem
+            elif repaired.problem:
+                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = repaired.problem
             else:
-                dst_end[(info.mirror_topic, p)] = settled.log_end
+                dst_end[(info.mirror_topic, p)] = repaired.log_end
         in_doubt = [(i, p, k) for i, p, k in in_doubt if i.mirror_topic not in plan.state_changed]
         # A commit is acknowledged before its markers are written, so a
         # read_committed reader may not see the repair at once: read again
@@ -232,9 +231,13 @@ def _readable(
     return [(info, n) for info, n in live if info.mirror_topic not in plan.errors]
 
 
+# An offset per (topic, partition).
+PartitionOffsets = dict[tuple[str, int], int]
+
+
 def _log_bounds(
     ctx: LinkContext, live: list[tuple[MirrorInfo, int]]
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+) -> tuple[PartitionOffsets, PartitionOffsets, PartitionOffsets]:
     """The source's log starts and last stable offsets, and the mirrors' log ends, asked side by side.
 
     Each is one request per broker but thousands of futures to the client: on
@@ -271,7 +274,9 @@ def _max_message_bytes(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, 
     return {topic: int(c.get("max.message.bytes", 1048588)) for topic, c in configs.items()}
 
 
-def _repair_in_doubt(ctx: LinkContext, in_doubt) -> dict[str, Any]:
+def _repair_in_doubt(
+    ctx: LinkContext, in_doubt: list[tuple[MirrorInfo, int, list[tuple[str, Segment]]]]
+) -> dict[tuple[str, int], Settled]:
     """Fence every in-doubt partition, then settle it (see `repair`)."""
     with fenced_writers(
         ctx.store.dest_properties,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Message, TopicPartition
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.partition_reading import committed_records
@@ -33,6 +33,7 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter, segment_key
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment, resolve_keyed
+from mirror_pipeline.replication.chunks import offset_of
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +126,16 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
     return ""
 
 
-def _content(msg) -> tuple:
+def _content(msg: Message) -> tuple[Any, ...]:
     headers = msg.headers()
     return msg.key(), msg.value(), tuple(headers) if headers else None, msg.timestamp()[1]
 
 
 def _read_range(
     conf: dict[str, Any], topic: str, partition: int, first: int, last: int, timeout: float = 30.0
-) -> dict[str, Any]:
+) -> dict[int, Message]:
     """offset -> message for the committed records of `topic[partition]` in [first, last]."""
-    return {msg.offset(): msg for msg in committed_records(conf, topic, partition, first, last + 1, timeout)}
+    return {offset_of(msg): msg for msg in committed_records(conf, topic, partition, first, last + 1, timeout)}
 
 
 def finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment: Segment, leo: int) -> int:

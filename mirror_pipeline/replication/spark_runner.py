@@ -13,15 +13,24 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from mirror_pipeline.config.loader import SparkSettings
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.model.errors import ConfigError
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.driver_class_archive import driver_archive_options
 from mirror_pipeline.replication.group_copy import copy_units
+
+if TYPE_CHECKING:  # imported where a session starts: a CLI command without one never loads PySpark
+    from pyspark.sql import SparkSession
+
+# What the copy runs on: a classic or a Spark Connect session (two unrelated classes), or a
+# LazySession standing in for one.
+Spark = Any
+_Item = TypeVar("_Item")
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +82,7 @@ def use_this_python(python: str | None = None, master: str = "local[*]") -> None
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-def spark_conf(settings) -> dict[str, str]:
+def spark_conf(settings: SparkSettings) -> dict[str, str]:
     """Spark settings for the pipeline's session: defaults, the user's, then the required ones.
 
     With `remote` (or `spark.remote` in the conf) the session is a Spark Connect
@@ -105,7 +114,7 @@ def spark_conf(settings) -> dict[str, str]:
     return conf
 
 
-def spark_session(settings):
+def spark_session(settings: SparkSettings) -> SparkSession:
     """A Spark session for the CLI and tests: classic, or a Spark Connect client (`remote`)."""
     return session_from_conf(spark_conf(settings))
 
@@ -114,17 +123,17 @@ class LazySession:
     """A Spark session started on first use: a CLI cycle with nothing to copy never starts one
     (a session's start is most of an empty `run`)."""
 
-    def __init__(self, settings):
+    def __init__(self, settings: SparkSettings) -> None:
         self._settings = settings
-        self._session = None
+        self._session: SparkSession | None = None
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if self._session is None:
             self._session = spark_session(self._settings)
         return getattr(self._session, name)
 
 
-def session_from_conf(conf: dict[str, str]):
+def session_from_conf(conf: dict[str, str]) -> SparkSession:
     """The session `conf` (from `spark_conf`) describes; a Spark Connect one when it holds `spark.remote`.
 
     The Dagster resource builds its session from the same settings.
@@ -142,7 +151,7 @@ def session_from_conf(conf: dict[str, str]):
     return session
 
 
-def _check_connect_server(session) -> None:
+def _check_connect_server(session: SparkSession) -> None:
     """Refuse a Spark Connect server that would run speculative copies; warn when it retries tasks."""
 
     def setting(key: str, default: str) -> str:
@@ -162,7 +171,7 @@ def _check_connect_server(session) -> None:
 
 
 def run_unit_groups(
-    spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext, description: str = ""
+    spark: Spark, groups: Sequence[Sequence[WorkUnit]], ctx: CopyContext, description: str = ""
 ) -> list[UnitResult]:
     """Copy every group's units in one Spark job, one task per group (`task_groups`); one result per unit."""
     rows = run_tasks(
@@ -171,7 +180,7 @@ def run_unit_groups(
     return [UnitResult(**row) for row in rows]
 
 
-def task_slots(spark) -> int:
+def task_slots(spark: Spark) -> int:
     """How many tasks the session runs at once (its default parallelism); 2 when it cannot tell.
 
     Follow mode's tasks all run for the whole epoch, so there must be no more
@@ -187,9 +196,9 @@ def task_slots(spark) -> int:
 
 
 def run_tasks(
-    spark,
-    items: Sequence,
-    run_one: Callable[[object], dict[str, Any] | list[dict[str, Any]]],
+    spark: Spark,
+    items: Sequence[_Item],
+    run_one: Callable[[_Item], dict[str, Any] | list[dict[str, Any]]],
     schema: pa.Schema,
     description: str = "",
 ) -> list[dict[str, Any]]:

@@ -8,8 +8,12 @@ worker is reused from task to task).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
+
+if TYPE_CHECKING:  # loaded on first use (see `_glibc`)
+    import ctypes
 
 MiB = 1024 * 1024
 # Memory one record costs beyond its key and value while it is held: the Python
@@ -142,7 +146,7 @@ def _set_thresholds(mmap_threshold: int, trim_threshold: int) -> None:
         libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
 
 
-def _glibc():
+def _glibc() -> ctypes.CDLL | Literal[False]:
     """glibc, loaded once per process; False where there is none (its tuning is then left out)."""
     global _libc
     if _libc is None:
@@ -161,7 +165,7 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 DEFAULT_MMAP_THRESHOLD_BYTES = DEFAULT_TRIM_THRESHOLD_BYTES = 128 * 1024
 MAX_MMAP_THRESHOLD_BYTES = 32 * MiB
-_libc = None
+_libc: ctypes.CDLL | Literal[False] | None = None
 
 
 def rss(reset_peak: bool = False) -> tuple[int, int]:

@@ -65,7 +65,8 @@ def main() -> None:
         importlib.import_module(module)
     from pyspark import daemon  # reads the worker module from sys.argv, as under `python -m pyspark.daemon`
 
-    daemon.manager()
+    # pyspark.daemon has no annotations; manager() runs the daemon's accept loop.
+    daemon.manager()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":
