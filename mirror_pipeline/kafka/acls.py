@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -41,8 +42,15 @@ from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, Mirror
 CLUSTER_RESOURCE_NAME = "kafka-cluster"
 
 # Every binding of the cluster (DescribeAcls' "all").
+# None matches any name, principal and host (confluent-kafka's documented wildcard), though its type hints say str.
 ANY_BINDING = AclBindingFilter(
-    ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    ResourceType.ANY,
+    None,  # type: ignore[arg-type]
+    ResourcePatternType.ANY,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
 )
 
 # The JSON form's keys, in the order of `binding_key`.
@@ -98,14 +106,24 @@ def permission_of(name: str) -> AclPermissionType:
 
 def binding_key(binding: AclBinding) -> BindingKey:
     """A binding as a sortable, hashable tuple of strings, in `FIELDS` order (what filters match)."""
+    restype, pattern_type, operation, permission_type = _enums(binding)
     return BindingKey(
-        resource_type_name(binding.restype),
+        resource_type_name(restype),
         binding.name,
-        binding.resource_pattern_type.name.lower(),
+        pattern_type.name.lower(),
         binding.principal,
         binding.host,
-        binding.operation.name.lower(),
-        binding.permission_type.name.lower(),
+        operation.name.lower(),
+        permission_type.name.lower(),
+    )
+
+
+def _enums(binding: AclBinding) -> tuple[ResourceType, ResourcePatternType, AclOperation, AclPermissionType]:
+    """A binding's enum fields. confluent-kafka converts them to enums as it builds the binding, but
+    types them as its constructor's arguments (enum, str or int)."""
+    return cast(
+        tuple[ResourceType, ResourcePatternType, AclOperation, AclPermissionType],
+        (binding.restype, binding.resource_pattern_type, binding.operation, binding.permission_type),
     )
 
 
@@ -209,8 +227,7 @@ def describe_bindings(
 
 
 def _nameable(binding: AclBinding) -> bool:
-    enums = (binding.restype, binding.resource_pattern_type, binding.operation, binding.permission_type)
-    return all(e.name != "UNKNOWN" for e in enums)
+    return all(e.name != "UNKNOWN" for e in _enums(binding))
 
 
 def may_on_cluster(

@@ -14,8 +14,9 @@ import logging
 import time
 from collections.abc import Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
@@ -44,10 +45,19 @@ def quiet_logger() -> logging.Logger:
     return logger
 
 
-def admin_client(conf: dict) -> AdminClient:
+class LinkAdminClient(AdminClient):
+    """An AdminClient that remembers its last handshake failure, and the settings that explain one."""
+
+    handshake_failures: HandshakeFailures
+    handshake_conf: dict[str, Any]
+
+
+def admin_client(conf: dict[str, Any]) -> LinkAdminClient:
     """An AdminClient that remembers its last handshake failure (`admin.handshake_failures`)."""
     failures = HandshakeFailures()
-    admin = AdminClient({**conf, "logger": quiet_logger(), "error_cb": failures})
+    # A logger and a callback among the settings: confluent-kafka takes them, its hints say str | int | float.
+    settings: dict[str, Any] = {**conf, "logger": quiet_logger(), "error_cb": failures}
+    admin = LinkAdminClient(settings)
     admin.handshake_failures = failures
     admin.handshake_conf = {
         k: v for k, v in conf.items() if k in ("sasl.mechanism", "sasl.mechanisms", "sasl.username")
@@ -176,12 +186,17 @@ def produce_all(
     Kafka error names, or "timed out" when some were not delivered in `timeout`.
     """
     failures: list[KafkaError] = []
-    target = {} if partition is None else {"partition": partition}
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            failures.append(err)
+
     with kafka_errors(what):
         prod = producer(conf)
         for key, value in records:
+            # -1 is librdkafka's "any partition", produce's own default.
             prod.produce(
-                topic, key=key, value=value, on_delivery=lambda err, _msg: err and failures.append(err), **target
+                topic, key=key, value=value, on_delivery=on_delivery, partition=-1 if partition is None else partition
             )
             prod.poll(0)
         remaining = prod.flush(timeout)
@@ -212,7 +227,7 @@ def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: flo
             admin.poll(0)  # serves the error callback, which hears of handshake failures
             if failures is not None and failures.last is not None:
                 raise ClusterUnreachable(
-                    f"cluster '{alias}' ({bootstrap}): {explain(failures.last, admin.handshake_conf)}"
+                    f"cluster '{alias}' ({bootstrap}): {explain(failures.last, getattr(admin, 'handshake_conf', {}))}"
                 ) from None
             if time.monotonic() >= deadline:
                 raise ClusterUnreachable(

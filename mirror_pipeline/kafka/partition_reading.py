@@ -41,11 +41,12 @@ def committed_records(
             while True:
                 msgs = cons.consume(10000, 0.2)
                 for msg in msgs:
-                    if msg.error() is not None:
+                    if (err := msg.error()) is not None:
                         raise MirrorError(
-                            f"'{topic}' partition {partition}: reading from offset {start} failed: {msg.error().str()}"
+                            f"'{topic}' partition {partition}: reading from offset {start} failed: {err.str()}"
                         )
-                    if msg.offset() >= end:
+                    offset = msg.offset()
+                    if offset is not None and offset >= end:  # a consumed record has an offset
                         return
                     yield msg
                 if msgs:
