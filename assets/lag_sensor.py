@@ -30,6 +30,7 @@ Cursor: JSON `{"lags": {mirror: lag}, "last_run_key": ..., "observed": {mirror:
 # functions' annotations (context type, resource parameters) as real types.
 import json
 import time
+from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -151,7 +152,7 @@ def observation_news(
     for mirror, lag in sorted(lags.items()):
         if mirror not in registered:
             continue
-        seen = last.get(mirror)
+        seen: Any = last.get(mirror)  # from the cursor's JSON: any shape; a wrong one is caught below
         try:
             seen_lag, seen_state, seen_at = int(seen[0]), str(seen[1]), float(seen[2])
         except (TypeError, ValueError, IndexError, KeyError):

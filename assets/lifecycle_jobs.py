@@ -269,7 +269,7 @@ def reverse_run_config(
 
 def stop_run_config(job_name: str, link: str, topics: list[str], timeout_s: float = 300.0) -> dict:
     """The run config of the promote or failover job: the link and the mirrors, by name (at least one)."""
-    config = {"link": link, "topics": list(topics)}
+    config: dict[str, object] = {"link": link, "topics": list(topics)}
     if job_name == PROMOTE_JOB:
         config["timeout_s"] = timeout_s
     return {"ops": {CHECK_OPS[job_name]: {"config": config}}}

@@ -52,7 +52,7 @@ def latency_metadata(copy: MirrorCopyResult) -> dict:
         return {}
     return {
         "replication-latency-ms-max": MetadataValue.int(latency.max_ms),
-        "replication-latency-ms-avg": MetadataValue.float(round(latency.avg_ms, 3)),
+        "replication-latency-ms-avg": MetadataValue.float(round(latency.sum_ms / latency.count, 3)),
         "replication-latency-ms-min": MetadataValue.int(latency.min_ms),
         # Exact, so the metrics sum latencies over records without rounding (`metrics_history`).
         "replication-latency-ms-sum": MetadataValue.int(latency.sum_ms),

@@ -137,7 +137,7 @@ def group_rows(result) -> list[dict]:
 
 def offset_sync_metadata(result, groups: list[dict]) -> dict:
     """Totals of the run; recorded on every mirror's materialization of it."""
-    metadata = {
+    metadata: dict[str, MetadataValue[Any]] = {
         "offset_sync": MetadataValue.text("on"),
         "mode": MetadataValue.text(str(result.mode)),
         "groups_synced": MetadataValue.int(sum(1 for g in groups if g.get("status") == "synced")),

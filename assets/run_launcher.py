@@ -148,8 +148,10 @@ def _created_at(instance, run: DagsterRun) -> float:
 def _past_max_runtime(instance, run: DagsterRun) -> bool:
     bound = run.tags.get("dagster/max_runtime")
     started = _start_time(instance, run.run_id)
+    if not bound or started is None:
+        return False
     try:
-        return bool(bound) and started is not None and time.time() - started > float(bound)
+        return time.time() - started > float(bound)
     except ValueError:
         return False
 

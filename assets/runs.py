@@ -10,6 +10,7 @@ in between that have nothing to copy cost one cheap planning step.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from dagster import (
     DagsterInstance,
@@ -127,11 +128,12 @@ def one_run_over_mirrors(
     wanted = [m for m in wanted if m in set(registered)]
     if not wanted:
         return SkipReason(f"link {names.link} has no registered mirror to {what}")
-    scheduled = context.scheduled_execution_time
+    # None when evaluated by hand (no tick), though Dagster's hints say datetime.
+    scheduled: datetime | None = context.scheduled_execution_time
     return request_for_mirrors(
         wanted,
         registered,
-        run_key=f"{run_key_prefix}:{scheduled.isoformat() if scheduled else 'manual'}",
+        run_key=f"{run_key_prefix}:{scheduled.isoformat() if scheduled is not None else 'manual'}",
         tags=tags,
     )
 

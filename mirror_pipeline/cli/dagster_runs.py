@@ -124,7 +124,7 @@ def _error_text(error) -> str:
     Dagster's own wrappers ("Error occurred while executing op ...") are named
     by their message only; the exception they wrap keeps its class.
     """
-    parts = []
+    parts: list[str] = []
     while error is not None and len(parts) < 3:
         text = error.message.strip()
         head, sep, rest = text.partition(": ")

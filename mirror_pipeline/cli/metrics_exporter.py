@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from dagster import DagsterInstance
 from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -54,10 +55,10 @@ class LinkMetrics:
     """What the exporter knows of its links: lag samples and states from the clusters, the rest from the instance."""
 
     config: PipelineConfig
-    instance: object  # a DagsterInstance
+    instance: DagsterInstance
     window_s: float
     links: list[str] = field(default_factory=list)
-    _lags: MetricWindows | None = None  # the lag samples taken so far (the windows drop old ones)
+    _lags: MetricWindows = field(default_factory=MetricWindows)  # the lag samples so far (old ones drop out)
     states: dict = field(default_factory=dict)  # link -> {state: count}
     mirrors: dict = field(default_factory=dict)  # link -> [mirror topics]
     errors: dict = field(default_factory=dict)  # link -> why the last sample failed ("" when it did not)

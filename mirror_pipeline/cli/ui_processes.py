@@ -72,11 +72,12 @@ class Children:
         self._children.append(child)
         self._spawn(child)
 
-    def _spawn(self, child: _Child) -> None:
-        child.proc = subprocess.Popen(
+    def _spawn(self, child: _Child) -> subprocess.Popen[bytes]:
+        child.proc = proc = subprocess.Popen(
             child.argv, env=child.env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_child_signals
         )
         child.started_at = time.monotonic()
+        return proc
 
     def exited(self) -> tuple[str, int] | None:
         for child in self._children:
@@ -105,12 +106,12 @@ class Children:
             f"starting it again in {wait_s:.0f} s (restart {child.restarts})"
         )
         time.sleep(wait_s)
-        self._spawn(child)
+        proc = self._spawn(child)
         if child.ready is not None:
             deadline = time.monotonic() + 600
-            while not child.ready() and child.proc.poll() is None and time.monotonic() < deadline:
+            while not child.ready() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(POLL_S)
-        if child.proc.poll() is None:
+        if proc.poll() is None:
             self._log(f"mirror-pipeline ui: {child.name} is running again")
 
     def stop(self) -> None:

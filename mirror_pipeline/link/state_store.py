@@ -27,7 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -254,6 +254,13 @@ class StateStore:
     def delete_mirror(self, mirror: str) -> None:
         self.update_mirrors(lambda _current: [(mirror, None)])
 
+    # A `decide` that never deletes the record gets it back, never None.
+    @overload
+    def update_mirror(self, mirror: str, decide: Callable[[MirrorInfo | None], MirrorInfo]) -> MirrorInfo: ...
+    @overload
+    def update_mirror(
+        self, mirror: str, decide: Callable[[MirrorInfo | None], MirrorInfo | None]
+    ) -> MirrorInfo | None: ...
     def update_mirror(self, mirror: str, decide: Callable[[MirrorInfo | None], MirrorInfo | None]) -> MirrorInfo | None:
         """Compare-and-set of one mirror's record: `decide(current)` returns the new record, or `current` to keep it."""
 

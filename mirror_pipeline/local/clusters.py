@@ -378,7 +378,7 @@ class LocalKafka:
         before logging started (a bad JVM option, a missing class).
         """
         starts = self._log_starts.get(cluster.name, {})
-        parts = []
+        parts: list[str] = []
         for log in (cluster.server_log, cluster.console_log):
             # console.log mostly repeats server.log's warnings: a few lines suffice then
             lines = LOG_TAIL_LINES if not parts else 8

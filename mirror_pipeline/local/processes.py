@@ -15,9 +15,17 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mirror_pipeline.local.layout import ClusterLayout
+
+class Daemon(Protocol):
+    """A local process by its files: a broker's `layout.ClusterLayout`, a Spark `SparkDaemon`."""
+
+    @property
+    def properties(self) -> Path: ...
+    @property
+    def pid_file(self) -> Path: ...
+
 
 LOG_TAIL_LINES = 30
 #: Brokers started by this process, with their properties path. Kept so they
@@ -45,7 +53,7 @@ def _cmdline(pid: int) -> list[str]:
     return result.stdout.split() if result.returncode == 0 else []
 
 
-def owns(pid: int, cluster: ClusterLayout) -> bool:
+def owns(pid: int, cluster: Daemon) -> bool:
     """True if `pid` is alive and is the broker of `cluster` (its properties path is an argument).
 
     Our own children are judged by Popen (which also reaps them): right after
@@ -58,7 +66,7 @@ def owns(pid: int, cluster: ClusterLayout) -> bool:
     return str(cluster.properties) in _cmdline(pid)
 
 
-def running_pid(process: ClusterLayout) -> int | None:
+def running_pid(process: Daemon) -> int | None:
     """The pid in `process.pid_file`, if that process is alive and is `process` (see `owns`)."""
     try:
         pid = int(process.pid_file.read_text().strip())
@@ -75,7 +83,7 @@ def root_lock(root: Path) -> Iterator[None]:
         yield
 
 
-def exit_code(cluster: ClusterLayout) -> int | None:
+def exit_code(cluster: Daemon) -> int | None:
     try:
         pid = int(cluster.pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -91,7 +99,7 @@ def send_signal(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-def wait_exit(cluster: ClusterLayout, pid: int, deadline: float) -> bool:
+def wait_exit(cluster: Daemon, pid: int, deadline: float) -> bool:
     while owns(pid, cluster):
         if time.monotonic() >= deadline:
             return False
@@ -144,15 +152,15 @@ def admin_client(bootstrap: str, settings: dict[str, str] | None = None) -> Any:
     """
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(
-        {
-            **(settings or {}),
-            "bootstrap.servers": bootstrap,
-            "reconnect.backoff.max.ms": 500,
-            "log_level": 0,
-            "error_cb": lambda _err: None,
-        }
-    )
+    # A callback among the settings: confluent-kafka takes it, its hints say str | int | float.
+    conf: dict[str, Any] = {
+        **(settings or {}),
+        "bootstrap.servers": bootstrap,
+        "reconnect.backoff.max.ms": 500,
+        "log_level": 0,
+        "error_cb": lambda _err: None,
+    }
+    return AdminClient(conf)
 
 
 def answers_metadata(admin: Any, timeout: float) -> bool:

@@ -266,7 +266,7 @@ def scram_format_args(creds: Credentials | None) -> list[str]:
 
 def install_scram_user(admin_settings: dict[str, str], user: str, password: str, timeout: float = 30.0) -> None:
     """Create or update `user`'s SCRAM-SHA-512 credential on one running cluster."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -274,7 +274,9 @@ def install_scram_user(admin_settings: dict[str, str], user: str, password: str,
         UserScramCredentialUpsertion,
     )
 
-    admin = AdminClient({**admin_settings, "log_level": 0, "error_cb": lambda _err: None})
+    # A callback among the settings: confluent-kafka takes it, its hints say str | int | float.
+    conf: dict[str, Any] = {**admin_settings, "log_level": 0, "error_cb": lambda _err: None}
+    admin = AdminClient(conf)
     upsert = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
     )
@@ -285,7 +287,8 @@ def install_scram_user(admin_settings: dict[str, str], user: str, password: str,
         # caller's first login with it cannot race the broker's metadata update.
         while True:
             try:
-                admin.describe_user_scram_credentials([user])[user].result(timeout=timeout)
+                # Asked for named users it answers a dict by user; its hints also allow a lone future.
+                admin.describe_user_scram_credentials([user])[user].result(timeout=timeout)  # type: ignore[index]
                 return
             except (KafkaException, TimeoutError):
                 if time.monotonic() >= deadline:
@@ -294,7 +297,7 @@ def install_scram_user(admin_settings: dict[str, str], user: str, password: str,
     except (KafkaException, TimeoutError) as exc:
         # Only the error's name: nothing of the request (it held the password) reaches the message.
         error = exc.args[0] if exc.args else None
-        reason = error.name() if hasattr(error, "name") else type(exc).__name__
+        reason = error.name() if isinstance(error, KafkaError) else type(exc).__name__
         raise LocalClusterError(
             f"could not create SCRAM user {user!r} on {admin_settings.get('bootstrap.servers')}: {reason}"
         ) from None

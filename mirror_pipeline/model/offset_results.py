@@ -17,7 +17,7 @@ class PartitionOffsetSync:
 
     mirror_topic: str
     partition: int
-    source_offset: int
+    source_offset: int | None  # None: no source position, the group was only kept within the mirror's log
     translated_offset: int
     previous_offset: int | None  # the destination group's committed offset before this sync
     action: str  # offset_translation.COMMITTED, UNCHANGED, KEPT_AHEAD, CLAMPED, WOULD_COMMIT

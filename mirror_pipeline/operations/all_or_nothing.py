@@ -139,7 +139,7 @@ def check_request(
     and why; nothing was changed. `registry` is the link's, as just read.
     """
     every = topics is None
-    chosen = sorted(registry) if every else list(dict.fromkeys(topics))
+    chosen = sorted(registry) if topics is None else list(dict.fromkeys(topics))
     clauses = []
     unknown = [t for t in chosen if t not in registry]
     if unknown:

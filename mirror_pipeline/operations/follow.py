@@ -195,7 +195,7 @@ class _SideSyncs:
 
     def _run(self) -> None:
         ctx = self.open_ctx()
-        jobs = [
+        jobs: list[tuple[str, float, Callable[[LinkContext], object]]] = [
             ("config", ctx.link.config_sync_ms / 1000, self._config_sync),
             ("offsets", ctx.link.offset_sync_ms / 1000, self._offset_sync),
         ]

@@ -27,7 +27,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, replace
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
@@ -49,7 +49,7 @@ class HeartbeatEmitter:
     def __init__(self, ctx: LinkContext):
         self.ctx = ctx
         self.topic = ctx.naming.internal_topic("heartbeats")
-        self._producer = None
+        self._producer: Producer | None = None
 
     def beat(self) -> str:
         """Write one heartbeat; "" when it landed, else why not (also logged)."""
@@ -66,7 +66,7 @@ class HeartbeatEmitter:
             }
             failures: list[KafkaError] = []
 
-            def on_delivery(err, _msg):
+            def on_delivery(err: KafkaError | None, _msg: Message) -> None:
                 if err is not None:
                     failures.append(err)
 
@@ -126,7 +126,7 @@ class HeartbeatStatus:
     def sentence(self) -> str:
         if not self.enabled:
             return "off (emit.heartbeats.enabled)"
-        if self.newest_emitted_ms is None:
+        if self.newest_emitted_ms is None or self.age_ms is None:  # set together
             return f"none has reached '{self.mirror_topic}' yet"
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.newest_emitted_ms / 1000))
         return (

@@ -82,7 +82,7 @@ def _move(
     left_out = (STOPPED,) if topics is None else ()
 
     def act(info: MirrorInfo, _changed: list[str]) -> None:
-        def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+        def decide(current: MirrorInfo | None) -> MirrorInfo:
             if current is None:
                 raise MirrorRefused(f"mirror '{info.mirror_topic}' was deleted meanwhile")
             if current.state in already or current.state in left_out:

@@ -177,7 +177,7 @@ def _record_plan(back: LinkContext, stopped: MirrorInfo, plan: dict) -> MirrorIn
     cluster_id = kc.cluster_id(back.source_admin, back.source.alias)
     name = stopped.source_topic
 
-    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
+    def decide(current: MirrorInfo | None) -> MirrorInfo:
         if current is not None and REVERSING in current.flags:
             if (current.reverse_of.get("link"), current.reverse_of.get("mirror")) == (plan["link"], plan["mirror"]):
                 return current  # carried on from an earlier attempt
@@ -209,8 +209,8 @@ def _record_plan(back: LinkContext, stopped: MirrorInfo, plan: dict) -> MirrorIn
 def _set_phase(back: LinkContext, name: str, plan: dict, phase: str) -> dict:
     new_plan = {**plan, "phase": phase}
 
-    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
-        _still_reversing(current, back, name)
+    def decide(current: MirrorInfo | None) -> MirrorInfo:
+        current = _still_reversing(current, back, name)
         return replace(current, reverse_of=new_plan)
 
     back.store.update_mirror(name, decide)
@@ -326,21 +326,23 @@ def _mirror_mode_configs(back: LinkContext, name: str) -> None:
             fut.result()
 
 
-def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -> None:
-    """Every step after the plan is recorded re-checks it is still the reverse's to take (R-LC-8)."""
+def _still_reversing(current: MirrorInfo | None, back: LinkContext, name: str) -> MirrorInfo:
+    """Every step after the plan is recorded re-checks it is still the reverse's to take (R-LC-8);
+    the mirror's record, then."""
     if current is None or REVERSING not in current.flags or current.state == STOPPED:
         what = "deleted" if current is None else current.state
         raise MirrorRefused(
             f"the reverse of '{name}' on link '{back.link.name}' stopped: the mirror is {what} meanwhile"
         )
+    return current
 
 
 def _finish(back: LinkContext, name: str, plan: dict) -> MirrorInfo:
     to = ACTIVE if plan["start"] else PAUSED
     said = f"reversed: follows '{plan['mirror']}'" + ("" if plan["start"] else "; paused until resumed")
 
-    def decide(current: MirrorInfo | None) -> MirrorInfo | None:
-        _still_reversing(current, back, name)
+    def decide(current: MirrorInfo | None) -> MirrorInfo:
+        current = _still_reversing(current, back, name)
         now = time.time()
         history = (current.history + ((now, current.state, to, said),))[-20:]
         return replace(

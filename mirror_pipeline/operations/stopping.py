@@ -53,7 +53,7 @@ def stop(
     """
     name = info.mirror_topic
 
-    def mark(current: MirrorInfo | None) -> MirrorInfo | None:
+    def mark(current: MirrorInfo | None) -> MirrorInfo:
         if current is None:
             raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
         if current.state == STOPPED or STOPPING in current.flags:
@@ -71,7 +71,7 @@ def stop(
     # Its applications must be able to write to it once it is STOPPED (R-ACL-3).
     write_guard.lift(ctx, name)
 
-    def finish(current: MirrorInfo | None) -> MirrorInfo | None:
+    def finish(current: MirrorInfo | None) -> MirrorInfo:
         if current is None:
             raise MirrorRefused(f"mirror '{name}' was deleted meanwhile")
         if current.state == STOPPED:
@@ -293,7 +293,8 @@ def _stop_at_zero_lag(
     """
     deadline = time.monotonic() + timeout_s
     last_failure = ""
-    name, changed = "", []
+    name = ""
+    changed: list[str] = []
     try:
         while waiting:
             try:

@@ -88,8 +88,9 @@ def plan_config_changes(
         want, have = target[name], mirror[name]
         if name in OVERRIDABLE and have != want:
             prev = last_applied.get(name)
-            link_set = prev is None or have == prev or have == pending.get(name)
-            if not link_set:
+            # The link set it unless it applied a value before and the topic now has neither that one
+            # nor the one it was about to apply.
+            if prev is not None and have != prev and have != pending.get(name):
                 # Someone else set it: keep it, and keep remembering what the link applied.
                 overridden[name] = have
                 applied[name] = prev

@@ -83,7 +83,7 @@ class _Checked:
     source: dict[str, str]
     plan: ConfigPlan
     source_partitions: int
-    mirror_partitions: int
+    mirror_partitions: int | None  # None: the destination did not list the mirror topic
 
 
 def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None) -> ConfigSyncResult:

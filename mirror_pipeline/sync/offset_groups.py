@@ -112,12 +112,12 @@ class GroupClient:
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
         with kc.kafka_errors(f"cluster '{self.alias}': committing offsets of group '{self.group}' failed"):
             done = self._cons.commit(offsets=tps, asynchronous=False)
-        failed = [tp for tp in done or [] if tp.error is not None]
+        failed = [(tp, tp.error) for tp in done or [] if tp.error is not None]
         if failed:
-            tp = failed[0]
+            tp, err = failed[0]
             raise MirrorError(
                 f"cluster '{self.alias}': committing offsets of group '{self.group}' failed for "
-                f"{tp.topic}[{tp.partition}]: {tp.error.str()}"
+                f"{tp.topic}[{tp.partition}]: {err.str()}"
             )
 
 
@@ -144,12 +144,11 @@ def record_timestamps(
             deadline = time.monotonic() + OFFSET_TIMEOUT_S
             while found is None and time.monotonic() < deadline:
                 for msg in cons.consume(1, 1.0):
-                    if msg.error() is None:
+                    err = msg.error()
+                    if err is None:
                         found = msg.timestamp()[1]
-                    elif msg.error().code() != KafkaError._PARTITION_EOF:
-                        raise MirrorError(
-                            f"cluster '{alias}': reading '{topic}' partition {partition}: {msg.error().str()}"
-                        )
+                    elif err.code() != KafkaError._PARTITION_EOF:
+                        raise MirrorError(f"cluster '{alias}': reading '{topic}' partition {partition}: {err.str()}")
                 if cons.position([TopicPartition(topic, partition)])[0].offset >= end:
                     break  # only aborted data or markers up to the end
             out[(topic, partition)] = found

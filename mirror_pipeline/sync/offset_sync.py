@@ -264,7 +264,9 @@ def _sync_group(
     """
     read_at = time.monotonic()
     source_offsets, dest_offsets = committed
-    landings = _landings(ctx, outcome.source_group, partitions, mode, source_offsets) if source else {}
+    landings: dict[Position, tuple[int | None, int]] = (
+        _landings(ctx, outcome.source_group, partitions, mode, source_offsets) if source else {}
+    )
     if source and not landings:
         return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
@@ -306,7 +308,7 @@ def _sync_group(
 
 def _landings(
     ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str, positions: Offsets | None
-) -> dict[Position, tuple[int, int]]:
+) -> dict[Position, tuple[int | None, int]]:
     """(source position, mirror position) per mirror partition the group has a committed offset for
     (`positions`: the group's offsets on the source, when already listed)."""
     if positions is None:

@@ -69,6 +69,8 @@ def first_difference(
                 forgiven += 1
                 next(mir)
                 continue
+            # Here the mirror has a record (both ran out, or the mirror did, returned above), so it maps.
+            assert m is not None and m_source is not None
             return Narrowed(
                 Mismatch(
                     m_source,

@@ -43,7 +43,8 @@ class VerifyOptions:
 
     def check(self) -> None:
         """Refuse values that make no sense, naming the option (nothing is read yet)."""
-        if not (isinstance(self.sample, (int, float)) and math.isfinite(self.sample) and 0 < self.sample <= 1):
+        sample: object = self.sample  # as given: the check is for values from outside
+        if not (isinstance(sample, (int, float)) and math.isfinite(sample) and 0 < sample <= 1):
             raise ConfigError(f"sample: {self.sample!r} is not a fraction in (0, 1]; 1 compares everything")
         for name in ("from_offset", "until_offset", "max_bytes_per_second"):
             value = getattr(self, name)
@@ -207,7 +208,9 @@ def _tasks(ctx: LinkContext, info: MirrorInfo, plans: dict[int, _PartitionPlan],
     tasks = []
     for p, plan in sorted(plans.items()):
         index = plan.index
-        for group in ranges.split_evenly(plan.chosen, pieces) if plan.chosen else []:
+        if not plan.chosen or index is None:  # a partition with ranges chosen has its run index
+            continue
+        for group in ranges.split_evenly(plan.chosen, pieces):
             first, last = group[0][0], group[-1][1]
             # Mirror bounds come from the whole map: a task's clipped runs cannot tell where the next run starts.
             blocks = tuple((a, b, index.mirror_position(a), index.mirror_position(b)) for a, b in group)
