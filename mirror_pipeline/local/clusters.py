@@ -38,8 +38,8 @@ from mirror_pipeline.local.processes import (
     answers_metadata,
     exit_code,
     file_size,
-    owns,
     lost_a_bind_race,
+    owns,
     port_in_use,
     port_open,
     root_lock,
@@ -340,7 +340,11 @@ class LocalKafka:
         rebinds = 0
         while True:
             pid = running_pid(cluster)
-            if pid is None and rebinds < BIND_RETRIES and lost_a_bind_race(cluster, self._log_starts.get(cluster.name)):
+            if (
+                pid is None
+                and rebinds < BIND_RETRIES
+                and lost_a_bind_race((cluster.port, cluster.controller_port), self._log_starts.get(cluster.name))
+            ):
                 rebinds += 1
                 self._start(cluster)
                 continue

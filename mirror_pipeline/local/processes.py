@@ -119,7 +119,7 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def lost_a_bind_race(cluster: ClusterLayout, log_starts: dict[Path, int] | None, wait: float = 10.0) -> bool:
+def lost_a_bind_race(ports: tuple[int, ...], log_starts: dict[Path, int] | None, wait: float = 10.0) -> bool:
     """Whether a broker died of a port taken between the free-port check and its bind, and the port is free again.
 
     `log_starts` are its logs' sizes when it was started; None for a broker this process did not start.
@@ -131,7 +131,7 @@ def lost_a_bind_race(cluster: ClusterLayout, log_starts: dict[Path, int] | None,
     if "java.net.BindException" not in said:
         return False
     deadline = time.monotonic() + wait
-    while any(port_in_use(port) for port in (cluster.port, cluster.controller_port)):
+    while any(port_in_use(port) for port in ports):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)
