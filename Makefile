@@ -1,6 +1,6 @@
 # The two Quickstart commands. Each installs what is missing first
 # (deploy/setup.sh: a virtualenv with pinned packages, Kafka jars via Maven).
-.PHONY: setup demo test faults check
+.PHONY: setup demo test faults lint check
 
 setup:
 	@deploy/setup.sh
@@ -8,10 +8,11 @@ setup:
 demo: setup
 	.venv/bin/mirror-pipeline demo
 
-# Three pytest-xdist workers, a test file to each at a time (the secured pair's tests all to one);
-# worker N > 0 starts Kafka clusters of its own (tests/conftest.py), so no test sees another's links
-# or broker kills. More workers only queue for the two cores.
-test: setup
+# Lint, format and types first (the few seconds CI spends before the Kafka suites), then
+# three pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
+# one); worker N > 0 starts Kafka clusters of its own (tests/conftest.py), so no test sees
+# another's links or broker kills. More workers only queue for the two cores.
+test: lint
 	.venv/bin/pytest -n 3 --dist loadgroup
 
 # The full fault-injection suite (over a hundred kill points, every race);
@@ -19,11 +20,13 @@ test: setup
 faults: setup
 	MIRROR_PIPELINE_FAULTS=full .venv/bin/pytest tests/faults
 
-# Lint, format, types and the unit tests (the import contract among them), in under two
-# minutes: what CI checks before the Kafka suites. The tools and their settings are pinned
-# in pyproject.toml.
-check: setup
+# ruff and mypy, with the settings pinned in pyproject.toml.
+lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+
+# The quick loop, in under two minutes: lint, format, types and the unit tests (the import
+# contract among them) on both cores.
+check: lint
 	.venv/bin/pytest -q -p no:cacheprovider tests/unit -n 2
