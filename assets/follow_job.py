@@ -15,6 +15,7 @@ run's tasks and wins.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op signatures' types.
+import os
 import sys
 
 from dagster import (
@@ -30,7 +31,7 @@ from dagster import (
 from dagster._core.errors import DagsterPipesExecutionError
 from pydantic import Field
 
-from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
+from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S, RUN_WORKER_PID_ENV
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
 
@@ -72,7 +73,10 @@ def build_follow_job(names: LinkNames) -> JobDefinition:
         ),
     )
     def follow_op(context: OpExecutionContext, config: FollowConfig, mirror_engine: MirrorEngine) -> None:
-        client = PipesSubprocessClient(termination_timeout_seconds=config.epoch_seconds + STOP_MARGIN_S)
+        client = PipesSubprocessClient(
+            env={RUN_WORKER_PID_ENV: str(os.getpid())},
+            termination_timeout_seconds=config.epoch_seconds + STOP_MARGIN_S,
+        )
         try:
             client.run(
                 context=context,

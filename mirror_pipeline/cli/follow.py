@@ -23,7 +23,7 @@ import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
-from mirror_pipeline.operations.follow import Epoch
+from mirror_pipeline.operations.follow import RUN_WORKER_PID_ENV, Epoch
 
 
 class _Report:
@@ -137,9 +137,11 @@ def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:
 
     A worker killed with -9 cannot pass its termination on, and its run is then
     marked failed: follow mode left running would copy beside the link's next
-    runs, fencing them and being fenced at every turn, with no run to stop it from.
+    runs, fencing them and being fenced at every turn, with no run to stop it from. The worker names
+    itself (RUN_WORKER_PID_ENV): under load it can die while this process still starts Spark, and the
+    parent seen then would already be the one it was handed to.
     """
-    parent = os.getppid()
+    parent = _run_worker_pid()
 
     def watch() -> None:
         while not stop.is_set():
@@ -154,6 +156,13 @@ def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:
             time.sleep(every_s)
 
     threading.Thread(target=watch, name="follow-orphan-watch", daemon=True).start()
+
+
+def _run_worker_pid() -> int:
+    try:
+        return int(os.environ[RUN_WORKER_PID_ENV])
+    except (KeyError, ValueError):
+        return os.getppid()
 
 
 def _dagster_pipes():

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 DEFAULT_EPOCH_S = 120.0
 # With nothing to copy (every mirror paused, say), the next plan comes this much later.
 IDLE_WAIT_S = 5.0
+# Set by the follow job to its run worker's pid: follow mode started under Dagster stops once that
+# process is no longer its parent, even when the worker died before follow mode could look.
+RUN_WORKER_PID_ENV = "MIRROR_PIPELINE_RUN_WORKER_PID"
 # After an epoch that could not run at all (a cluster down), the next try comes this much later.
 RETRY_WAIT_S = 10.0
 

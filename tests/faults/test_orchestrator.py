@@ -40,7 +40,6 @@ from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.run_launcher import process_alive, run_worker
 from tests.cli_process import UiProcess, run_cli
 from tests.config_files import write_pair_config
-from tests.faults.conftest import FULL
 from tests.faults.harness import LiveSource, assert_clean, log_ends, preload
 from tests.ports import free_port
 
@@ -182,10 +181,6 @@ def test_a_killed_daemon(deployment, mirror, source_bootstrap, destination_boots
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
-# Open defect: on the parallel suite's loaded workers follow mode has kept copying, epoch after epoch, for
-# 300 s after its run worker was killed, its orphan watch never firing (2 runs of 3; never seen alone).
-# It runs in `make test` still, reported; `make faults` holds it to pass until the cause is found.
-@pytest.mark.xfail(not FULL, reason="open: follow mode seen outliving its killed run worker under load", strict=False)
 def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destination_bootstrap, fault_report):
     """The worker of the link's always-on run is killed: its follow-mode process (a Pipes child) stops by itself
     after the epoch in flight, the run is marked failed, and the link's scheduled automation takes over."""

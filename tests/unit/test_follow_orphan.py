@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from mirror_pipeline.cli.follow import _stop_when_orphaned
 
 # A parent that starts the watch in a forked child, then dies; the child writes whether its stop was set.
@@ -28,9 +30,30 @@ os._exit(0)
 """
 
 
-def test_the_watch_stops_follow_mode_once_its_parent_dies(tmp_path: Path):
+# As the follow job starts it: the worker names itself; here it dies before the child's watch starts.
+_EARLY_DEATH_SCRIPT = """
+import os, sys, threading, time
+from mirror_pipeline.cli.follow import _stop_when_orphaned
+from mirror_pipeline.operations.follow import RUN_WORKER_PID_ENV
+os.environ[RUN_WORKER_PID_ENV] = str(os.getpid())
+if os.fork() == 0:
+    parent = int(os.environ[RUN_WORKER_PID_ENV])
+    while os.getppid() == parent:  # follow mode still starting Spark when its worker is killed
+        time.sleep(0.01)
+    stop = threading.Event()
+    _stop_when_orphaned(stop, every_s=0.05)
+    stopped = stop.wait(20)
+    open(sys.argv[1] + ".tmp", "w").write("stopped" if stopped else "still running")
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    os._exit(0)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("script", [_SCRIPT, _EARLY_DEATH_SCRIPT], ids=["dies-while-watched", "dies-before-the-watch"])
+def test_the_watch_stops_follow_mode_once_its_parent_dies(script: str, tmp_path: Path):
     result = tmp_path / "result"
-    subprocess.run([sys.executable, "-c", _SCRIPT, str(result)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", script, str(result)], check=True, timeout=60)
     deadline = time.monotonic() + 30
     while not result.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
