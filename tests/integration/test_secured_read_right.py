@@ -134,7 +134,7 @@ def east_topics(secured_link) -> set[str]:
 def new_source_topics(secure_kafka, secured_link, config, names: list[str]) -> None:
     """Source topics with records, and the link's least privilege on them (both principals)."""
     west = secured_link["west"]
-    for fut in west.create_topics([NewTopic(n, PARTITIONS, 1) for n in names]).items():
+    for fut in west.create_topics([NewTopic(n, PARTITIONS, 1) for n in names]).values():
         fut.result(30)
     for name in names:
         assert produce(settings(secure_kafka, "admin", 0), name, 10) == []
