@@ -5,15 +5,19 @@
 
 A cycle that copied into every mirror is recorded as `mirror-pipeline run`
 records it (`dagster_recording.record_cycle`: one `mirror_data`
-materialization per mirror, with its lineage and the cycle's totals), into a
+materialization per mirror, with its lineage and the cycle's totals, then the
+copy asset's two checks), and an offset sync of one group per mirror as
+`mirror-pipeline offsets sync` records it (one `consumer_offsets`
+materialization per mirror, then the `offsets_in_sync` check), into a
 fresh Dagster instance of each storage: `deploy/dagster.yaml` (SQLite under
 the instance's directory) and `deploy/dagster-postgres.yaml` on a local
 PostgreSQL server this script starts and stops (`mirror_pipeline.local.postgres`,
 with PostgreSQL's default durability: fsync and synchronous commits on). The
 reference, in the same invocation and instance: Dagster's own floor, the same
 number of runless materializations without metadata. Each is recorded twice
-(the first also makes the mirrors dynamic partitions). No Kafka: the cycle's
-result is built in memory, with the figures a one-record cycle has.
+(the first also makes the mirrors dynamic partitions). No Kafka: the results
+are built in memory, with the figures a one-record cycle has, and so is the
+link's overview the checks read (every mirror ACTIVE, no lag).
 """
 
 from __future__ import annotations
@@ -33,13 +37,24 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
 from dagster import AssetMaterialization  # noqa: E402
 
 from benchmarks.common import say  # noqa: E402
+from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.cli import dagster_recording  # noqa: E402
 from mirror_pipeline.cli.dagster_runs import dagster_instance  # noqa: E402
+from mirror_pipeline.config.loader import PipelineConfig, parse_config  # noqa: E402
 from mirror_pipeline.local.postgres import local_postgres  # noqa: E402
-from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy  # noqa: E402
+from mirror_pipeline.model.offset_results import GroupOffsetSync, OffsetSyncResult, PartitionOffsetSync  # noqa: E402
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy  # noqa: E402
 from mirror_pipeline_dagster.naming import LinkNames  # noqa: E402
 
 LINK = "wide"
+# Never reached: the checks' overview of the link is answered in memory (`in_memory_overview`).
+CONFIG: PipelineConfig = parse_config(
+    {
+        "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:2"}},
+        "links": {LINK: {"source": "src", "destination": "dst"}},
+    },
+    "dagster_record.py",
+)
 
 
 def one_record_cycle(mirrors: int, partitions: int) -> CycleResult:
@@ -68,6 +83,26 @@ def one_record_cycle(mirrors: int, partitions: int) -> CycleResult:
     return CycleResult(LINK, time.time(), 30.0, work_units=4, mirrors=copies)
 
 
+def one_group_per_mirror(result: CycleResult) -> OffsetSyncResult:
+    """An offset sync that committed one group per mirror on each of its partitions."""
+    groups = [
+        GroupOffsetSync(
+            f"group-{m}",
+            f"group-{m}",
+            "synced",
+            [PartitionOffsetSync(m, p.partition, 6, 6, 5, "committed", 6) for p in copy.partitions],
+        )
+        for m, copy in sorted(result.mirrors.items())
+    ]
+    return OffsetSyncResult(LINK, "exact", committed=sum(len(g.partitions) for g in groups), groups=groups)
+
+
+def in_memory_overview(result: CycleResult):
+    """`engine.mirror_overview` answered without Kafka: every mirror ACTIVE, no lag."""
+    mirrors = [MirrorInfo(LINK, m, m, "ACTIVE", 0.0, "", 0.0) for m in sorted(result.mirrors)]
+    return lambda config, link: (mirrors, {m.mirror_topic: 0 for m in mirrors})
+
+
 def floor(result: CycleResult) -> None:
     """Dagster's own cost: one runless materialization per mirror, without metadata."""
     names = LinkNames(LINK)
@@ -77,13 +112,22 @@ def floor(result: CycleResult) -> None:
             instance.report_runless_asset_event(AssetMaterialization(asset_key=names.mirror_data_key, partition=mirror))
 
 
-def ours(result: CycleResult) -> None:
-    dagster_recording.record_cycle(LINK, result, sorted(result.mirrors), origin=f"run --link {LINK}")
+def cycle(result: CycleResult) -> None:
+    dagster_recording.record_cycle(CONFIG, LINK, result, sorted(result.mirrors), f"run --link {LINK}")
+
+
+def offset_sync(result: CycleResult) -> None:
+    synced = one_group_per_mirror(result)
+    dagster_recording.record_offset_sync(CONFIG, LINK, synced, sorted(result.mirrors), f"offsets sync --link {LINK}")
 
 
 def measure(storage: str, instance_file: Path, result: CycleResult, env: dict[str, str]) -> list[tuple]:
     rows = []
-    for name, record in (("Dagster's floor (no metadata)", floor), ("mirror-pipeline's record", ours)):
+    for name, record in (
+        ("Dagster's floor (no metadata)", floor),
+        ("mirror-pipeline's cycle record", cycle),
+        ("mirror-pipeline's offset sync", offset_sync),
+    ):
         home = Path(tempfile.mkdtemp(prefix="dagster-record-"))
         try:
             shutil.copy(instance_file, home / "dagster.yaml")
@@ -106,6 +150,7 @@ def main() -> int:
     ap.add_argument("--skip-postgres", action="store_true")
     args = ap.parse_args()
     result = one_record_cycle(args.mirrors, args.partitions)
+    engine.mirror_overview = in_memory_overview(result)  # the checks' one read of Kafka, answered in memory
     rows = measure("SQLite", REPO / "deploy" / "dagster.yaml", result, {})
     if not args.skip_postgres:
         with local_postgres(durable=True) as server:
@@ -114,9 +159,9 @@ def main() -> int:
                 "PostgreSQL", REPO / "deploy" / "dagster-postgres.yaml", result, server.dagster_env("dagster")
             )
     print(f"\nrecording a cycle of {args.mirrors:,} mirrors x {args.partitions} partitions in Dagster\n")
-    print(f"{'storage':<11} {'what':<31} {'record':<7} {'seconds':>8} {'ms per mirror':>14}")
+    print(f"{'storage':<11} {'what':<32} {'record':<7} {'seconds':>8} {'ms per mirror':>14}")
     for storage, name, attempt, took in rows:
-        print(f"{storage:<11} {name:<31} {attempt:<7} {took:>8.2f} {1000 * took / args.mirrors:>14.1f}")
+        print(f"{storage:<11} {name:<32} {attempt:<7} {took:>8.2f} {1000 * took / args.mirrors:>14.1f}")
     return 0
 
 

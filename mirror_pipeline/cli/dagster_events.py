@@ -46,8 +46,9 @@ def record_cycle(
     mirror named in `mirrors`; with them, the outcomes of the copy asset's checks.
 
     An idle mirror would otherwise gain a materialization every cycle that says
-    nothing, and each costs the instance a write (about 25 ms on SQLite): a
-    cycle of a link of 1,000 idle mirrors spent 26 s recording them.
+    nothing, and each costs the instance a write: written one at a time (about
+    25 ms each on SQLite), a cycle of a link of 1,000 idle mirrors spent 26 s
+    recording them; in batches (`dagster_batch`) still a few ms each.
     """
     covered = changed_mirrors(result, mirrors)
     if not covered:

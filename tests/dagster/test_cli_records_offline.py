@@ -1,10 +1,16 @@
-"""The CLI's runless records carry exactly what a Dagster run's materializations carry (issue #13).
+"""The CLI's runless records carry exactly what a Dagster run's materializations carry (issue #13),
+and a wide link's record, written in batches, lands whole and as one event at a time would write it.
 
-Offline: the results are built by hand, the instance is a throwaway `DAGSTER_HOME`.
+Offline: the results are built by hand, the instance is a throwaway `DAGSTER_HOME`
+(for the batches: the shipped SQLite settings, and the PostgreSQL ones on the
+throwaway server of `postgres_server`).
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
 import time
 import types
 from pathlib import Path
@@ -13,6 +19,7 @@ import dagster as dg
 import pytest
 
 import mirror_pipeline.cli.dagster_events as dagster_events
+from mirror_pipeline.cli import dagster_batch
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.model.offset_results import GroupOffsetSync, OffsetSyncResult, PartitionOffsetSync
@@ -130,3 +137,130 @@ def test_nothing_copied_nothing_recorded_and_no_dagster_home(config_file: Path, 
         load_config(config_file), LINK, CycleResult(LINK, time.time(), 0.1, 0, {}), origin=f"run --link {LINK}"
     )
     assert not (tmp_path / ".dagster-home").exists()
+
+
+# --- a wide link's record, in batches ------------------------------------------------------------------------------
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+# More mirrors than two batches hold: full batches and a part one.
+WIDE = [f"mirror-{i:04d}" for i in range(2 * dagster_batch.BATCH + 7)]
+
+
+def wide_sync(mirrors: list[str]) -> OffsetSyncResult:
+    """An offset sync that committed group `billing` on partition 0 of each mirror, at the mirror's own offset."""
+    partitions = [PartitionOffsetSync(m, 0, i, i, None, "committed", i) for i, m in enumerate(mirrors)]
+    return OffsetSyncResult(
+        LINK, "exact", committed=len(mirrors), groups=[GroupOffsetSync("billing", "billing", "synced", partitions)]
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def deployed_home(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`$DAGSTER_HOME` with a shipped instance file: deploy/dagster.yaml (SQLite), or
+    deploy/dagster-postgres.yaml on a fresh database of the throwaway PostgreSQL server."""
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    if request.param == "sqlite":
+        shutil.copyfile(DEPLOY / "dagster.yaml", home / "dagster.yaml")
+    else:
+        server = request.getfixturevalue("postgres_server")
+        database = f"t_batch_{secrets.token_hex(4)}"
+        server.create_database(database)
+        shutil.copyfile(DEPLOY / "dagster-postgres.yaml", home / "dagster.yaml")
+        for name, value in server.dagster_env(database).items():
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def entries_by_partition(home: Path) -> dict[str, list[dg.EventLogEntry]]:
+    """Every `consumer_offsets` materialization in the instance at `home`, per mirror, oldest first."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_materializations(NAMES.consumer_offsets_key, limit=10 * len(WIDE)).records
+    out: dict[str, list[dg.EventLogEntry]] = {}
+    for record in sorted(records, key=lambda r: r.storage_id):
+        out.setdefault(record.asset_materialization.partition, []).append(record.event_log_entry)
+    return out
+
+
+def test_a_wide_record_lands_whole_and_the_ui_reads_it_whole(config_file: Path, deployed_home: Path, capsys) -> None:
+    config, origin, key = load_config(config_file), f"offsets sync --link {LINK}", NAMES.consumer_offsets_key
+    partitions_def = build_definitions(config_file).get_assets_def(key).partitions_def
+    first = WIDE[:10]
+
+    dagster_events.record_offset_sync(config, LINK, wide_sync(first), first, origin=origin)
+    with dg.DagsterInstance.from_config(str(deployed_home)) as instance:  # the UI reads (and caches) the status
+        status = instance.get_status_by_partition(key, WIDE, partitions_def)
+        assert {m for m, s in status.items() if s == dg.AssetPartitionStatus.MATERIALIZED} == set(first)
+    dagster_events.record_offset_sync(config, LINK, wide_sync(WIDE), WIDE, origin=origin)
+    assert capsys.readouterr().err == ""  # no "not recorded" warning
+
+    with dg.DagsterInstance.from_config(str(deployed_home)) as instance:  # as the webserver, another process
+        assert instance.get_materialized_partitions(key) == set(WIDE)
+        status = instance.get_status_by_partition(key, WIDE, partitions_def)
+        assert set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
+        latest = instance.get_latest_materialization_event(key)
+        assert latest.dagster_event.partition == WIDE[-1]
+        (asset,) = instance.get_asset_records([key])
+        newest = instance.fetch_materializations(key, limit=1).records[0]
+        assert asset.asset_entry.last_materialization_record.storage_id == newest.storage_id
+        check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, "offsets_in_sync"))
+        assert check.event.dagster_event.event_specific_data.passed
+    recorded = entries_by_partition(deployed_home)
+    assert sorted(recorded) == WIDE
+    assert [len(recorded[m]) for m in WIDE] == [2 if m in first else 1 for m in WIDE]
+    for i, mirror in enumerate(WIDE):
+        materialization = recorded[mirror][-1].asset_materialization
+        assert materialization.description == f"recorded by `mirror-pipeline {origin}` (the CLI, outside a Dagster run)"
+        assert materialization.metadata["offsets_committed"].value == len(WIDE)
+        (group,) = materialization.metadata["groups_json"].value
+        assert group["partitions"] == [
+            {
+                "mirror_topic": mirror,
+                "partition": 0,
+                "source_offset": i,
+                "translated_offset": i,
+                "previous_offset": None,
+                "action": "committed",
+                "destination_offset": i,
+            }
+        ]
+
+
+def test_batched_events_are_the_ones_written_one_at_a_time(
+    config_file: Path, deployed_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    config, origin = load_config(config_file), f"offsets sync --link {LINK}"
+    monkeypatch.setattr(dagster_batch, "BATCH", 4)  # 11 mirrors: two full batches and a part one
+    mirrors, first = WIDE[:11], WIDE[:3]
+
+    def record_twice() -> dict[str, list[dg.EventLogEntry]]:
+        dagster_events.record_offset_sync(config, LINK, wide_sync(first), first, origin=origin)
+        dagster_events.record_offset_sync(config, LINK, wide_sync(mirrors), mirrors, origin=origin)
+        assert capsys.readouterr().err == ""
+        return entries_by_partition(Path(os.environ["DAGSTER_HOME"]))
+
+    batched = record_twice()
+    # The same into another instance one event at a time, as `report_runless_asset_event` writes them.
+    monkeypatch.setenv("DAGSTER_HOME", str(ensure_dagster_home(tmp_path / "one-by-one")))
+    monkeypatch.setattr(dagster_batch, "_dagster_internals", lambda instance: None)
+    one_by_one = record_twice()
+
+    assert sorted(batched) == sorted(one_by_one) == mirrors
+    for mirror in mirrors:
+        assert len(batched[mirror]) == len(one_by_one[mirror]) == (2 if mirror in first else 1)
+        for ours, theirs in zip(batched[mirror], one_by_one[mirror], strict=True):
+            assert ours._replace(timestamp=0.0) == theirs._replace(timestamp=0.0)
+
+
+def test_a_batch_of_two_assets_is_refused_and_writes_nothing() -> None:
+    with dg.DagsterInstance.ephemeral() as instance:
+        mixed = [
+            dg.AssetMaterialization(asset_key=NAMES.mirror_data_key, partition="orders"),
+            dg.AssetMaterialization(asset_key=NAMES.consumer_offsets_key, partition="orders"),
+        ]
+        with pytest.raises(ValueError, match="one batch records one asset") as refused:
+            dagster_batch.materialize(instance, mixed)
+        assert NAMES.mirror_data_key.to_user_string() in str(refused.value)
+        assert instance.get_materialized_partitions(NAMES.mirror_data_key) == set()
+        assert instance.get_materialized_partitions(NAMES.consumer_offsets_key) == set()
