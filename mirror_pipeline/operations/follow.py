@@ -2,10 +2,11 @@
 mirrors copying as records arrive.
 
 The work is cut into *epochs*. An epoch is a cycle (`cycle.run_cycle` with
-`follow_until`) whose units have no upper offset: every mirrored partition
+`follow_s`) whose units have no upper offset: every mirrored partition
 gets one, the units are dealt to as many long-lived tasks as the session has
-slots, and each copies records as they arrive until the epoch ends, with the
-same chunk protocol, fencing and checks as a cycle's unit. The driver then
+slots, and each copies records as they arrive for the epoch's length, counted
+from when the task is ready to copy (so a slow start never leaves an epoch
+empty), with the same chunk protocol, fencing and checks as a cycle's unit. The driver then
 records the epoch (its ranges, as a cycle's lineage), merges the partitions'
 segments and plans the next one, so a crash anywhere is repaired by the next
 plan exactly as after a crashed cycle.
@@ -127,7 +128,7 @@ def _one_epoch(
         created = auto_create.scan(ctx) if scan else None
         if created is not None and created.errors:
             log.warning("auto-create failed for %s", "; ".join(f"'{t}': {e}" for t, e in created.errors.items()))
-        result = cycle.run_cycle(ctx, spark, mirror_topics, follow_until=time.time() + epoch_s)
+        result = cycle.run_cycle(ctx, spark, mirror_topics, follow_s=epoch_s)
         return Epoch(number, result), result.work_units == 0
     except cycle.CycleFailed as exc:
         return Epoch(number, exc.result, str(exc)), exc.result.work_units == 0

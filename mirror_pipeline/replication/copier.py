@@ -76,14 +76,16 @@ class WorkUnit:
     max_bytes: int
     chunk_records: int
     max_message_bytes: int
-    # Follow mode (always-on): copy records as they arrive until this wall-clock
-    # time, with no upper source offset (`source_until` is FOLLOW_END); 0 for a
-    # cycle's unit, which copies its planned range and ends.
-    follow_until: float = 0.0
+    # Follow mode (always-on): copy records as they arrive for this many seconds, counted from when
+    # the unit's task is ready to copy, with no upper source offset (`source_until` is FOLLOW_END);
+    # 0 for a cycle's unit, which copies its planned range and ends. Counted from the plan instead,
+    # an epoch whose tasks took longer to start than the epoch lasts (a loaded machine: fencing,
+    # checks, a Python worker's start) copied nothing, and the next one likewise.
+    follow_s: float = 0.0
 
     @property
     def follows(self) -> bool:
-        return self.follow_until > 0
+        return self.follow_s > 0
 
 
 @dataclass(frozen=True)

@@ -54,11 +54,11 @@ def run_cycle(
     spark: Spark,
     mirror_topics: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
-    follow_until: float = 0.0,
+    follow_s: float = 0.0,
 ) -> CycleResult:
-    """One cycle; with `follow_until` one epoch of follow mode (see `follow`): every
-    partition's unit copies records as they arrive until then, its tasks each
-    serving a group of partitions."""
+    """One cycle; with `follow_s` one epoch of follow mode (see `follow`): every
+    partition's unit copies records as they arrive for that long once its task is
+    ready, its tasks each serving a group of partitions."""
     started = time.time()
     ctx.check_destination()
     registry = ctx.registry()
@@ -76,7 +76,7 @@ def run_cycle(
     selected = track_source_reachability(ctx, selected)
 
     t0 = time.monotonic()
-    plan = plan_cycle(ctx, selected, follow_until)
+    plan = plan_cycle(ctx, selected, follow_s)
     track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
     log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
 
@@ -84,7 +84,7 @@ def run_cycle(
     t0 = time.monotonic()
     if not plan.units:
         results: list[UnitResult] = []  # nothing to copy: no Spark job (and a lazy session never starts)
-    elif follow_until:
+    elif follow_s:
         groups = follow_groups(plan.units, task_slots(spark))
         results = run_unit_groups(
             spark,

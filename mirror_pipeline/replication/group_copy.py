@@ -130,7 +130,8 @@ class _GroupCopy:
     def __init__(self, parts: list[Member], ctx: CopyContext) -> None:
         self.parts, self.ctx = parts, ctx
         self.link = parts[0].unit.link
-        self.follow_until = max(p.unit.follow_until for p in parts)
+        self.follow_s = max(p.unit.follow_s for p in parts)
+        self.follow_until = 0.0  # follow mode: when the task stops reading (set once it is ready to)
         self.writers: dict[int, SlotWriter] = {}
         self.consumers: list[Consumer] = []
         # By a failed record's (topic, partition), which confluent-kafka types Optional.
@@ -155,12 +156,15 @@ class _GroupCopy:
             )
             use_allocator_settings(memory)
             reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
+            if self.follow_s:
+                self.follow_until = time.time() + self.follow_s
             self.rounds = RoundReader(
                 reader,
                 self.parts,
                 memory.chunk_bytes,
                 max(u.chunk_records for u in units),
                 max(u.max_message_bytes for u in units),
+                follow_until=self.follow_until,
             )
             self._copy_rounds()
             verify_log_ends(self.ctx, self.admin, self.parts)

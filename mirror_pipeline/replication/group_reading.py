@@ -85,11 +85,19 @@ class RoundReader:
     """Reads rounds of records for a group's members from one consumer, assigned to them all."""
 
     def __init__(
-        self, reader: Consumer, members: Sequence[Member], chunk_bytes: int, round_records: int, max_message_bytes: int
+        self,
+        reader: Consumer,
+        members: Sequence[Member],
+        chunk_bytes: int,
+        round_records: int,
+        max_message_bytes: int,
+        follow_until: float = 0.0,
     ) -> None:
+        """`follow_until`: follow mode, read as records arrive until this time (`time.time()`); 0: read
+        the members' ranges and end."""
         self.reader, self.members = reader, list(members)
         self.chunk_bytes, self.round_records, self.max_message_bytes = chunk_bytes, round_records, max_message_bytes
-        self.follow_until = max(m.unit.follow_until for m in self.members)
+        self.follow_until = follow_until
         # Looked up by a consumed record's (topic, partition), which confluent-kafka types Optional.
         self.by_tp: dict[tuple[str | None, int | None], Member] = {
             (m.unit.source_topic, m.unit.partition): m for m in self.members

@@ -73,10 +73,10 @@ class Plan:
     map_snapshot_end: int = 0
 
 
-def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float = 0.0) -> Plan:
-    """The cycle's work: a unit per partition that is behind; with `follow_until`
-    (follow mode's epoch end) a unit per partition, behind or not, that copies
-    as records arrive until then."""
+def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.0) -> Plan:
+    """The cycle's work: a unit per partition that is behind; with `follow_s`
+    (follow mode's epoch length) a unit per partition, behind or not, that copies
+    as records arrive for that long once its task is ready."""
     plan = Plan()
     live: list[tuple[MirrorInfo, int]] = []
     settled = settled_partitions(ctx, mirrors)
@@ -194,12 +194,12 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_until: float 
     # Units check for segments written after this point: it must be the end of
     # what the plan read, so that nothing written in between goes unseen.
     plan.map_snapshot_end = snapshot.end_offset
-    behind = [pp for pp in plan.partitions.values() if pp.lag or follow_until]
+    behind = [pp for pp in plan.partitions.values() if pp.lag or follow_s]
     max_bytes = _max_message_bytes(ctx, [pp.mirror.mirror_topic for pp in behind])
     for pp in behind:
         unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[pp.mirror.mirror_topic])
-        if follow_until:
-            unit = replace(unit, source_until=FOLLOW_END, follow_until=follow_until)
+        if follow_s:
+            unit = replace(unit, source_until=FOLLOW_END, follow_s=follow_s)
         plan.units.append(unit)
     return plan
 

@@ -7,6 +7,8 @@ mirrors share.
 
 from __future__ import annotations
 
+import time
+
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.context import LinkContext
@@ -75,3 +77,29 @@ def test_a_pause_of_a_mirror_sharing_the_slot_stops_only_that_mirror(
     engine.resume(config, LINK, [paused])
     assert engine.run_cycle(config, LINK, spark, mirrors=[paused]).lag_after == 0
     assert_identical(read_topic(source_bootstrap, paused, 1), read_topic(destination_bootstrap, paused, 1))
+
+
+def test_a_follow_task_that_starts_later_than_its_epoch_lasts_still_copies(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
+    """On a loaded machine a task's start (fencing, checks, clients) can outlast a short epoch: the
+    epoch's length counts from when the task is ready, so every epoch makes progress."""
+    config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
+    topic = unique_name()
+    create_topic(source_bootstrap, topic, partitions=1)
+    load_source(source_bootstrap, topic, records=RECORDS, partitions=1)
+    engine.create_mirror(config, LINK, topic)
+    ctx = LinkContext.open(config, LINK)
+    epoch_s = 1.0
+    the_plan = plan_cycle(ctx, [ctx.registry()[topic]], follow_s=epoch_s)
+    checks = group_copy.check_after_fencing
+
+    def slow_start(*args, **kwargs):
+        time.sleep(2 * epoch_s)  # longer than the epoch: counted from the plan, nothing was copied
+        return checks(*args, **kwargs)
+
+    monkeypatch.setattr(group_copy, "check_after_fencing", slow_start)
+    (result,) = group_copy.copy_group(the_plan.units, copy_context(ctx))
+    assert not result.error, result
+    assert (result.records, result.dest_until) == (RECORDS, RECORDS)
+    assert_identical(read_topic(source_bootstrap, topic, 1), read_topic(destination_bootstrap, topic, 1))

@@ -36,7 +36,7 @@ def follow_epochs(monkeypatch):
     def scan(ctx):
         scanned_in.append(epochs["n"] + 1)
 
-    def run_cycle(ctx, spark, mirrors, follow_until):
+    def run_cycle(ctx, spark, mirrors, follow_s):
         epochs["n"] += 1
         if epochs["n"] == 3:
             stop.set()

@@ -133,9 +133,11 @@ def test_a_range_ending_in_markers_ends_at_its_end_with_a_round_that_has_no_reco
 def test_a_follow_round_is_what_has_arrived_and_never_ends_a_partition():
     ranges = {0: (0, 2**63 - 1), 1: (5, 2**63 - 1)}
     group = members(ranges, 1000)
-    group = [Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 4e9}), m.result, m.position, 0) for m in group]
+    group = [Member(WorkUnit(**{**m.unit.__dict__, "follow_s": 3.0}), m.result, m.position, 0) for m in group]
     records = {0: [record(0, o) for o in range(3)], 1: [record(1, o) for o in range(5, 6)]}
-    reader = RoundReader(InterleavingConsumer(records, {0: 3, 1: 6}, 0), group, 1 << 20, 1000, 1048588)
+    reader = RoundReader(
+        InterleavingConsumer(records, {0: 3, 1: 6}, 0), group, 1 << 20, 1000, 1048588, follow_until=4e9
+    )
     news = reader.read_round()
     assert {m.unit.partition: [r.offset() for r in m.chunk] for m in news} == {0: [0, 1, 2], 1: [5]}
     assert len(reader.reading()) == 2
@@ -186,7 +188,7 @@ class TricklingConsumer(InterleavingConsumer):
 def follow_members(starts: dict[int, int]) -> list[Member]:
     out = []
     for p, start in starts.items():
-        unit = WorkUnit("l", "src", "mirror", p, start, 2**63 - 1, 0, 0, 1 << 40, 1000, 1048588, follow_until=4e9)
+        unit = WorkUnit("l", "src", "mirror", p, start, 2**63 - 1, 0, 0, 1 << 40, 1000, 1048588, follow_s=3.0)
         out.append(Member(unit, UnitResult("mirror", p, start, start, 0, 0), start, 0))
     return out
 
@@ -196,7 +198,7 @@ def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_
     monkeypatch.setattr(group_reading, "FOLLOW_ROUND_S", 0.0)  # rounds cut as soon as their first record came
     records = {p: [record(p, o) for o in range(p * 10, p * 10 + 300)] for p in range(3)}
     consumer = TricklingConsumer(records, arrive)
-    reader = RoundReader(consumer, follow_members({p: p * 10 for p in records}), 1 << 20, 1000, 1048588)
+    reader = RoundReader(consumer, follow_members({p: p * 10 for p in records}), 1 << 20, 1000, 1048588, 4e9)
     got: dict[int, list[int]] = {p: [] for p in records}
     while sum(map(len, got.values())) < consumer.total:
         waits = consumer.waits
@@ -213,7 +215,7 @@ def test_a_follow_round_takes_what_has_arrived_once_in_order_and_never_waits_to_
 def test_a_follow_round_gathers_what_comes_until_the_round_interval_has_passed_since_the_last_cut():
     records = {p: [record(p, o) for o in range(300)] for p in range(3)}
     consumer = TricklingConsumer(records, arrive=5)
-    reader = RoundReader(consumer, follow_members({p: 0 for p in records}), 1 << 20, 1000, 1048588)
+    reader = RoundReader(consumer, follow_members({p: 0 for p in records}), 1 << 20, 1000, 1048588, 4e9)
     first = reader.read_round()
     assert max(consumer.timeouts, default=0) == 0, "no round was cut before the first: it gathers nothing"
     for m in first:
@@ -228,11 +230,7 @@ def test_a_follow_round_gathers_what_comes_until_the_round_interval_has_passed_s
 
 def test_a_follow_round_past_its_deadline_returns_nothing_without_waiting():
     consumer = TricklingConsumer({0: [record(0, 0)]}, arrive=1)
-    members = [
-        Member(WorkUnit(**{**m.unit.__dict__, "follow_until": 1.0}), m.result, m.position, 0)
-        for m in follow_members({0: 0})
-    ]
-    reader = RoundReader(consumer, members, 1 << 20, 1000, 1048588)
+    reader = RoundReader(consumer, follow_members({0: 0}), 1 << 20, 1000, 1048588, follow_until=1.0)
     assert reader.read_round() == []
     assert consumer.waits == 0, "past its deadline a task does not wait for records"
 

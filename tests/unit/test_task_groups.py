@@ -13,7 +13,7 @@ from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
 def units(topics: int, partitions: int) -> list[WorkUnit]:
     return [
-        WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_until=1.0)
+        WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_s=1.0)
         for t in range(topics)
         for p in range(partitions)
     ]
