@@ -19,6 +19,7 @@ import dagster as dg
 import pytest
 
 import mirror_pipeline.cli.dagster_events as dagster_events
+import mirror_pipeline.engine as mirror_engine
 from mirror_pipeline.cli import dagster_batch
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
@@ -42,6 +43,16 @@ CYCLE = CycleResult(
         "refunds": MirrorCopyResult("refunds", "refunds", (PartitionCopy(0, 0, 3, 0, 3, 3, 30, 0),)),
     },
 )
+
+
+@pytest.fixture(autouse=True)
+def registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The link's registry as the cycle left it (both mirrors ACTIVE, no lag), read for the copy's checks:
+    the config's clusters are not running, and asking them costs a connection timeout per record."""
+    answer = mirrors_answer([("orders", "ACTIVE"), ("refunds", "ACTIVE")])
+    monkeypatch.setattr(
+        mirror_engine, "mirror_overview", lambda config, link: (answer(link), {"orders": 0, "refunds": 0})
+    )
 
 
 @pytest.fixture
@@ -75,6 +86,10 @@ def test_a_cli_cycle_records_the_metadata_a_dagster_run_records(config_file: Pat
         assert sorted(recorded.get_dynamic_partitions(NAMES.mirrors_partitions)) == ["orders", "refunds"]
         records = recorded.fetch_materializations(NAMES.mirror_data_key, limit=10).records
         cli_metadata = {r.asset_materialization.partition: r.asset_materialization.metadata for r in records}
+        lag_check = recorded.get_latest_asset_check_evaluation_record(
+            dg.AssetCheckKey(NAMES.mirror_data_key, "lag_under_threshold")
+        )
+        assert lag_check.event.dagster_event.event_specific_data.passed
     assert sorted(cli_metadata) == ["orders", "refunds"]
     for mirror in ("orders", "refunds"):
         assert cli_metadata[mirror] == run_metadata[mirror]
