@@ -109,7 +109,11 @@ def follow(
             raise KeyboardInterrupt
         stop.set()
         click.echo(
-            f"stopping after the epoch in flight (at most {epoch_s:.0f}s); Ctrl-C again to stop at once", err=True
+            # An epoch's length counts from when each task is ready to copy, so a task still starting
+            # (fencing, opening clients) stops later than epoch_s from now.
+            f"stopping after the epoch in flight (each copy task stops {epoch_s:.0f}s after it started copying); "
+            "Ctrl-C again to stop at once",
+            err=True,
         )
 
     # Installed after the session started: PySpark puts its own SIGINT handler in then.

@@ -174,12 +174,16 @@ def test_two_cycles_started_at_once_never_both_write_a_partition(
     path, topic = busy_mirror
     first, second = start_cycle(path, LINK, topic, log_dir), start_cycle(path, LINK, topic, log_dir)
     try:
-        wait_exit(first, 300)
-        wait_exit(second, 300)
+        codes = wait_exit(first, 300), wait_exit(second, 300)
     finally:
         kill_session(first)
         kill_session(second)
-    assert "Traceback" not in first.output(20000) + second.output(20000)
+    outputs = first.output(20000), second.output(20000)
+    assert "Traceback" not in "".join(outputs)
+    # Both planned the same ranges: the later one fenced the earlier, which stopped saying why.
+    stopped = [out for code, out in zip(codes, outputs, strict=True) if code != 0]
+    assert stopped, f"neither cycle was fenced (exits {codes}):\n" + "\n".join(out[-1500:] for out in outputs)
+    assert all("another cycle" in out or "another writer" in out for out in stopped), stopped[0][-1500:]
     catch_up(load_config(path), spark, topic)
     assert_clean(
         path,
