@@ -74,6 +74,9 @@ PORT_STRIDE = 10000
 BIND_RETRIES = 2
 ROOT_ENV = "MIRROR_PIPELINE_LOCAL_DIR"
 HEAP_ENV = "KAFKA_HEAP_OPTS"
+#: The brokers' garbage collector and JIT settings, under the name Kafka's own scripts read.
+PERFORMANCE_ENV = "KAFKA_JVM_PERFORMANCE_OPTS"
+DEFAULT_PERFORMANCE = "-XX:+UseG1GC -XX:MaxGCPauseMillis=20"
 #: Small enough for three brokers plus Spark on a 2-core laptop-sized machine.
 DEFAULT_HEAP = "-Xmx768m -Xms256m"
 #: A broker answers in 5-15 s on a quiet machine; on two cores shared with other JVMs (the test suite's
@@ -312,8 +315,7 @@ class LocalKafka:
             jvm_opts=[
                 f"-Dlog4j2.configurationFile={SERVER_LOG4J}",
                 f"-Dkafka.logs.dir={cluster.dir}",
-                "-XX:+UseG1GC",
-                "-XX:MaxGCPauseMillis=20",
+                *(os.environ.get(PERFORMANCE_ENV) or DEFAULT_PERFORMANCE).split(),
                 "-Djava.awt.headless=true",
             ],
         )
