@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 #: A cluster as the helpers take it: its bootstrap address, or a client's whole settings (secured clusters).
 Cluster = str | dict
@@ -95,3 +96,27 @@ def committed(bootstrap: Cluster, group: str, topic: str, partitions: int = 1) -
         return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
     finally:
         c.close()
+
+
+def load_source(bootstrap: str, topic: str, records: int, partitions: int = 4) -> None:
+    """`records` numbered records (a `seq` header) spread over `partitions`, 150 random bytes and the number each."""
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    payload = os.urandom(150)
+    for i in range(records):
+        p.produce(
+            topic,
+            key=b"key-%d" % i,
+            value=payload + i.to_bytes(4, "big"),
+            partition=i % partitions,
+            headers=[("seq", i.to_bytes(4, "big"))],
+        )
+        if i % 10000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0

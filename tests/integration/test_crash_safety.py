@@ -7,8 +7,6 @@ slice and in `make faults` in full.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from confluent_kafka import Consumer, Producer
 
@@ -19,31 +17,9 @@ from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication.copier import CopyContext, WorkUnit, copy_unit
 from tests.integration.conftest import LINK
+from tests.kafka_records import load_source
 
 PARTITIONS = 4
-
-
-def load_source(bootstrap: str, topic: str, records: int, partitions: int = PARTITIONS) -> None:
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
-    payload = os.urandom(150)
-    for i in range(records):
-        p.produce(
-            topic,
-            key=b"key-%d" % i,
-            value=payload + i.to_bytes(4, "big"),
-            partition=i % partitions,
-            headers=[("seq", i.to_bytes(4, "big"))],
-        )
-        if i % 10000 == 0:
-            p.poll(0)
-    assert p.flush(60) == 0
 
 
 def mirrored(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:

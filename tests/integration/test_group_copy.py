@@ -19,8 +19,7 @@ from mirror_pipeline.replication import group_copy
 from mirror_pipeline.replication.cycle import copy_context
 from mirror_pipeline.replication.planner import plan_cycle
 from tests.integration.conftest import LINK
-from tests.integration.test_crash_safety import load_source
-from tests.kafka_records import assert_identical, read_topic
+from tests.kafka_records import assert_identical, load_source, read_topic
 
 RECORDS = 3000
 CHUNK = 500

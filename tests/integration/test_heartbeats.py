@@ -20,8 +20,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli.common import ensure_dagster_home
 from mirror_pipeline.config.loader import load_config
 from tests.config_files import write_pair_config
-from tests.integration.test_crash_safety import load_source
-from tests.kafka_records import read_topic
+from tests.kafka_records import load_source, read_topic
 
 LINK = "beating"
 

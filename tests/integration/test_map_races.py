@@ -13,8 +13,7 @@ from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.replication import cycle
 from tests.integration.conftest import LINK
-from tests.integration.test_crash_safety import load_source
-from tests.kafka_records import assert_identical, read_topic
+from tests.kafka_records import assert_identical, load_source, read_topic
 
 
 def test_a_merge_decided_before_another_cycle_merged_unmaps_nothing(
