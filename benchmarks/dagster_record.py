@@ -38,7 +38,7 @@ from dagster import AssetMaterialization  # noqa: E402
 
 from benchmarks.common import say  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
-from mirror_pipeline.cli import dagster_recording  # noqa: E402
+from mirror_pipeline.cli import dagster_events, dagster_recording  # noqa: E402
 from mirror_pipeline.cli.dagster_runs import dagster_instance  # noqa: E402
 from mirror_pipeline.config.loader import PipelineConfig, parse_config  # noqa: E402
 from mirror_pipeline.local.postgres import local_postgres  # noqa: E402
@@ -113,7 +113,8 @@ def floor(result: CycleResult) -> None:
 
 
 def cycle(result: CycleResult) -> None:
-    dagster_recording.record_cycle(CONFIG, LINK, result, sorted(result.mirrors), f"run --link {LINK}")
+    overview = dagster_events.link_overview(CONFIG, LINK)
+    dagster_recording.record_cycle(CONFIG, LINK, result, sorted(result.mirrors), f"run --link {LINK}", overview)
 
 
 def offset_sync(result: CycleResult) -> None:

@@ -24,7 +24,7 @@ from mirror_pipeline.operations.auto_create import AutoCreateResult
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline.replication import cycle
 from mirror_pipeline.replication.cycle import CycleFailed, ProgressCallback
-from mirror_pipeline.sync import acl_sync, offset_checkpoints, offset_sync
+from mirror_pipeline.sync import acl_sync, offset_checkpoints, offset_lookup, offset_sync
 from mirror_pipeline.sync.acl_plan import AclSyncFailed, AclSyncResult
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, link_config_drift, sync_configs
 from mirror_pipeline.verification import planner as verification
@@ -276,7 +276,7 @@ def translate_offset(
 
     `mode` None is the link's `offset.translation.mode`.
     """
-    return offset_sync.translate_offset(LinkContext.open(config, link), topic, partition, offset, mode)
+    return offset_lookup.translate_offset(LinkContext.open(config, link), topic, partition, offset, mode)
 
 
 # --- ACL sync (R-ACL-1) -------------------------------------------------------------

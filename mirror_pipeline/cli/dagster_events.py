@@ -22,17 +22,20 @@ import json
 import os
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
 import click
 
+from mirror_pipeline import engine
 from mirror_pipeline.cli.common import debug_requested
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.config.redaction import scrub
 from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.results import MirrorInfo
 
 # `scheme://user:password@host` in a foreign message (an instance's storage URL): never shown.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
@@ -53,7 +56,27 @@ def record_cycle(
     covered = changed_mirrors(result, mirrors)
     if not covered:
         return  # nothing was copied or asked for: nothing to record, and no Dagster import
-    _record(config, as_json, lambda r: r.record_cycle(config, link, result, covered, origin))
+
+    def read_then_record() -> None:
+        # Dagster's import (CPU) overlaps the checks' read of Kafka (waits): at 10,000 partitions each takes seconds.
+        load_in_background()
+        overview = link_overview(config, link)
+        _dagster_side().record_cycle(config, link, result, covered, origin, overview)
+
+    _guarded(config, as_json, read_then_record)
+
+
+# The link's mirrors and the lag of each not STOPPED (`engine.mirror_overview`), for the copy asset's checks.
+Overview = tuple[list[MirrorInfo], dict[str, int]]
+
+
+def link_overview(config: PipelineConfig, link: str) -> Overview | None:
+    """What the copy asset's checks are decided on (one read of the registry for both); None when
+    Kafka stopped answering since the cycle."""
+    try:
+        return engine.mirror_overview(config, link)
+    except MirrorError:
+        return None
 
 
 def changed_mirrors(result, named: Sequence[str] = ()) -> list[str]:
@@ -82,7 +105,7 @@ def record_demo(
 
     def both(r) -> None:
         if cycle is not None:
-            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo")
+            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", link_overview(config, link))
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
 
@@ -108,6 +131,21 @@ def metrics_exporter() -> ModuleType:
     return metrics_exporter
 
 
+def load_in_background() -> None:
+    """Start importing the Dagster side now, on a thread, so that the record after the work finds it
+    loaded: work that waits on the network (an offset sync of 1,000 groups, a read of a wide link's
+    lags) hides most of the import's seconds. Only beside work that imports nothing heavy meanwhile
+    (not a cycle, whose Spark session may import PySpark)."""
+    threading.Thread(target=_load_quietly, name="dagster-import", daemon=True).start()
+
+
+def _load_quietly() -> None:
+    try:
+        _dagster_side()
+    except Exception:  # the record imports it again, and says there what went wrong
+        pass
+
+
 def _dagster_side() -> ModuleType:
     """`dagster_recording`, which carries `dagster_runs`: the CLI's modules that import Dagster."""
     # Dagster takes seconds to import: only commands that launch a job or record an event load it.
@@ -117,8 +155,12 @@ def _dagster_side() -> ModuleType:
 
 
 def _record(config: PipelineConfig, as_json: bool, record: Callable) -> None:
+    _guarded(config, as_json, lambda: record(_dagster_side()))
+
+
+def _guarded(config: PipelineConfig, as_json: bool, work: Callable[[], None]) -> None:
     try:
-        record(_dagster_side())
+        work()
     except Exception as exc:  # the work is done: a record that could not be written is a warning, not a failure
         if debug_requested():
             traceback.print_exception(exc, file=sys.stderr)

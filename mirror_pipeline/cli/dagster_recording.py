@@ -25,7 +25,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_results import OffsetSyncResult
-from mirror_pipeline.model.results import CycleResult
+from mirror_pipeline.model.results import CycleResult, MirrorInfo
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
 from mirror_pipeline.sync.config_plan import ConfigSyncResult
 from mirror_pipeline_dagster.config_sync import config_in_sync_result, mirror_config_metadata, sync_metadata
@@ -40,15 +40,24 @@ from mirror_pipeline_dagster.offset_sync import (
 )
 
 
-def record_cycle(config: PipelineConfig, link: str, result: CycleResult, covered: Sequence[str], origin: str) -> None:
+def record_cycle(
+    config: PipelineConfig,
+    link: str,
+    result: CycleResult,
+    covered: Sequence[str],
+    origin: str,
+    overview: tuple[list[MirrorInfo], dict[str, int]] | None,
+) -> None:
     """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization;
-    then the copy asset's checks (lag under the threshold, no foreign writes), as a Dagster run records them."""
+    then the copy asset's checks (lag under the threshold, no foreign writes), as a Dagster run records them.
+
+    The checks are decided on `overview` (`dagster_events.link_overview`: the link's mirrors and their
+    lags; None when Kafka stopped answering since the cycle)."""
     names = LinkNames(link)
-    try:
-        mirrors, lags = engine.mirror_overview(config, link)  # one read of the registry for both checks
+    checks = []  # Kafka stopped answering since the cycle: the copy is still recorded, the checks next time
+    if overview is not None:
+        mirrors, lags = overview
         checks = [lag_check_result(config.link(link).lag_alert_records, lags), foreign_writes_check_result(mirrors)]
-    except MirrorError:
-        checks = []  # Kafka stopped answering since the cycle: the copy is still recorded, the checks next time
     with _instance() as instance:
         register(instance, names, covered)
         _materialize(instance, names.mirror_data_key, covered, materialization_metadata(result), origin)

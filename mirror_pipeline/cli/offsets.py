@@ -44,6 +44,7 @@ def sync(link: str, mirrors: tuple[str, ...], config_path: str | None, as_json: 
     """
     config = load(config_path, link)
     chosen = list(dict.fromkeys(mirrors))
+    dagster_events.load_in_background()
     synced = engine.sync_offsets(config, link, chosen or None)
     result = synced.to_dict()
     emit(result, as_json, _render_sync)

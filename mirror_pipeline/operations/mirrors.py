@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka.admin import NewTopic
 
@@ -260,16 +261,23 @@ def _lags(ctx: LinkContext, infos) -> dict[str, int]:
     if not mirrors:
         return {}
     ctx.check_source()
-    source_topics = kc.partition_counts(ctx.source_admin, ctx.source.alias)
-    mirrors = [m for m in mirrors if m.source_topic in source_topics]
-    dest_topics = kc.partition_counts(ctx.dest_admin, ctx.dest.alias)
-    parts = {m.mirror_topic: min(dest_topics.get(m.mirror_topic, 0), source_topics[m.source_topic]) for m in mirrors}
-    src_tps = [(m.source_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
-    dst_tps = [(m.mirror_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
-    src_start = kc.list_offsets(ctx.source_admin, src_tps, "earliest", ctx.source.alias)
-    src_end = kc.list_offsets(ctx.source_admin, src_tps, "latest", ctx.source.alias)
-    dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
-    segments = ctx.store.read_segments([m.mirror_topic for m in mirrors]).segments
+    # The reads are independent: side by side (on 10,000 partitions each offsets request takes about a second).
+    with ThreadPoolExecutor(4, thread_name_prefix="mirror-lags") as pool:
+        asked_dest_topics = pool.submit(kc.partition_counts, ctx.dest_admin, ctx.dest.alias)
+        asked_segments = pool.submit(ctx.store.read_segments, [m.mirror_topic for m in mirrors])
+        source_topics = kc.partition_counts(ctx.source_admin, ctx.source.alias)
+        mirrors = [m for m in mirrors if m.source_topic in source_topics]
+        dest_topics = asked_dest_topics.result()
+        parts = {
+            m.mirror_topic: min(dest_topics.get(m.mirror_topic, 0), source_topics[m.source_topic]) for m in mirrors
+        }
+        src_tps = [(m.source_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+        dst_tps = [(m.mirror_topic, p) for m in mirrors for p in range(parts[m.mirror_topic])]
+        asked_src_start = pool.submit(kc.list_offsets, ctx.source_admin, src_tps, "earliest", ctx.source.alias)
+        asked_src_end = pool.submit(kc.list_offsets, ctx.source_admin, src_tps, "latest", ctx.source.alias)
+        dst_end = kc.list_offsets(ctx.dest_admin, dst_tps, "latest", ctx.dest.alias, read_committed=False)
+        src_start, src_end = asked_src_start.result(), asked_src_end.result()
+        segments = asked_segments.result().segments
     lags: dict[str, int] = {}
     for m in mirrors:
         total = 0

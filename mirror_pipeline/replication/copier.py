@@ -313,7 +313,7 @@ def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
     """After fencing, a segment of this partition newer than the plan means a concurrent cycle."""
     conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
     admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
-    kc.learn_cluster(admin)
+    kc.learn_cluster(admin, ctx.offset_map_topic)
     newer = segment_starts_since(conf, admin, ctx.offset_map_topic, ctx.dest_alias, unit.link, unit.map_snapshot_end)
     if newer.get((unit.mirror_topic, unit.partition), -1) >= unit.dest_start:
         raise ConcurrentWriter(

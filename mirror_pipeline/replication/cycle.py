@@ -17,10 +17,10 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.health import track_source_failures, track_source_reachability
 from mirror_pipeline.link.state_keys import segment_key, writer_slot
-from mirror_pipeline.link.state_writers import fenced_batches
+from mirror_pipeline.link.state_writers import SlotWriter, fenced_batches
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
-from mirror_pipeline.model.offset_map import pack, resolve_keyed
+from mirror_pipeline.model.offset_map import Segment, pack, resolve_keyed
 from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
 from mirror_pipeline.model.states import DELETING, NO_COPY_FLAGS, WATCHED, may_copy
 from mirror_pipeline.model.text import first_few
@@ -217,21 +217,24 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
     crowded = [tp for tp, keyed in ctx.store.read_segments(copied).segments.items() if len(keyed) > CONSOLIDATE_AFTER]
     if not crowded:
         return
-    cons = kc.consumer(ctx.dest_conf("state-reader"))
-    try:
-        for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, crowded):
-            # After fencing, the state decides: a stopping mirror's map is the stop's to write.
-            copyable = ctx.store.copyable()
-            segments = ctx.store.read_segments(sorted({m for m, _ in writers})).segments
-            for (mirror, p), writer in writers.items():
-                if mirror not in copyable:
-                    continue
-                res = resolve_keyed(segments.get((mirror, p), []), kc.watermark(cons, mirror, p)[1])
-                merged, stale_starts = pack(res.landed)
-                if len(merged) < len(res.landed):
-                    writer.write(puts=merged, deletes=[segment_key(ctx.link.name, mirror, p, s) for s in stale_starts])
-    finally:
-        cons.close()
+    for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, crowded):
+        # After fencing, the state decides: a stopping mirror's map is the stop's to write.
+        copyable = ctx.store.copyable()
+        mine = [tp for tp in writers if tp[0] in copyable]
+        segments = ctx.store.read_segments(sorted({m for m, _ in mine})).segments
+        log_ends = kc.list_offsets(ctx.dest_admin, mine, "latest", ctx.dest.alias, read_committed=False)
+        # One transaction per writer slot for all its partitions' merges (one per partition
+        # took 4 ms each: 5,600 partitions spent 22 s).
+        by_slot: dict[SlotWriter, tuple[list[tuple[str, int, Segment]], list[str]]] = {}
+        for mirror, p in mine:
+            res = resolve_keyed(segments.get((mirror, p), []), log_ends[(mirror, p)])
+            merged, stale_starts = pack(res.landed)
+            if len(merged) < len(res.landed):
+                puts, deletes = by_slot.setdefault(writers[(mirror, p)].slot_writer, ([], []))
+                puts += [(mirror, p, seg) for seg in merged]
+                deletes += [segment_key(ctx.link.name, mirror, p, s) for s in stale_starts]
+        for slot_writer, (puts, deletes) in by_slot.items():
+            slot_writer.write_segments(puts, deletes, doing="merging segments")
 
 
 class _ProgressReporter:

@@ -146,7 +146,7 @@ class _GroupCopy:
         try:
             self._fence()
             self.admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
-            kc.learn_cluster(self.admin)
+            kc.learn_cluster(self.admin, self.ctx.offset_map_topic)
             check_after_fencing(self.ctx, self.link, self.admin, self.parts)
             units = [p.unit for p in self.parts if not p.ended]
             if not units:

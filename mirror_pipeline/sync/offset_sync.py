@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.model.errors import ClusterUnreachable, ConfigError, MirrorError, MirrorRefused
+from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, MirrorRefused
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.offset_results import (
     GroupOffsetSync,
@@ -33,7 +33,6 @@ from mirror_pipeline.sync.committed_offsets import Offsets, committed_offsets
 from mirror_pipeline.sync.offset_translation import (
     CLAMPED,
     COMMITTED,
-    MODES,
     REALIGNED,
     TIMESTAMP,
     WOULD_COMMIT,
@@ -44,7 +43,7 @@ from mirror_pipeline.sync.offset_translation import (
 )
 
 Position = tuple[str, int]  # (topic, partition)
-GROUP_WORKERS = 8
+GROUP_WORKERS = 16
 
 
 def destination_group(link, source_group: str) -> str:
@@ -118,9 +117,14 @@ def mirror_partitions(ctx: LinkContext, infos: list[MirrorInfo]) -> dict[Positio
     counts = kc.partition_counts(ctx.dest_admin, ctx.dest.alias) if infos else {}
     parts = {m.mirror_topic: counts.get(m.mirror_topic, 0) for m in infos}
     tps = [(m.mirror_topic, p) for m in infos for p in range(parts[m.mirror_topic])]
-    starts = kc.list_offsets(ctx.dest_admin, tps, "earliest", ctx.dest.alias, read_committed=False)
-    ends = kc.list_offsets(ctx.dest_admin, tps, "latest", ctx.dest.alias, read_committed=False)
-    segments = ctx.store.read_segments([m.mirror_topic for m in infos]).segments
+    # Three independent reads, side by side (on 10,000 partitions each takes about a second).
+    with ThreadPoolExecutor(3, thread_name_prefix="mirror-bounds") as pool:
+        asked_starts = pool.submit(
+            kc.list_offsets, ctx.dest_admin, tps, "earliest", ctx.dest.alias, read_committed=False
+        )
+        asked_ends = pool.submit(kc.list_offsets, ctx.dest_admin, tps, "latest", ctx.dest.alias, read_committed=False)
+        asked_segments = pool.submit(ctx.store.read_segments, [m.mirror_topic for m in infos])
+        starts, ends, segments = asked_starts.result(), asked_ends.result(), asked_segments.result().segments
     out = {}
     for m in infos:
         for p in range(parts[m.mirror_topic]):
@@ -172,6 +176,9 @@ def _sync_groups(
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
     outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
+    # A group's offsets name source partitions; looked up here, not by scanning every mirror
+    # partition per group (1,000 groups x 10,000 partitions cost seconds of CPU).
+    mirrored_at = mirrors_of_sources(partitions)
 
     def one(group: str) -> float | None:
         outcome = outcomes[group]
@@ -181,6 +188,7 @@ def _sync_groups(
             result.mode,
             outcome,
             partitions,
+            mirrored_at,
             activity.get(outcome.destination_group),
             committed,
             final=final,
@@ -247,6 +255,7 @@ def _sync_group(
     mode: str,
     outcome: GroupOffsetSync,
     partitions: dict[Position, MirrorPartition],
+    mirrored_at: dict[Position, list[Position]],
     busy: str | None,
     committed: tuple[Offsets | None, Offsets | None],
     *,
@@ -265,7 +274,7 @@ def _sync_group(
     read_at = time.monotonic()
     source_offsets, dest_offsets = committed
     landings: dict[Position, tuple[int | None, int]] = (
-        _landings(ctx, outcome.source_group, partitions, mode, source_offsets) if source else {}
+        _landings(ctx, outcome.source_group, partitions, mirrored_at, mode, source_offsets) if source else {}
     )
     if source and not landings:
         return None
@@ -306,29 +315,37 @@ def _sync_group(
         return (time.monotonic() - read_at) * 1000
 
 
+def mirrors_of_sources(partitions: dict[Position, MirrorPartition]) -> dict[Position, list[Position]]:
+    """{(source topic, partition): the mirror partitions it is copied to} (a source may have several mirrors)."""
+    out: dict[Position, list[Position]] = {}
+    for key, mp in partitions.items():
+        out.setdefault((mp.source_topic, mp.partition), []).append(key)
+    return out
+
+
 def _landings(
-    ctx: LinkContext, group: str, partitions: dict[Position, MirrorPartition], mode: str, positions: Offsets | None
+    ctx: LinkContext,
+    group: str,
+    partitions: dict[Position, MirrorPartition],
+    mirrored_at: dict[Position, list[Position]],
+    mode: str,
+    positions: Offsets | None,
 ) -> dict[Position, tuple[int | None, int]]:
     """(source position, mirror position) per mirror partition the group has a committed offset for
     (`positions`: the group's offsets on the source, when already listed)."""
     if positions is None:
-        sources = sorted({(mp.source_topic, mp.partition) for mp in partitions.values()})
         with offset_groups.GroupClient(ctx.source_conf("reader"), group, ctx.source.alias) as src:
-            positions = src.committed(sources)
-    wanted = {
-        k: positions[(mp.source_topic, mp.partition)]
-        for k, mp in partitions.items()
-        if (mp.source_topic, mp.partition) in positions
-    }
+            positions = src.committed(sorted(mirrored_at))
+    wanted = {key: position for source, position in positions.items() for key in mirrored_at.get(source, ())}
     mirror_times = (
-        _mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()})
+        mirror_offsets_for_times(ctx, {k: (partitions[k], pos) for k, pos in wanted.items()})
         if mode == TIMESTAMP
         else {}
     )
     return {k: (pos, translate(partitions[k], pos, mode, mirror_times.get(k))) for k, pos in wanted.items()}
 
 
-def _mirror_offsets_for_times(
+def mirror_offsets_for_times(
     ctx: LinkContext, wanted: dict[Position, tuple[MirrorPartition, int]]
 ) -> dict[Position, int | None]:
     """Timestamp mode (R-OFS-6): the source record's timestamp, asked of the mirror."""
@@ -343,54 +360,3 @@ def _mirror_offsets_for_times(
         ctx.dest_conf("reader"), {k: ts for k, ts in times.items() if ts is not None}, ctx.dest.alias
     )
     return {k: found.get(k) for k in lookups}
-
-
-def translate_offset(ctx: LinkContext, topic: str, partition: int, offset: int, mode: str | None = None) -> dict:
-    """Where source position `offset` of `topic` (the source or the mirror topic's name) lands on the mirror."""
-    mode = mode or ctx.link.offset_translation_mode
-    if mode not in MODES:
-        raise ConfigError(f"unknown offset translation mode '{mode}' (expected {' or '.join(MODES)})")
-    if offset < 0:
-        raise ConfigError(f"offset must be 0 or more, got {offset}")
-    ctx.check_destination()
-    info = _mirror_for(ctx, topic)
-    mp = mirror_partitions(ctx, [info]).get((info.mirror_topic, partition))
-    if mp is None:
-        raise ConfigError(f"mirror '{info.mirror_topic}' has no partition {partition}")
-    lookup = {}
-    if mode == TIMESTAMP:
-        ctx.check_source()
-        lookup = _mirror_offsets_for_times(ctx, {(info.mirror_topic, partition): (mp, offset)})
-    translated = translate(mp, offset, mode, lookup.get((info.mirror_topic, partition)))
-    return {
-        "link": ctx.link.name,
-        "mode": mode,
-        "source_topic": info.source_topic,
-        "mirror_topic": info.mirror_topic,
-        "partition": partition,
-        "source_offset": offset,
-        "translated_offset": translated,
-        "mirror_log_start": mp.log_start,
-        "mirror_log_end": mp.log_end,
-        "mirrored_until": mp.mirrored_until,
-        "beyond_mirror": mp.is_ahead(offset),
-        "mirror_state": info.state,
-    }
-
-
-def _mirror_for(ctx: LinkContext, topic: str) -> MirrorInfo:
-    registry = ctx.registry()
-    if topic in registry:
-        return registry[topic]
-    matches = [m for m in registry.values() if m.source_topic == topic]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        names = ", ".join(sorted(m.mirror_topic for m in matches))
-        raise ConfigError(
-            f"source topic '{topic}' has several mirrors on link '{ctx.link.name}' ({names}): name the mirror topic"
-        )
-    known = ", ".join(sorted(registry)) or "none"
-    raise ConfigError(
-        f"'{topic}' is neither a mirror topic nor a mirrored source topic of link '{ctx.link.name}' (mirrors: {known})"
-    )
