@@ -15,7 +15,8 @@ from it for each task slot. Two costs of the stock daemon fall on every copy:
   confluent-kafka, the copier) after the fork, once per worker. Imported here, before any fork,
   the workers inherit them.
 
-Everything else is PySpark's own daemon, unchanged.
+A forked worker also runs at most `worker_reuse.MAX_TASKS` tasks before it ends
+(see `worker_reuse`). Everything else is PySpark's own daemon, unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import importlib
 import importlib.machinery
 import os
 import sys
+
+from mirror_pipeline.replication import worker_reuse
 
 #: What every copy task imports: imported once in the daemon, inherited by each worker it forks. pandas is
 #: among them because pyarrow imports it at a worker's first `RecordBatch.from_pylist` (the task's results).
@@ -63,8 +66,11 @@ def main() -> None:
         sys.path_importer_cache.clear()
     for module in PRELOADED:
         importlib.import_module(module)
+    import pyspark.worker
     from pyspark import daemon  # reads the worker module from sys.argv, as under `python -m pyspark.daemon`
 
+    if daemon.worker_main is pyspark.worker.main:  # PySpark's own worker (not one a user named)
+        daemon.worker_main = worker_reuse.limited(pyspark.worker)
     # pyspark.daemon has no annotations; manager() runs the daemon's accept loop.
     daemon.manager()  # type: ignore[no-untyped-call]
 

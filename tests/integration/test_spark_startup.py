@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from mirror_pipeline.replication import worker_reuse
 from mirror_pipeline.replication.spark_runner import run_tasks
 from tests.conftest import REPO
 
@@ -97,3 +98,28 @@ def test_setup_makes_a_class_archive_that_a_new_session_loads_spark_from(tmp_pat
     again = python(MAKE, cache)
     assert again.returncode == 0 and Path(again.stdout.strip().splitlines()[-1]) == archive
     assert archive.stat().st_mtime_ns == made_at
+
+
+REUSE = """
+import os
+from mirror_pipeline.config.loader import SparkSettings
+from mirror_pipeline.replication import spark_runner
+spark = spark_runner.session_from_conf(spark_runner.spark_conf(SparkSettings(master="local[1]")))
+schema = spark_runner.pa.schema([("item", spark_runner.pa.int64()), ("pid", spark_runner.pa.int64())])
+for item in range(6):
+    (row,) = spark_runner.run_tasks(spark, [item], lambda i: {"item": i, "pid": os.getpid()}, schema)
+    print(row["item"], row["pid"])
+"""
+
+
+def test_a_worker_ends_after_its_task_limit_and_the_next_task_gets_a_fresh_one():
+    # The limit is read by the daemon from its environment: a session of its own, in a process of its own.
+    env = {**os.environ, worker_reuse.MAX_TASKS_ENV: "2"}
+    ran = subprocess.run([sys.executable, "-c", REUSE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = [tuple(map(int, line.split())) for line in ran.stdout.splitlines() if line.strip()]
+    assert [item for item, _ in rows] == list(range(6))  # every task completed, the last of each worker too
+    pids = [pid for _, pid in rows]
+    # Reused for two tasks, then replaced: three workers, each serving two tasks in a row.
+    assert pids[0] == pids[1] and pids[2] == pids[3] and pids[4] == pids[5], pids
+    assert len(set(pids)) == 3, pids
