@@ -162,17 +162,17 @@ def _sync_groups(
     """Sync each group into `result`; `source` False: the source is gone, only clamp (R-OFS-7)."""
     dest_names = {g: destination_group(ctx.link, g) for g in groups}
     activity = offset_groups.activity(ctx.dest_admin, dest_names.values(), ctx.dest.alias) if groups else {}
-    # Each group's offsets whole, all groups at once; a group missing here is asked for the link's
-    # partitions. On the destination only when the source is gone: otherwise each group's destination
-    # offsets are read where it lands, just before its commit is decided (never backwards).
-    listed = committed_offsets(
-        ctx.source_conf("admin") if source else ctx.dest_conf("admin"),
-        groups if source else list(dest_names.values()),
-        ctx.source.alias if source else ctx.dest.alias,
-        offset_groups.OFFSET_TIMEOUT_S,
-    )
-    source_offsets = listed if source else {}
-    dest_offsets = {} if source else listed
+    # Each group's offsets whole, all groups at once, on both clusters (two child processes side by
+    # side); a group missing from a listing is asked for the link's partitions.
+    timeout = offset_groups.OFFSET_TIMEOUT_S
+    with ThreadPoolExecutor(2, thread_name_prefix="list-offsets") as pool:
+        on_source = (  # not when the source is gone (`final`)
+            pool.submit(committed_offsets, ctx.source_conf("admin"), groups, ctx.source.alias, timeout)
+            if source
+            else None
+        )
+        dest_offsets = committed_offsets(ctx.dest_conf("admin"), list(dest_names.values()), ctx.dest.alias, timeout)
+        source_offsets = on_source.result() if on_source else {}
     checkpoints: list[OffsetCheckpoint] = []
     latencies: list[float] = []
     outcomes = {g: GroupOffsetSync(g, dest_names[g], "synced") for g in groups}
@@ -267,9 +267,9 @@ def _sync_group(
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
-    `committed` holds the group's offsets on the source and (when the source
-    is gone) on the destination, as listed for all groups at once (None: not
-    listed, the link's partitions are asked here).
+    `committed` holds the group's offsets on the source and on the
+    destination, as listed for all groups at once (None: not listed, the
+    link's partitions are asked here).
     """
     read_at = time.monotonic()
     source_offsets, dest_offsets = committed
@@ -278,6 +278,17 @@ def _sync_group(
     )
     if source and not landings:
         return None
+    options = {"final": final, "dry_run": dry_run, "realign": realign}
+    if source and dest_offsets is not None:
+        # By the destination's offsets as listed before the syncs began, nothing to commit (in sync,
+        # kept ahead, or busy): reported from that listing, without a client of its own (about 4 ms
+        # a group). A group with something to commit reads them again, just before its commit is
+        # decided, so that it never moves backwards.
+        rows, to_commit, wanted = _decide(landings, partitions, dest_offsets, busy, **options)
+        if not wanted:
+            outcome.partitions += rows
+            _note_busy(outcome, busy)
+            return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
         if source:
             previous = dest.committed(list(landings))
@@ -289,30 +300,52 @@ def _sync_group(
             landings = {
                 k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end
             }
-        to_commit: dict[Position, int] = {}
-        for key, (position, translated) in sorted(landings.items()):
-            mp, before = partitions[key], previous.get(key)
-            if busy is not None:
-                offset, action = None, "skipped"
-            else:
-                ahead = position is not None and mp.is_ahead(position)
-                offset, action = plan_commit(
-                    translated, before, mp.log_end, final=final, source_ahead=ahead, realign=realign
-                )
-            if offset is not None and dry_run:
-                offset, action = None, action if action == CLAMPED else WOULD_COMMIT
-            elif offset is not None:
-                to_commit[key] = offset
-            outcome.partitions.append(
-                PartitionOffsetSync(key[0], key[1], position, translated, before, action, to_commit.get(key, before))
-            )
-        if busy is not None:
-            outcome.status = busy if busy.startswith("error:") else f"skipped: {busy}"
-            return None
-        if not to_commit:
+        rows, to_commit, _ = _decide(landings, partitions, previous, busy, **options)
+        outcome.partitions += rows
+        _note_busy(outcome, busy)
+        if busy is not None or not to_commit:
             return None
         dest.commit(to_commit)
         return (time.monotonic() - read_at) * 1000
+
+
+def _decide(
+    landings: dict[Position, tuple[int | None, int]],
+    partitions: dict[Position, MirrorPartition],
+    previous: Offsets,
+    busy: str | None,
+    *,
+    final: bool,
+    dry_run: bool,
+    realign: bool,
+) -> tuple[list[PartitionOffsetSync], dict[Position, int], bool]:
+    """(a row per partition, the offsets to commit, whether any would be committed but for `dry_run`)."""
+    rows: list[PartitionOffsetSync] = []
+    to_commit: dict[Position, int] = {}
+    wanted = False
+    for key, (position, translated) in sorted(landings.items()):
+        mp, before = partitions[key], previous.get(key)
+        if busy is not None:
+            offset, action = None, "skipped"
+        else:
+            ahead = position is not None and mp.is_ahead(position)
+            offset, action = plan_commit(
+                translated, before, mp.log_end, final=final, source_ahead=ahead, realign=realign
+            )
+        wanted = wanted or offset is not None
+        if offset is not None and dry_run:
+            offset, action = None, action if action == CLAMPED else WOULD_COMMIT
+        elif offset is not None:
+            to_commit[key] = offset
+        rows.append(
+            PartitionOffsetSync(key[0], key[1], position, translated, before, action, to_commit.get(key, before))
+        )
+    return rows, to_commit, wanted
+
+
+def _note_busy(outcome: GroupOffsetSync, busy: str | None) -> None:
+    if busy is not None:
+        outcome.status = busy if busy.startswith("error:") else f"skipped: {busy}"
 
 
 def mirrors_of_sources(partitions: dict[Position, MirrorPartition]) -> dict[Position, list[Position]]:

@@ -22,7 +22,7 @@ from mirror_pipeline.cli.lifecycle import _render_preview
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.local.jars import java_command
 from mirror_pipeline.sync import committed_offsets as listing
-from mirror_pipeline.sync import offset_sync
+from mirror_pipeline.sync import offset_groups, offset_sync
 from tests.integration.conftest import LINK
 from tests.kafka_records import commit, committed, read_partition
 
@@ -104,17 +104,18 @@ def group_result(result, group: str):
 
 
 @pytest.fixture(params=["listed at once", "asked group by group"])
-def offsets_read(request, monkeypatch) -> list[dict]:
-    """Groups' committed offsets listed whole by the child process (what it answered is
-    recorded), or, as when that child fails, asked group by group by consumers."""
-    answers: list[dict] = []
+def offsets_read(request, monkeypatch) -> list[tuple[str, dict]]:
+    """Groups' committed offsets listed whole by the child process, on both clusters (what it
+    answered is recorded with the cluster's alias), or, as when that child fails, asked group by
+    group by consumers."""
+    answers: list[tuple[str, dict]] = []
     if request.param == "asked group by group":
         monkeypatch.setattr(offset_sync, "committed_offsets", lambda *args: {})
     else:
 
-        def recorded(*args):
-            answers.append(listing.committed_offsets(*args))
-            return answers[-1]
+        def recorded(conf, groups, alias, timeout_s):
+            answers.append((alias, listing.committed_offsets(conf, groups, alias, timeout_s)))
+            return answers[-1][1]
 
         monkeypatch.setattr(offset_sync, "committed_offsets", recorded)
     return answers
@@ -124,7 +125,7 @@ def offsets_read(request, monkeypatch) -> list[dict]:
 
 
 def test_lagging_groups_land_exactly_on_a_gap_free_mirror(
-    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, offsets_read
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, offsets_read, monkeypatch
 ):
     prefix = unique_name("g")
     config = offset_config(write_config, prefix)
@@ -143,12 +144,22 @@ def test_lagging_groups_land_exactly_on_a_gap_free_mirror(
     assert result.checkpoint_latency_ms is not None and result.checkpoint_latency_ms > 0
     assert result.to_dict()["groups"][0]["partitions"][0]["action"] in ("committed", "clamped to mirror log end")
 
+    clients: list[str] = []
+    opened = offset_groups.GroupClient
+    monkeypatch.setattr(offset_groups, "GroupClient", lambda conf, g, at: clients.append(g) or opened(conf, g, at))
     again = engine.sync_offsets(config, LINK, [topic])
     assert again.committed == 0
     assert {p.action for g in again.groups for p in g.partitions} == {"unchanged"}
-    if offsets_read:  # the child listed every group's source offsets, once a sync: its answers were used
+    if offsets_read:  # in sync by the destination's listing: reported from it, no group opened a client
+        assert clients == []
+    else:  # nothing listed: each group read its offsets with clients of its own (source and destination)
+        assert sorted(set(clients)) == sorted(lags)
+    if offsets_read:  # the child listed every group's offsets on both clusters, once a sync: its answers were used
         offsets = {g: {(topic, p): o for p, o in pos.items()} for g, pos in lags.items()}
-        assert offsets_read == [offsets, offsets]
+        source = config.link(LINK).source
+        assert [answer for alias, answer in offsets_read if alias == source] == [offsets, offsets]
+        # On the destination: no offsets before the first sync, the translations (a gap-free mirror) after.
+        assert [answer for alias, answer in offsets_read if alias != source] == [{g: {} for g in lags}, offsets]
 
 
 def test_transactional_partition_lands_after_aborted_data_and_markers(
