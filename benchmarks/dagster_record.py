@@ -113,7 +113,7 @@ def floor(result: CycleResult) -> None:
 
 
 def cycle(result: CycleResult) -> None:
-    overview = dagster_events.link_overview(CONFIG, LINK)
+    overview = dagster_events.copy_checks_overview(CONFIG, LINK)
     dagster_recording.record_cycle(CONFIG, LINK, result, sorted(result.mirrors), f"run --link {LINK}", overview)
 
 

@@ -60,7 +60,7 @@ def record_cycle(
     def read_then_record() -> None:
         # Dagster's import (CPU) overlaps the checks' read of Kafka (waits): at 10,000 partitions each takes seconds.
         load_in_background()
-        overview = link_overview(config, link)
+        overview = copy_checks_overview(config, link)
         _dagster_side().record_cycle(config, link, result, covered, origin, overview)
 
     _guarded(config, as_json, read_then_record)
@@ -70,7 +70,7 @@ def record_cycle(
 Overview = tuple[list[MirrorInfo], dict[str, int]]
 
 
-def link_overview(config: PipelineConfig, link: str) -> Overview | None:
+def copy_checks_overview(config: PipelineConfig, link: str) -> Overview | None:
     """What the copy asset's checks are decided on (one read of the registry for both); None when
     Kafka stopped answering since the cycle."""
     try:
@@ -105,7 +105,8 @@ def record_demo(
 
     def both(r) -> None:
         if cycle is not None:
-            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", link_overview(config, link))
+            overview = copy_checks_overview(config, link)
+            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", overview)
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
 

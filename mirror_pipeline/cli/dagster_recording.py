@@ -51,7 +51,7 @@ def record_cycle(
     """Per mirror in `covered` (see `dagster_events.changed_mirrors`), a `mirror_data` materialization;
     then the copy asset's checks (lag under the threshold, no foreign writes), as a Dagster run records them.
 
-    The checks are decided on `overview` (`dagster_events.link_overview`: the link's mirrors and their
+    The checks are decided on `overview` (`dagster_events.copy_checks_overview`: the link's mirrors and their
     lags; None when Kafka stopped answering since the cycle)."""
     names = LinkNames(link)
     checks = []  # Kafka stopped answering since the cycle: the copy is still recorded, the checks next time
