@@ -72,15 +72,8 @@ _KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "
 SECURE_GROUP = "secured-pair"
 
 
-#: Groups that take minutes and spend most of them waiting (for a deployment to heal, a browser, a
-#: run): `--dist loadgroup` hands groups out in collection order, so these go first and their waits
-#: overlap the CPU-bound rest (in collection order, the two cores stood half idle for 7 minutes late in a run).
-LONG_GROUPS = ("test_orchestrator", "test_ui", "test_orchestrator_postgres", "test_brokers", "test_cli_records")
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    groups = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if _KAFKA_FIXTURES & fixtures:
@@ -88,9 +81,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # A test file's tests stay on one worker (module fixtures start once), the secured pair's all on one.
         group = SECURE_GROUP if "secure_kafka" in fixtures else Path(str(item.fspath)).stem
         item.add_marker(pytest.mark.xdist_group(group))
-        groups[item] = group
-    first = {group: rank for rank, group in enumerate(LONG_GROUPS)}
-    items.sort(key=lambda item: first.get(groups[item], len(LONG_GROUPS)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
