@@ -34,6 +34,7 @@ from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
 from mirror_pipeline.local.layout import ClusterLayout, read_layout, write_layout
 from mirror_pipeline.local.processes import (
     LOG_TAIL_LINES,
+    WITH_DEFAULT_SIGNALS,
     admin_client,
     answers_metadata,
     exit_code,
@@ -324,7 +325,7 @@ class LocalKafka:
             console.write(f"--- started {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
             console.flush()
             proc = subprocess.Popen(
-                cmd,
+                [*WITH_DEFAULT_SIGNALS, *cmd],
                 cwd=cluster.dir,
                 stdin=subprocess.DEVNULL,
                 stdout=console,

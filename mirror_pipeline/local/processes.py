@@ -92,6 +92,15 @@ def exit_code(cluster: Daemon) -> int | None:
     return child[0].poll() if child is not None else None
 
 
+# A signal ignored by the process that starts a daemon stays ignored in the daemon, across exec,
+# and a JVM started that way never installs its SIGTERM handler: `down` then waits its whole
+# timeout before SIGKILL. That happens: Dagster's CLIs give SIGTERM the handler SIGINT has (its
+# `setup_interrupt_handlers`), and a shell starts background jobs with SIGINT ignored, so test
+# workers and runs started that way ignored SIGTERM, and every test worker's brokers took 30 s to
+# stop. GNU env resets both to their defaults before it runs the daemon.
+WITH_DEFAULT_SIGNALS = ["env", "--default-signal=TERM,INT"]
+
+
 def send_signal(pid: int, sig: signal.Signals) -> None:
     try:
         os.kill(pid, sig)

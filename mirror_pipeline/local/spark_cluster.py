@@ -34,6 +34,7 @@ from pathlib import Path
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
 from mirror_pipeline.local.jars import java_executable
 from mirror_pipeline.local.processes import (
+    WITH_DEFAULT_SIGNALS,
     file_size,
     owns,
     port_in_use,
@@ -246,7 +247,7 @@ class LocalSpark:
             if daemon is self.connect:  # the launcher sizes the Connect server like a daemon
                 env = {**env, "SPARK_DAEMON_MEMORY": CONNECT_DRIVER_MEMORY}
             proc = subprocess.Popen(
-                self._command(daemon, home),
+                [*WITH_DEFAULT_SIGNALS, *self._command(daemon, home)],
                 cwd=daemon.dir,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -185,10 +185,18 @@ def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str
             assert sock.connect_ex(("127.0.0.1", port)) != 0
         assert kafka.down() == []
 
-        # No --clusters/--base-port: `up` reuses what the first `up` recorded.
-        code, text = _run_cli("local", "up", "--dir", str(kafka.root), "--json")
-        assert code == 0, text
-        [restarted] = json.loads(text)
+        # No --clusters/--base-port: `up` reuses what the first `up` recorded. Started as a shell
+        # starts a background job, and as Dagster's CLIs leave a process (SIGINT and SIGTERM
+        # ignored): the broker must still stop on `down`'s SIGTERM, not wait for its SIGKILL.
+        up = subprocess.run(
+            ["bash", "-c", 'trap "" TERM INT; exec "$0" -m mirror_pipeline local up --dir "$1" --json']
+            + [sys.executable, str(kafka.root)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert up.returncode == 0, up.stderr
+        [restarted] = json.loads(up.stdout)
         assert restarted["bootstrap"] == info.bootstrap
         assert restarted["running"] and restarted["pid"] != info.pid
 
@@ -200,6 +208,8 @@ def test_down_then_up_keeps_data(tmp_path: Path, create_topic: Callable[..., str
         code, text = _run_cli("local", "down", "--dir", str(kafka.root), "--json")
         assert code == 0, text
         assert [d["pid"] for d in json.loads(text)] == [restarted["pid"]]
+        log = (kafka.root / "us-west" / "server.log").read_text()
+        assert log.count("Terminating process due to signal SIGTERM") == 2, "a broker was killed, not stopped"
     finally:
         kafka.down()
 
