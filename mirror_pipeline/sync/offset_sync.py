@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
@@ -29,7 +29,7 @@ from mirror_pipeline.model.offset_results import (
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import OFFSET_SYNCED_STATES
 from mirror_pipeline.sync import offset_checkpoints, offset_groups
-from mirror_pipeline.sync.committed_offsets import Offsets, committed_offsets
+from mirror_pipeline.sync.committed_offsets import Expected, Offsets, commit_if_unchanged, committed_offsets
 from mirror_pipeline.sync.offset_translation import (
     CLAMPED,
     COMMITTED,
@@ -38,12 +38,22 @@ from mirror_pipeline.sync.offset_translation import (
     WOULD_COMMIT,
     MirrorPartition,
     behind,
-    plan_commit,
+    decide_commits,
     translate,
 )
 
 Position = tuple[str, int]  # (topic, partition)
 GROUP_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class DeferredCommit:
+    """A group's commit decided from the destination's listing, made with every other at once."""
+
+    expected: Expected  # the destination offsets it was decided from
+    offsets: Offsets  # what to commit
+    rows: list[PartitionOffsetSync]
+    read_at: float  # when the group's sync began (for the checkpoint latency)
 
 
 def destination_group(link, source_group: str) -> str:
@@ -180,7 +190,9 @@ def _sync_groups(
     # partition per group (1,000 groups x 10,000 partitions cost seconds of CPU).
     mirrored_at = mirrors_of_sources(partitions)
 
-    def one(group: str) -> float | None:
+    deferred: dict[str, DeferredCommit] = {}
+
+    def one(group: str, defer: bool) -> float | None:
         outcome = outcomes[group]
         committed = (source_offsets.get(group), dest_offsets.get(outcome.destination_group))
         return _sync_group(
@@ -195,11 +207,27 @@ def _sync_groups(
             dry_run=dry_run,
             source=source,
             realign=realign,
+            deferred=deferred if defer else None,
         )
 
     # Each group costs a few round trips to both clusters' coordinators: run them side by side.
     with ThreadPoolExecutor(max_workers=GROUP_WORKERS) as pool:
-        futures = {g: pool.submit(one, g) for g in groups}
+        futures = {g: pool.submit(one, g, True) for g in groups}
+        for future in list(futures.values()):
+            future.exception()  # wait: every deferred commit is decided
+        committed_now = commit_if_unchanged(
+            ctx.dest_conf("admin"),
+            {dest_names[g]: (d.expected, d.offsets) for g, d in deferred.items()},
+            ctx.dest.alias,
+            timeout,
+        )
+        for group, commit in deferred.items():
+            if dest_names[group] in committed_now:
+                outcomes[group].partitions += commit.rows
+                futures[group] = Future()
+                futures[group].set_result((time.monotonic() - commit.read_at) * 1000)
+            else:  # its offsets moved since they were listed, or the commit was refused: as without a listing
+                futures[group] = pool.submit(one, group, False)
     for group in groups:
         outcome = outcomes[group]
         try:
@@ -263,13 +291,15 @@ def _sync_group(
     dry_run: bool,
     source: bool,
     realign: bool = False,
+    deferred: dict[str, DeferredCommit] | None = None,
 ) -> float | None:
     """Translate and commit one group, filling `outcome`; the checkpoint latency in ms when it committed.
 
     `busy` is why the destination group may not be written (None: it may).
     `committed` holds the group's offsets on the source and on the
     destination, as listed for all groups at once (None: not listed, the
-    link's partitions are asked here).
+    link's partitions are asked here). With `deferred`, a commit decided from
+    that listing is left there, for `commit_if_unchanged` to make.
     """
     read_at = time.monotonic()
     source_offsets, dest_offsets = committed
@@ -284,10 +314,14 @@ def _sync_group(
         # kept ahead, or busy): reported from that listing, without a client of its own (about 4 ms
         # a group). A group with something to commit reads them again, just before its commit is
         # decided, so that it never moves backwards.
-        rows, to_commit, wanted = _decide(landings, partitions, dest_offsets, busy, **options)
+        rows, to_commit, wanted = decide_commits(landings, partitions, dest_offsets, busy, **options)
         if not wanted:
             outcome.partitions += rows
             _note_busy(outcome, busy)
+            return None
+        if deferred is not None and to_commit and busy is None:
+            expected = {key: dest_offsets.get(key) for key in landings}
+            deferred[outcome.source_group] = DeferredCommit(expected, to_commit, rows, read_at)
             return None
     with offset_groups.GroupClient(ctx.dest_conf("reader"), outcome.destination_group, ctx.dest.alias) as dest:
         if source:
@@ -300,47 +334,13 @@ def _sync_group(
             landings = {
                 k: (None, min(o, partitions[k].log_end)) for k, o in previous.items() if o > partitions[k].log_end
             }
-        rows, to_commit, _ = _decide(landings, partitions, previous, busy, **options)
+        rows, to_commit, _ = decide_commits(landings, partitions, previous, busy, **options)
         outcome.partitions += rows
         _note_busy(outcome, busy)
         if busy is not None or not to_commit:
             return None
         dest.commit(to_commit)
         return (time.monotonic() - read_at) * 1000
-
-
-def _decide(
-    landings: dict[Position, tuple[int | None, int]],
-    partitions: dict[Position, MirrorPartition],
-    previous: Offsets,
-    busy: str | None,
-    *,
-    final: bool,
-    dry_run: bool,
-    realign: bool,
-) -> tuple[list[PartitionOffsetSync], dict[Position, int], bool]:
-    """(a row per partition, the offsets to commit, whether any would be committed but for `dry_run`)."""
-    rows: list[PartitionOffsetSync] = []
-    to_commit: dict[Position, int] = {}
-    wanted = False
-    for key, (position, translated) in sorted(landings.items()):
-        mp, before = partitions[key], previous.get(key)
-        if busy is not None:
-            offset, action = None, "skipped"
-        else:
-            ahead = position is not None and mp.is_ahead(position)
-            offset, action = plan_commit(
-                translated, before, mp.log_end, final=final, source_ahead=ahead, realign=realign
-            )
-        wanted = wanted or offset is not None
-        if offset is not None and dry_run:
-            offset, action = None, action if action == CLAMPED else WOULD_COMMIT
-        elif offset is not None:
-            to_commit[key] = offset
-        rows.append(
-            PartitionOffsetSync(key[0], key[1], position, translated, before, action, to_commit.get(key, before))
-        )
-    return rows, to_commit, wanted
 
 
 def _note_busy(outcome: GroupOffsetSync, busy: str | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mirror_pipeline.model.offset_map import OffsetMap
+from mirror_pipeline.model.offset_results import PartitionOffsetSync
 
 EXACT = "exact"
 TIMESTAMP = "timestamp"
@@ -125,3 +126,42 @@ def plan_commit(
 def behind(translated: int, destination_offset: int | None) -> bool:
     """True when a destination group still sits before its translation (offset-sync lag)."""
     return destination_offset is None or destination_offset < translated
+
+
+def decide_commits(
+    landings: dict[tuple[str, int], tuple[int | None, int]],
+    partitions: dict[tuple[str, int], MirrorPartition],
+    previous: dict[tuple[str, int], int],
+    busy: str | None,
+    *,
+    final: bool,
+    dry_run: bool,
+    realign: bool,
+) -> tuple[list[PartitionOffsetSync], dict[tuple[str, int], int], bool]:
+    """What to commit of a group's `landings` ((source position, translation) per mirror partition)
+    over its destination offsets `previous`; `busy`: why the group may not be written (None: it may).
+
+    Returns a row per partition, the offsets to commit, and whether any would
+    be committed but for `dry_run`.
+    """
+    rows: list[PartitionOffsetSync] = []
+    to_commit: dict[tuple[str, int], int] = {}
+    wanted = False
+    for key, (position, translated) in sorted(landings.items()):
+        mp, before = partitions[key], previous.get(key)
+        if busy is not None:
+            offset, action = None, "skipped"
+        else:
+            ahead = position is not None and mp.is_ahead(position)
+            offset, action = plan_commit(
+                translated, before, mp.log_end, final=final, source_ahead=ahead, realign=realign
+            )
+        wanted = wanted or offset is not None
+        if offset is not None and dry_run:
+            offset, action = None, action if action == CLAMPED else WOULD_COMMIT
+        elif offset is not None:
+            to_commit[key] = offset
+        rows.append(
+            PartitionOffsetSync(key[0], key[1], position, translated, before, action, to_commit.get(key, before))
+        )
+    return rows, to_commit, wanted

@@ -133,20 +133,23 @@ def test_lagging_groups_land_exactly_on_a_gap_free_mirror(
     lags = {f"{prefix}-a": {0: 0, 1: 7}, f"{prefix}-b": {0: 60, 1: 99}, f"{prefix}-c": {0: 100, 1: 100}}
     for group, positions in lags.items():
         commit(source_bootstrap, group, topic, positions)
+    clients: list[str] = []
+    opened = offset_groups.GroupClient
+    monkeypatch.setattr(offset_groups, "GroupClient", lambda conf, g, at: clients.append(g) or opened(conf, g, at))
 
     result = engine.sync_offsets(config, LINK, [topic])
 
     for group, positions in lags.items():
         assert committed(destination_bootstrap, group, topic, 2) == positions
         assert group_result(result, group).status == "synced"
+    # Listed: every commit made at once by the listing's child process, no group opened a client.
+    assert clients == [] if offsets_read else sorted(set(clients)) == sorted(lags)
     assert result.committed == 6  # position 0 too: the destination groups had no offsets yet
     assert result.offset_sync_lag == 0
     assert result.checkpoint_latency_ms is not None and result.checkpoint_latency_ms > 0
     assert result.to_dict()["groups"][0]["partitions"][0]["action"] in ("committed", "clamped to mirror log end")
 
-    clients: list[str] = []
-    opened = offset_groups.GroupClient
-    monkeypatch.setattr(offset_groups, "GroupClient", lambda conf, g, at: clients.append(g) or opened(conf, g, at))
+    clients.clear()
     again = engine.sync_offsets(config, LINK, [topic])
     assert again.committed == 0
     assert {p.action for g in again.groups for p in g.partitions} == {"unchanged"}
@@ -320,6 +323,36 @@ def test_a_destination_group_is_never_moved_backwards(
     commit(source_bootstrap, group, topic, {0: 45})
     engine.sync_offsets(config, LINK, [topic])
     assert committed(destination_bootstrap, group, topic) == {0: 45}
+
+
+def test_a_group_that_moves_between_the_listing_and_the_commit_is_decided_again(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
+    """The listing's child commits a group only if its destination offsets are still those listed:
+    one a consumer moved in between is read again and kept, not moved backwards."""
+    prefix = unique_name("g")
+    config = offset_config(write_config, prefix)
+    topic = mirrored(config, spark, source_bootstrap, create_topic, unique_name(), count=50)
+    moved, still = f"{prefix}-moved", f"{prefix}-still"
+    for group in (moved, still):
+        commit(source_bootstrap, group, topic, {0: 20})
+    sent: list[set] = []
+
+    def a_consumer_commits_first(conf, commits, alias, timeout_s):
+        sent.append(set(commits))
+        commit(destination_bootstrap, moved, topic, {0: 40})  # consumed on the destination meanwhile
+        return listing.commit_if_unchanged(conf, commits, alias, timeout_s)
+
+    monkeypatch.setattr(offset_sync, "commit_if_unchanged", a_consumer_commits_first)
+    result = engine.sync_offsets(config, LINK, [topic])
+
+    assert sent == [{moved, still}]
+    assert committed(destination_bootstrap, still, topic) == {0: 20}
+    assert committed(destination_bootstrap, moved, topic) == {0: 40}
+    (row,) = group_result(result, moved).partitions
+    assert (row.translated_offset, row.previous_offset, row.action) == (20, 40, "kept (destination ahead)")
+    assert group_result(result, still).partitions[0].action == "committed"
+    assert result.committed == 1
 
 
 def test_prefixed_link_syncs_into_prefixed_groups(

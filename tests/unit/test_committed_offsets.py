@@ -57,3 +57,29 @@ def test_an_answer_that_is_not_the_childs_lists_no_group(monkeypatch, caplog):
         )
         assert listing.committed_offsets({"bootstrap.servers": "x"}, ["g"], "a", 5) == {}
     assert "no readable answer" in caplog.text
+
+
+def test_commits_go_to_the_child_with_what_they_were_decided_from(monkeypatch):
+    sent = {}
+
+    def child(args, input, **kwargs):
+        sent.update(json.loads(input))
+        return subprocess.CompletedProcess(args, 0, stdout=json.dumps(["g", "not-asked"]))
+
+    monkeypatch.setattr(listing.subprocess, "run", child)
+    commits = {"g": ({("t", 0): None, ("t", 1): 4}, {("t", 0): 5, ("t", 1): 9}), "h": ({("t", 0): 1}, {("t", 0): 2})}
+    assert listing.commit_if_unchanged({"bootstrap.servers": "x"}, commits, "a", 5) == {"g"}
+    assert sent["commits"]["g"] == {"expected": [["t", 0, None], ["t", 1, 4]], "offsets": [["t", 0, 5], ["t", 1, 9]]}
+
+
+def test_a_failed_commit_child_commits_no_group(monkeypatch, caplog):
+    commits = {"g": ({("t", 0): None}, {("t", 0): 5})}
+    for answer in (
+        subprocess.CompletedProcess([], -11, stdout="", stderr="boom"),
+        subprocess.CompletedProcess([], 0, stdout=json.dumps({"g": []})),
+        subprocess.CompletedProcess([], 0, stdout=json.dumps([["g"]])),
+    ):
+        monkeypatch.setattr(listing.subprocess, "run", lambda args, answer=answer, **kwargs: answer)
+        assert listing.commit_if_unchanged({"bootstrap.servers": "x"}, commits, "a", 5) == set()
+    assert "exit code -11" in caplog.text and "committed one by one" in caplog.text
+    assert listing.commit_if_unchanged({"bootstrap.servers": "x"}, {}, "a", 5) == set()
