@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -69,13 +70,14 @@ def commit_if_unchanged(
     if not commits:
         return set()
     request = {
+        "parent": os.getpid(),
         "commits": {
             group: {
                 "expected": [[t, p, o] for (t, p), o in sorted(expected.items())],
                 "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())],
             }
             for group, (expected, offsets) in commits.items()
-        }
+        },
     }
     answer = _ask_child(admin_conf, request, alias, timeout_s, "committing offsets", "committed")
     if not isinstance(answer, list) or not all(isinstance(g, str) for g in answer):
@@ -120,7 +122,7 @@ def _child() -> None:
     admin = kc.admin_client(request["conf"])
     deadline = time.monotonic() + request["timeout_s"]
     if "commits" in request:
-        json.dump(_commit_unchanged(admin, request["commits"], deadline), sys.stdout)
+        json.dump(_commit_unchanged(admin, request["commits"], request["parent"], deadline), sys.stdout)
     else:
         json.dump(_listed(admin, request["groups"], deadline), sys.stdout)
 
@@ -153,14 +155,17 @@ def _listed(admin, groups: Sequence[str], deadline: float) -> dict[str, list]:
     return found
 
 
-def _commit_unchanged(admin, commits: dict[str, dict], deadline: float) -> list[str]:
-    """The groups whose offsets were committed: those listed now as their commit expects."""
+def _commit_unchanged(admin, commits: dict[str, dict], parent: int, deadline: float) -> list[str]:
+    """The groups whose offsets were committed: those listed now as their commit expects. None once
+    `parent` is gone: a sync killed meanwhile (a failover's, say) commits nothing after its death."""
     now = _listed(admin, list(commits), deadline)
     unchanged = []
     for group, rows in now.items():
         current = {(t, p): o for t, p, o in rows}
         if all(current.get((t, p)) == o for t, p, o in commits[group]["expected"]):
             unchanged.append(group)
+    if os.getppid() != parent:
+        return []
     futures = {
         group: admin.alter_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for t, p, o in commits[group]["offsets"]])],
