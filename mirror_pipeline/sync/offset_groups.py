@@ -10,7 +10,8 @@ impossible even if a consumer joins between our describe and our commit.
 librdkafka 2.16 has crashed the process (segfault) in it while a group
 coordinator was still loading, and a crash would take a Dagster run or a
 promote down with it. `committed_offsets` runs it in a child process instead,
-and these consumers read what that child could not.
+which also commits every group it can (the admin API's OffsetCommit is the
+same "simple" one); these consumers read and commit what that child could not.
 """
 
 from __future__ import annotations
