@@ -9,12 +9,11 @@ demo: setup
 	.venv/bin/mirror-pipeline demo
 
 # Lint, format and types first (the few seconds CI spends before the Kafka suites), then
-# four pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
+# three pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
 # one); worker N > 0 starts Kafka clusters of its own (tests/conftest.py), so no test sees
-# another's links or broker kills. With three, the two cores stood half idle for minutes
-# while the workers waited on Dagster's recoveries and the browser.
+# another's links or broker kills. More workers only queue for the two cores.
 test: lint
-	.venv/bin/pytest -n 4 --dist loadgroup
+	.venv/bin/pytest -n 3 --dist loadgroup
 
 # The full fault-injection suite (over a hundred kill points, every race);
 # `make test` runs a slice of it.
