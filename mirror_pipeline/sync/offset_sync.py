@@ -312,8 +312,9 @@ def _sync_group(
     if source and dest_offsets is not None:
         # By the destination's offsets as listed before the syncs began, nothing to commit (in sync,
         # kept ahead, or busy): reported from that listing, without a client of its own (about 4 ms
-        # a group). A group with something to commit reads them again, just before its commit is
-        # decided, so that it never moves backwards.
+        # a group). A group with something to commit has them read again just before its commit,
+        # so that it never moves backwards: by the commit child, which commits only if they are
+        # still as listed, or else by a client of its own, which decides again from what it reads.
         rows, to_commit, wanted = decide_commits(landings, partitions, dest_offsets, busy, **options)
         if not wanted:
             outcome.partitions += rows
