@@ -126,7 +126,8 @@ def _child() -> None:
     admin = kc.admin_client(request["conf"])
     deadline = time.monotonic() + request["timeout_s"]
     if "commits" in request:
-        committers = [admin] + [kc.admin_client(request["conf"]) for _ in range(COMMIT_CONNECTIONS - 1)]
+        more = min(COMMIT_CONNECTIONS, len(request["commits"])) - 1  # a connection a group at most
+        committers = [admin] + [kc.admin_client(request["conf"]) for _ in range(more)]
         json.dump(_commit_unchanged(committers, request["commits"], request["parent"], deadline), sys.stdout)
     else:
         json.dump(_listed(admin, request["groups"], deadline), sys.stdout)
