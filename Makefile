@@ -10,10 +10,10 @@ demo: setup
 
 # Lint, format and types first (the few seconds CI spends before the Kafka suites), then
 # three pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
-# one); worker N > 0 starts Kafka clusters of its own (tests/conftest.py), so no test sees
-# another's links or broker kills. More workers only queue for the two cores.
+# one), the longest files first (tests/conftest.py); worker N > 0 starts Kafka clusters of its
+# own, so no test sees another's links or broker kills. More workers only queue for the two cores.
 test: lint
-	.venv/bin/pytest -n 3 --dist loadgroup
+	.venv/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
 
 # The full fault-injection suite (over a hundred kill points, every race);
 # `make test` runs a slice of it.
