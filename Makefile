@@ -9,11 +9,13 @@ demo: setup
 	.venv/bin/mirror-pipeline demo
 
 # Lint, format and types first (the few seconds CI spends before the Kafka suites), then
-# three pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
+# four pytest-xdist workers, a test file to each at a time (the secured pair's tests all to
 # one), the longest files first (tests/conftest.py); worker N > 0 starts Kafka clusters of its
-# own, so no test sees another's links or broker kills. More workers only queue for the two cores.
+# own, so no test sees another's links or broker kills. Many tests mostly wait (for a run, a
+# deployment to heal, a browser): with four workers the two cores stay busy; with three they
+# stood idle for minutes.
 test: lint
-	.venv/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
+	.venv/bin/pytest -n 4 --dist loadgroup --no-loadscope-reorder
 
 # The full fault-injection suite (over a hundred kill points, every race);
 # `make test` runs a slice of it.

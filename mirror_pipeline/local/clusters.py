@@ -121,6 +121,9 @@ class ClusterInfo:
 class LocalKafka:
     """`count` single-node KRaft clusters under `root`, cluster i on `base_port + i*10000`."""
 
+    #: (name, value) pairs over `server_config`'s in every broker this instance starts (the test suite's).
+    broker_settings: tuple[tuple[str, str], ...] = ()
+
     def __init__(
         self, root: Path, count: int = DEFAULT_COUNT, base_port: int = DEFAULT_BASE_PORT, security: str = PLAINTEXT
     ):
@@ -201,7 +204,7 @@ class LocalKafka:
             self._check_ports_free(cluster)
             cluster.dir.mkdir(parents=True, exist_ok=True)
             # 0600: a secured broker's config holds its own passwords.
-            write_private(cluster.properties, server_properties(cluster, self.security, creds))
+            write_private(cluster.properties, server_properties(cluster, self.security, creds, self.broker_settings))
         format_storage([c for c in to_start if not is_formatted(c)], creds)
         for cluster in to_start:
             self._start(cluster)

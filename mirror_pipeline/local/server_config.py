@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable
 
 from mirror_pipeline.local.layout import ClusterLayout
 from mirror_pipeline.local.security import (
@@ -23,7 +24,12 @@ _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
-def server_properties(cluster: ClusterLayout, security: str = PLAINTEXT, creds: Credentials | None = None) -> str:
+def server_properties(
+    cluster: ClusterLayout,
+    security: str = PLAINTEXT,
+    creds: Credentials | None = None,
+    overrides: Iterable[tuple[str, str]] = (),
+) -> str:
     """Broker+controller config for a one-node dev cluster (replication factor 1 everywhere).
 
     In plaintext mode the listeners are PLAINTEXT and there is no authorizer;
@@ -62,6 +68,7 @@ def server_properties(cluster: ClusterLayout, security: str = PLAINTEXT, creds: 
         if creds is None:
             raise LocalClusterError(f"security mode {security} needs the root's credentials")
         settings.update(_secured(cluster, security, creds))
+    settings.update(overrides)
     header = f"# Written by mirror-pipeline `local up` for cluster {cluster.name}; rewritten on each start.\n"
     return header + "".join(f"{k}={v}\n" for k, v in settings.items())
 
