@@ -81,7 +81,8 @@ _KAFKA_FIXTURES = {"local_kafka", "source_bootstrap", "destination_bootstrap", "
 SECURE_GROUP = "secured-pair"
 
 
-#: The groups that take longest, longest first, with their seconds in a clean clone's `make test`.
+#: The groups that take longest, longest first, with their seconds from one clean clone's `make test` (a
+#: hand-kept table: a group missing from it only goes out later).
 #: `make test` hands groups out in collection order (`--no-loadscope-reorder`; xdist's own order is by
 #: number of tests, which deals the unit-test files first and a five-minute group last): longest first,
 #: the rest fill in around them.
