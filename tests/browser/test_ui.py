@@ -338,26 +338,38 @@ def launch_promote(page, visit, job: str, run_config: dict, partition: str | Non
         picker.fill(partition)
         page.get_by_role("menuitem", name=partition).first.click()
         expect(picker).to_have_value(partition)
-    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", yaml.safe_dump(run_config))  # CodeMirror 5
+        # Picking a partition fetches its tags and config, then writes them over the session as it was
+        # when picked: typed any sooner, the config is lost, and Launch Run, its partition not yet in the
+        # session, only asks "Are you sure?" (a loaded machine made that race happen).
+        expect(page.get_by_text(f"partition: {partition}", exact=True).first).to_be_visible()
+        expect(page.get_by_text("Generating configuration...")).to_be_hidden()
+    launch_from_launchpad(page, editor, run_config)
+    return wait_for_run_end(page, RUN_S)
+
+
+def launch_from_launchpad(page, editor, run_config: dict) -> None:
+    """Type `run_config` into the Launchpad's editor, press Launch Run, and wait for the run's page."""
+    from playwright.sync_api import expect
+
+    text = yaml.safe_dump(run_config)
+    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", text)  # CodeMirror 5
+    assert editor.evaluate("node => node.CodeMirror.getValue()") == text
     launch = page.get_by_role("button", name="Launch Run")  # its icon is part of its name
     expect(launch).to_be_enabled()  # the UI has validated the config
     launch.click()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
-    return wait_for_run_end(page, RUN_S)
+    try:
+        page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
+    except Exception as error:  # the page's own words say why no run started
+        shown = page.inner_text("body")[:1500]
+        raise AssertionError(f"Launch Run opened no run page; the page said: {shown}") from error
 
 
 def launch_follow(page, visit, names: LinkNames) -> None:
     """The link's follow job from the Launchpad, in short epochs; returns once its run page shows."""
-    from playwright.sync_api import expect
-
     editor = page.locator(".CodeMirror").first
     visit(f"/locations/mirror-pipeline/jobs/{names.follow_job}/playground", lambda: editor)
     run_config = {"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}}
-    editor.evaluate("(node, text) => node.CodeMirror.setValue(text)", yaml.safe_dump(run_config))
-    launch = page.get_by_role("button", name="Launch Run")
-    expect(launch).to_be_enabled()
-    launch.click()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
+    launch_from_launchpad(page, editor, run_config)
 
 
 def describe(home: Path, config: Path, topic: str) -> dict:
