@@ -100,6 +100,14 @@ LONG_GROUPS = {
     "test_kills": 111,
     "test_follow_races": 104,
     "test_cli_records": 96,
+    # Minute-long groups: left to the end of the order, they ran alone on a worker after the rest had finished.
+    "test_spark_cluster": 65,
+    "test_lifecycle_all_or_nothing": 60,
+    "test_failback": 55,
+    "test_topologies": 55,
+    "test_stalled_writer": 45,
+    "test_metrics_exporter": 35,
+    "test_copy": 35,
 }
 
 

@@ -3,9 +3,9 @@
 - The copy job's worker daemon (`replication.worker_daemon`): the tasks of the
   suite's session run in workers forked from it, importing PySpark from the
   installed package rather than the zips Spark puts on their path.
-- The driver's class archive (`replication.driver_class_archive`): made as
-  `make setup` makes it (`class_archive_setup`), into a cache of the test's own, then mapped by a new
-  session's JVM, which loads Spark's classes from it.
+- The driver's class archive (`replication.driver_class_archive`): the one
+  `make setup` made (`class_archive_setup`; made here, as setup makes it, when the suite runs without
+  setup), mapped by a new session's JVM, which loads Spark's classes from it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from mirror_pipeline.config.machine_paths import cache_root
 from mirror_pipeline.replication import worker_reuse
 from mirror_pipeline.replication.spark_runner import run_tasks
 from tests.conftest import REPO
@@ -68,23 +69,21 @@ print(conf["spark.driver.extraJavaOptions"])
 """
 
 
-def python(code: str, cache: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+def python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 def test_setup_makes_a_class_archive_that_a_new_session_loads_spark_from(tmp_path):
-    cache = tmp_path / "cache"
-    made = python(MAKE, cache)
+    # Setup's archive, in the cache every session looks in: making another (two training sessions, half a
+    # minute of both cores) would test the same steps again.
+    made = python(MAKE)
     assert made.returncode == 0, made.stderr[-2000:]
     archive = Path(made.stdout.strip().splitlines()[-1])
-    assert archive.parent == cache / "mirror-pipeline" and archive.is_file() and archive.stat().st_size > 0
-    assert [p.name for p in archive.parent.iterdir()] == [archive.name]  # nothing half-written left behind
+    assert archive.parent == cache_root() and archive.is_file() and archive.stat().st_size > 0
+    assert not list(archive.parent.glob(f"{archive.name}.*.partial"))  # nothing half-written left behind
 
     class_log = tmp_path / "classes.log"
-    used = python(USE, cache, str(class_log))
+    used = python(USE, str(class_log))
     assert used.returncode == 0, used.stderr[-2000:]
     assert "[{'x': 0}, {'x': 1}]" in used.stdout and f"-XX:SharedArchiveFile={archive}" in used.stdout
     loads = class_log.read_text().splitlines()
@@ -95,7 +94,7 @@ def test_setup_makes_a_class_archive_that_a_new_session_loads_spark_from(tmp_pat
 
     # Made already: a second run of the setup step finds it and makes nothing.
     made_at = archive.stat().st_mtime_ns
-    again = python(MAKE, cache)
+    again = python(MAKE)
     assert again.returncode == 0 and Path(again.stdout.strip().splitlines()[-1]) == archive
     assert archive.stat().st_mtime_ns == made_at
 
