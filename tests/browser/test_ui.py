@@ -349,6 +349,7 @@ def launch_promote(page, visit, job: str, run_config: dict, partition: str | Non
 
 def launch_from_launchpad(page, editor, run_config: dict) -> None:
     """Type `run_config` into the Launchpad's editor, press Launch Run, and wait for the run's page."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     text = yaml.safe_dump(run_config)
@@ -359,7 +360,7 @@ def launch_from_launchpad(page, editor, run_config: dict) -> None:
     launch.click()
     try:
         page.wait_for_url(re.compile(r"/runs/[0-9a-f]{8}-"))
-    except Exception as error:  # the page's own words say why no run started
+    except PlaywrightTimeout as error:  # the page's own words say why no run started
         shown = page.inner_text("body")[:1500]
         raise AssertionError(f"Launch Run opened no run page; the page said: {shown}") from error
 
