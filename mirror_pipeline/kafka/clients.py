@@ -73,27 +73,35 @@ LEARN_TIMEOUT_S = 2.0
 
 
 def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEOUT_S) -> None:
-    """One metadata request, so a new client knows the brokers and leaders before a request
-    that would otherwise wait on one of librdkafka's retry timers.
+    """Two metadata requests, so a new client knows the brokers and leaders, and holds a
+    connection to a broker it learned, before a request that would otherwise wait on one of
+    librdkafka's retry timers.
 
-    Measured on the local pair: a new AdminClient's first `list_offsets` took
-    3.0 s instead of 3 ms about one time in three, and a new transactional
-    producer's `init_transactions` 0.5 s instead of 5 ms; after one metadata
-    request (1-55 ms), neither did in 16 tries each. A client whose cluster
-    does not answer is left to the request that follows, which says so.
-    Name a `topic` only for a consumer or a client built by `client_config`
-    (which sets `allow.auto.create.topics` false): another producer asking
-    for a named topic may create it where the broker auto-creates topics.
+    The first request goes to a bootstrap server. librdkafka (2.16) lets go of that
+    connection once the answer names the brokers, and connects to a named broker only when a
+    request needs one: a request made in between (a transactional producer's coordinator
+    lookup, a consumer's first fetch) found no broker up and waited for its 500 ms query
+    timer. Measured on the local pair: a new transactional producer's `init_transactions`
+    took 0.5 s instead of 4 ms in 6 of 12 tries after one metadata request, in none of 12
+    after two (the second takes about 50 ms: librdkafka holds a new connection back that
+    long); the cycle's read probe, a new consumer, took 0.6 s to its first answer, 30 ms
+    after these two requests. Earlier, a new AdminClient's first `list_offsets` had taken
+    3.0 s instead of 3 ms about one time in three with no metadata request before it.
 
-    Used where a new client's first request is on a latency path (a copy
-    task's start), not for every client. A task's writers and admin client
-    name a topic that exists (their own, or the link's offset map): without
-    one the request is for every topic of the cluster, and a task of 16 writer
-    slots on a cluster of 10,000 partitions spent 2 s of CPU building the
-    answers. Its consumer asks for every topic: it reads many.
+    A client whose cluster does not answer is left to the request that follows, which says
+    so. Name a `topic` only for a consumer or a client built by `client_config` (which sets
+    `allow.auto.create.topics` false): another producer asking for a named topic may create
+    it where the broker auto-creates topics.
+
+    Used where a new client's first request is on a latency path (a copy task's start, a
+    cycle's plan), not for every client. A task's writers and admin client name a topic that
+    exists (their own, or the link's offset map): without one the request is for every topic
+    of the cluster, and a task of 16 writer slots on a cluster of 10,000 partitions spent 2 s
+    of CPU building the answers. Its consumer asks for every topic: it reads many.
     """
     try:
         client.list_topics(topic, timeout=timeout)
+        client.list_topics(topic, timeout=timeout)  # over a learned broker's connection (see above)
     except KafkaException:
         pass
 

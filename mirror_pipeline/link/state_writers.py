@@ -53,8 +53,8 @@ class TransactionalWriter:
         )
 
     def fence(self, timeout: float = 30.0, learn_cluster: bool = False) -> None:
-        """Take over as the writer; with `learn_cluster`, first one metadata request (see
-        `clients.learn_cluster`), for a writer whose start is on a latency path."""
+        """Take over as the writer; with `learn_cluster`, first the metadata requests of
+        `clients.learn_cluster`, for a writer whose start is on a latency path."""
         deadline = time.monotonic() + timeout
         if learn_cluster:
             kc.learn_cluster(self._producer, self.topic)

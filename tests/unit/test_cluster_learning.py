@@ -1,4 +1,4 @@
-"""A new client's first metadata request (`clients.learn_cluster`), which spares it librdkafka's retry timers."""
+"""A new client's first metadata requests (`clients.learn_cluster`), which spare it librdkafka's retry timers."""
 
 from __future__ import annotations
 
@@ -24,3 +24,9 @@ def test_a_cluster_that_does_not_answer_is_left_to_the_request_that_follows():
     client = RecordingClient(fails=True)
     kc.learn_cluster(client, "orders")  # does not raise
     assert client.asked == ["orders"]
+
+
+def test_a_second_request_follows_the_first_so_a_learned_broker_is_connected():
+    client = RecordingClient()
+    kc.learn_cluster(client, "orders")
+    assert client.asked == ["orders", "orders"]
