@@ -5,6 +5,8 @@ after fencing (step 2: state, offset map and log ends as planned) and at the end
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
@@ -21,9 +23,28 @@ def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: 
     A part whose mirror may no longer be copied, whose partition got a segment
     from another writer at or past where this task's copy ends, or whose log
     end is not that end, fails: it is not written to.
+
+    The three are read side by side, all after fencing, which is all the check
+    needs: a stop or another cycle that comes later fences this task's writers
+    in turn. One after another they took 0.07-0.17 s of every follow-mode epoch's start.
     """
+    if not parts:
+        return
     store = StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
-    mirrors = store.read_mirrors()
+    tps = [(p.unit.mirror_topic, p.unit.partition) for p in parts]
+    with ThreadPoolExecutor(3, thread_name_prefix="task-checks") as pool:
+        state = pool.submit(store.read_mirrors)
+        announced = pool.submit(
+            segment_starts_since,
+            kc.client_config(ctx.dest_properties, link, "state-reader"),
+            admin,
+            ctx.offset_map_topic,
+            ctx.dest_alias,
+            link,
+            min(p.unit.map_snapshot_end for p in parts),
+        )
+        log_ends = pool.submit(kc.list_offsets, admin, tps, "latest", ctx.dest_alias, read_committed=False)
+        mirrors, newer, ends = state.result(), announced.result(), log_ends.result()
     for part in parts:
         info = mirrors.get(part.unit.mirror_topic)
         if not may_copy(info):
@@ -33,27 +54,10 @@ def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: 
                 f"mirror '{part.unit.mirror_topic}' is {what} since this cycle "
                 f"planned; partition {part.unit.partition} was not copied to",
             )
-    live = [p for p in parts if not p.failed]
-    if not live:
-        return
-    since = min(p.unit.map_snapshot_end for p in live)
-    newer = segment_starts_since(
-        kc.client_config(ctx.dest_properties, link, "state-reader"),
-        admin,
-        ctx.offset_map_topic,
-        ctx.dest_alias,
-        link,
-        since,
-    )
-    ends = kc.list_offsets(
-        admin,
-        [(p.unit.mirror_topic, p.unit.partition) for p in live],
-        "latest",
-        ctx.dest_alias,
-        read_committed=False,
-    )
-    for part in live:
+    for part in parts:
         unit = part.unit
+        if part.failed:
+            continue
         if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
             part.fail(
                 ConcurrentWriter.__name__,

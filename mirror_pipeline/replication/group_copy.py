@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
@@ -144,9 +145,9 @@ class _GroupCopy:
         # The slot writers' round trips (fences, a round's transactions) overlap in it.
         self.pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="slot-writer")
         try:
+            admin = self.pool.submit(self._open_admin)  # beside the fences: it writes nothing
             self._fence()
-            self.admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
-            kc.learn_cluster(self.admin, self.ctx.offset_map_topic)
+            self.admin = admin.result()
             check_after_fencing(self.ctx, self.link, self.admin, self.parts)
             units = [p.unit for p in self.parts if not p.ended]
             if not units:
@@ -182,6 +183,11 @@ class _GroupCopy:
             self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
         for done in [self.pool.submit(w.fence, learn_cluster=True) for w in self.writers.values()]:
             done.result()
+
+    def _open_admin(self) -> AdminClient:
+        admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
+        kc.learn_cluster(admin, self.ctx.offset_map_topic)
+        return admin
 
     def _open_clients(self, memory: MemoryPlan, max_message_bytes: int) -> Consumer:
         """The task's producers (`self.out`) and its consumer (returned)."""
