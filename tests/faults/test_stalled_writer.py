@@ -27,6 +27,7 @@ import pytest
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.replication import cycle
+from mirror_pipeline.replication.copier import InTurn
 from tests.faults.conftest import LINK
 from tests.faults.harness import REPO, assert_clean, log_ends, preload, python_cmd
 
@@ -138,9 +139,19 @@ GROUP_PARTITIONS = 4
 GROUP_RECORDS = 1_500  # per partition: less than a chunk, so the partitions are copied together
 
 
-@pytest.mark.parametrize("point", ["group-announced", "between-partitions"])
+# Records added to partition 0 while the group task is frozen: more than a chunk, so the settling
+# cycle copies that partition alone (`copier.copy_unit`), not in a group as the frozen task did.
+MOVED_RECORDS = 5_000
+
+
+@pytest.mark.parametrize(
+    ("point", "moved"),
+    [("group-announced", False), ("between-partitions", False), ("between-partitions", True)],
+    ids=["group-announced", "between-partitions", "between-partitions-then-moved"],
+)
 def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_cycle_settled_them(
     point,
+    moved,
     fault_config,
     spark,
     monkeypatch,
@@ -152,11 +163,13 @@ def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_
     fault_report,
 ):
     """A task copying small units together (`group_copy`), one writer per slot and one producer for
-    all, frozen once the first round is announced, or between two partitions' records of it."""
+    all, frozen once the first round is announced, or between two partitions' records of it; with
+    `moved`, the settling cycle copies one of its partitions in a task of its own (a partition moving
+    between groups: the slot's writer, not the task, is what fences)."""
     path = fault_config()
     config = load_config(path)
     topic = create_topic(source_bootstrap, unique_name(), partitions=GROUP_PARTITIONS)
-    preload(source_bootstrap, topic, GROUP_PARTITIONS, GROUP_RECORDS)
+    source = preload(source_bootstrap, topic, GROUP_PARTITIONS, GROUP_RECORDS)
     engine.create_mirror(config, LINK, topic)
 
     def every_unit(groups):
@@ -166,9 +179,18 @@ def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_
 
     task = cycle_in_a_frozen_task(config, spark, monkeypatch, tmp_path, topic, point, every_unit)
     try:
+        expected = GROUP_PARTITIONS * GROUP_RECORDS
+        if moved:
+            preload(source_bootstrap, topic, 1, MOVED_RECORDS, source=source)  # partition 0 only
+            expected += MOVED_RECORDS
+            dealt = spy_on_groups(monkeypatch)
         assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+        if moved:
+            monkeypatch.undo()
+            [with_0] = [g for g in dealt if any(u.partition == 0 for u in g)]
+            assert isinstance(with_0, InTurn) or len(with_0) == 1, dealt  # copied alone (`copier.copy_unit`)
         settled = log_ends(destination_bootstrap, topic, GROUP_PARTITIONS)
-        assert sum(settled.values()) == GROUP_PARTITIONS * GROUP_RECORDS
+        assert sum(settled.values()) == expected
     finally:
         task.send_signal(signal.SIGCONT)
     task.wait(120)
@@ -193,5 +215,23 @@ def test_a_group_task_frozen_between_its_partitions_lands_nothing_after_another_
         GROUP_PARTITIONS,
         complete=True,
         expected_state="ACTIVE",
-        report=lambda verdict: fault_report(f"stall: a group copy task frozen once {point}", {"stall": 1}, verdict),
+        report=lambda verdict: fault_report(
+            f"stall: a group copy task frozen once {point}" + (", the partition then copied alone" if moved else ""),
+            {"stall": 1},
+            verdict,
+        ),
     )
+
+
+def spy_on_groups(monkeypatch) -> list:
+    """The groups the next cycle deals its units to (appended to the list returned)."""
+    dealt: list = []
+    deal = cycle.cycle_groups
+
+    def recording(units, slots):
+        groups = deal(units, slots)
+        dealt.extend(groups)
+        return groups
+
+    monkeypatch.setattr(cycle, "cycle_groups", recording)
+    return dealt
