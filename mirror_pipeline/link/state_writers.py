@@ -30,6 +30,8 @@ TRANSACTION_TIMEOUT_MS = 10000
 FENCE_BATCH = 64
 # Fences under way at once (each a round trip to the transaction coordinator).
 FENCE_THREADS = 8
+# How long a failed write waits to learn whether its writer was fenced (`_fenced_meanwhile`).
+FENCE_PROBE_S = 2.0
 
 
 class TransactionalWriter:
@@ -77,12 +79,27 @@ class TransactionalWriter:
                 p.produce(self.topic, key=key.encode(), value=value)
             p.commit_transaction(30.0)
         except KafkaException as exc:
-            raise self._error(exc, doing) from None
+            raise self._error(exc, doing, fenced=not kc.is_fenced(exc) and self._fenced_meanwhile()) from None
 
-    def _error(self, exc: KafkaException, doing: str) -> MirrorError:
-        if kc.is_fenced(exc):
+    def _error(self, exc: KafkaException, doing: str, fenced: bool = False) -> MirrorError:
+        if fenced or kc.is_fenced(exc):
             return ConcurrentWriter(f"{self.where}: another writer took over while {doing}; this writer stopped")
         return MirrorError(f"{self.where}: {doing} failed: {kc.error_name(exc)}")
+
+    def _fenced_meanwhile(self) -> bool:
+        """Whether this writer was fenced, though its failed transaction said otherwise.
+
+        A fence that meets a commit in flight can fail the commit with another error
+        (UNKNOWN, seen under the fault suite when a pause fenced a copy task's slot
+        mid-commit) while librdkafka records the fence as the producer's fatal error,
+        which the next transactional call raises. Aborting asks for it (and ends the
+        failed transaction if the producer is still usable).
+        """
+        try:
+            self._producer.abort_transaction(FENCE_PROBE_S)
+        except KafkaException as exc:
+            return kc.is_fenced(exc)
+        return False
 
     def close(self) -> None:
         """Let go of the producer. Every write committed (or failed) before this, so nothing waits to be
