@@ -56,13 +56,7 @@ def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: 
         live = [p for p in parts if not p.failed]
         if not live:
             return
-        ends = kc.list_offsets(
-            admin,
-            [(p.unit.mirror_topic, p.unit.partition) for p in live],
-            "latest",
-            ctx.dest_alias,
-            read_committed=False,
-        )
+        ends = _log_ends(ctx, admin, live)
         newer = announced.result()
     for part in live:
         unit = part.unit
@@ -86,13 +80,7 @@ def verify_log_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -
     checked = [p for p in parts if not p.result.error]
     if not checked:
         return
-    ends = kc.list_offsets(
-        admin,
-        [(p.unit.mirror_topic, p.unit.partition) for p in checked],
-        "latest",
-        ctx.dest_alias,
-        read_committed=False,
-    )
+    ends = _log_ends(ctx, admin, checked)
     for part in checked:
         landed = ends[(part.unit.mirror_topic, part.unit.partition)]
         if landed != part.result.dest_until:
@@ -102,3 +90,10 @@ def verify_log_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -
                 f"log end is {landed} after copying, expected {part.result.dest_until}: records not "
                 f"written by this link are in the mirror",
             )
+
+
+def _log_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> dict[tuple[str, int], int]:
+    """The parts' mirror partitions' log ends, records of open transactions included: where a writer appends."""
+    return kc.list_offsets(
+        admin, [(p.unit.mirror_topic, p.unit.partition) for p in parts], "latest", ctx.dest_alias, read_committed=False
+    )
