@@ -32,6 +32,7 @@ READ_PROBE_S = 10.0
 # An empty Fetch is otherwise held by the broker for `fetch.wait.max.ms` (500 ms by default),
 # waiting for records to arrive; the probe only needs the answer.
 _PROBE_SETTINGS = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+# How long one consume call of the probe waits before it looks whether every topic answered.
 PROBE_POLL_S = 0.02
 # SASL mechanisms whose principal is `User:<sasl.username>` under Kafka's default principal builder.
 _USERNAME_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -60,8 +61,7 @@ def probe(ctx: LinkContext, topics: Iterable[str], timeout: float = READ_PROBE_S
             cons.assign([TopicPartition(t, 0, OFFSET_END) for t in sorted(waiting)])
             deadline = time.monotonic() + timeout
             while waiting and time.monotonic() < deadline:
-                # consume(n, timeout) returns at n messages or its timeout: a short timeout ends the
-                # probe soon after the last answer.
+                # consume(n, timeout) returns only at n messages or its timeout (0.2 s held every probe).
                 for msg in cons.consume(1000, PROBE_POLL_S):
                     err, topic = msg.error(), msg.topic()
                     if topic not in waiting:
