@@ -52,7 +52,15 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
 
 import yaml  # noqa: E402
 
-from benchmarks.common import admin_for, create_topic, local_clusters, mm2_class_present, say, warm_up  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    admin_for,
+    create_topic,
+    local_clusters,
+    mm2_class_present,
+    say,
+    wait_for_leaders,
+    warm_up,
+)
 from benchmarks.latency_copiers import CliCycles, Copier, Follow, Mm2, follow_options  # noqa: E402
 from benchmarks.latency_cpu import CpuSampler  # noqa: E402
 from benchmarks.latency_load import (  # noqa: E402
@@ -107,6 +115,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, a: str, b: str, meter: CpuMeter, run_id: str):
         self.args, self.a, self.b, self.meter, self.run_id = args, a, b, meter, run_id
         self.a_admin = admin_for(a)
+        self.b_admin = admin_for(b)
         spark = {"master": args.spark_master} if args.spark_master else {}
         self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark)
         standalone = {
@@ -132,7 +141,9 @@ class Bench:
         return topic
 
     def mirror(self, config: Path, mode: str, topic: str) -> str:
-        return engine.create_mirror(load_config(config), LINKS[mode], topic).mirror_topic
+        mirror = engine.create_mirror(load_config(config), LINKS[mode], topic).mirror_topic
+        wait_for_leaders(self.b_admin, mirror, self.args.partitions)  # a wide mirror's take a while
+        return mirror
 
     def copier(self, mode: str) -> Copier:
         args, topic = self.args, self.source_topic(mode)
@@ -172,6 +183,7 @@ def measure(bench: Bench, copier: Copier, burst: bool) -> dict[str, Any]:
         tracker.stop(linger_s=args.linger)  # late copies (duplicates) still count
         load.close()
         out["cpu_s"] = cpu.stop()
+        out["largest_process"] = cpu.largest()
     if "error" not in out:
         out["latency"] = phase_stats(load, tracker, MEASURED, args.window)
     out["warm_up"] = phase_stats(load, tracker, WARM)

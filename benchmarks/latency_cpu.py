@@ -1,4 +1,5 @@
-"""CPU seconds per process group during one latency mode, and the other load on the machine.
+"""CPU seconds per process group during one latency mode, the other load on the machine, and each
+group's largest process (threads, peak RSS).
 
 `throughput.CpuMeter` compares two snapshots: a process that exits in between
 (every `run` process, MM2 or follow once stopped) would leave no trace in the
@@ -9,6 +10,7 @@ second instead, so such a process is counted up to its last second.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from benchmarks.throughput import CpuMeter
@@ -26,6 +28,9 @@ class CpuSampler(threading.Thread):
         # CPU seconds of each process when last seen; the processes running now count from here.
         self.seen = {pid: cpu for pid, (_, cpu) in self.first.get("pids", {}).items()}
         self.roles: dict[str, float] = {}
+        # Per role, the most threads and the highest peak RSS (MiB) any one of its processes had:
+        # a copy task is one Spark Python worker, the follow driver the `cli` process.
+        self.peaks: dict[str, dict[str, float]] = {}
 
     def run(self) -> None:
         while not self.stopping.wait(self.every_s):
@@ -39,7 +44,16 @@ class CpuSampler(threading.Thread):
             role = ROLE_NAMES.get(role, role)
             self.roles[role] = self.roles.get(role, 0.0) + max(0.0, cpu - self.seen.get(pid, 0.0))
             self.seen[pid] = cpu
+            self._peak(role, pid)
         self.last = snap
+
+    def _peak(self, role: str, pid: int) -> None:
+        status = _status(pid)
+        if not status:
+            return
+        peak = self.peaks.setdefault(role, {"threads": 0, "rss_mib": 0.0})
+        peak["threads"] = max(peak["threads"], status.get("Threads", 0))
+        peak["rss_mib"] = max(peak["rss_mib"], round(status.get("VmHWM", 0) / 1024, 1))
 
     def stop(self) -> dict[str, Any]:
         """CPU seconds per role, `not-ours` (everything else on the machine) and the wall time, as CpuMeter.delta."""
@@ -53,3 +67,21 @@ class CpuSampler(threading.Thread):
         out["not-ours"] = round(max(0.0, machine - sum(self.roles.values())), 1)
         out["wall"] = round(self.last["wall"] - self.first["wall"], 1)
         return out
+
+    def largest(self) -> dict[str, dict[str, float]]:
+        """Per role, its largest process seen: {'threads': most threads, 'rss_mib': highest peak RSS}."""
+        return {role: dict(peak) for role, peak in sorted(self.peaks.items())}
+
+
+def _status(pid: int) -> dict[str, int]:
+    """Threads and VmHWM (KiB) from /proc/PID/status; empty once the process is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("Threads", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out

@@ -95,6 +95,10 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
     if cpu:
         roles = ", ".join(f"{k} {v:g}" for k, v in cpu.items() if k not in ("not-ours", "wall"))
         out.append(f"CPU s: {roles}; everything else {cpu['not-ours']:g} ({cpu['wall']:g} s wall)")
+    largest = m.get("largest_process") or {}
+    if largest:
+        each = ", ".join(f"{k} {v['threads']:.0f} threads, {v['rss_mib']:.0f} MiB" for k, v in largest.items())
+        out.append(f"largest process of each kind (most threads, peak RSS): {each}")
     for key in ("tracker_error", "foreign_records", "spark_master"):
         if key in m:
             out.append(f"{key.replace('_', ' ')}: {m[key]}")
