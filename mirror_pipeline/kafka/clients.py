@@ -340,7 +340,8 @@ def list_offsets(
             return result
         if time.monotonic() > deadline:
             tp, err = retry
-            raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}")
+            hint = _LEADERLESS_HINT.format(timeout=timeout) if err.code() in _LEADERLESS else ""
+            raise ClusterUnreachable(f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}{hint}")
         _refresh_leaders(admin, leaderless, deadline)
         time.sleep(0.2)
 
@@ -362,6 +363,14 @@ def _refresh_leaders(admin: AdminClient, topics: set[str], deadline: float) -> N
 
 # A partition just added is unknown to a client until its metadata refreshes.
 UNKNOWN_GRACE_S = 5.0
+
+# No leader answered for a partition: a single broker made the 9,900 partitions of a new topic live
+# over tens of seconds, so the operator is told that waiting and trying again is the remedy.
+_LEADERLESS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._NOENT)
+_LEADERLESS_HINT = (
+    " (no leader answered within {timeout:.0f}s; the partitions of a topic created moments ago can take"
+    " a minute to come up on a busy broker: try again shortly)"
+)
 
 # Errors no retry can mend; anything else (leaders moving, a topic settling)
 # is retried until the deadline.

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka.admin import NewPartitions
-
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_creation import add_partitions
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.model.results import MirrorInfo
@@ -58,11 +57,9 @@ def grow_partitions(ctx: LinkContext, info: MirrorInfo) -> tuple[int, int]:
             )
         raise MirrorError(f"mirror topic '{info.mirror_topic}' no longer exists on cluster '{ctx.dest.alias}'")
     if src > dst:
-        fut = ctx.dest_admin.create_partitions(
-            [NewPartitions(info.mirror_topic, src)], request_timeout=kc.REQUEST_TIMEOUT_S
+        add_partitions(
+            ctx.dest_admin, info.mirror_topic, dst, src, f"mirror '{info.mirror_topic}': adding partitions failed"
         )
-        with kc.kafka_errors(f"mirror '{info.mirror_topic}': adding partitions failed"):
-            fut[info.mirror_topic].result()
         # Asking for the topic's metadata also refreshes the client's cache,
         # which later offset requests for the new partitions rely on.
         deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S

@@ -23,15 +23,17 @@ from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs, split_for_mirror
+from mirror_pipeline.kafka.topic_creation import initial_partitions, request_batches
 from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
-from mirror_pipeline.operations.mirrors import check_names, create_mirror, new_mirror_info
+from mirror_pipeline.operations.mirrors import check_names, create_mirror, grow_new_mirror, new_mirror_info
 
 Outcome = tuple[MirrorInfo, bool] | MirrorError
 # Topics asked of the destination per CreateTopics request: each must complete within the
-# request timeout, and a controller creates thousands of partitions in seconds, not at once.
+# request timeout, and a controller creates thousands of partitions in seconds, not at once
+# (a request also writes at most `topic_creation.RECORDS_PER_REQUEST` metadata records).
 CREATE_TOPICS_AT_ONCE = 100
 # A CreateTopics answer that does not say the topic was refused: the client gave up waiting.
 _UNANSWERED = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT})
@@ -96,11 +98,14 @@ def _create_checked(
     ctx.store.update_mirrors(lambda current: [(m, info) for m, info in infos.items() if m not in current])
     failed: dict[str, MirrorError] = {}
     unanswered: set[str] = set()  # the request timed out: the controller may have created the topic all the same
-    for i in range(0, len(batch), CREATE_TOPICS_AT_ONCE):
+    first = {source: initial_partitions(partitions[source], len(split[source][0])) for source, _ in batch}
+    for requested in request_batches(
+        batch, lambda sm: 1 + first[sm[0]] + len(split[sm[0]][0]), at_most=CREATE_TOPICS_AT_ONCE
+    ):
         futures = ctx.dest_admin.create_topics(
             [
-                NewTopic(mirror, num_partitions=partitions[source], replication_factor=-1, config=split[source][0])
-                for source, mirror in batch[i : i + CREATE_TOPICS_AT_ONCE]
+                NewTopic(mirror, num_partitions=first[source], replication_factor=-1, config=split[source][0])
+                for source, mirror in requested
             ],
             request_timeout=kc.REQUEST_TIMEOUT_S,
         )
@@ -113,7 +118,12 @@ def _create_checked(
                 )
                 if kc.is_retriable(exc) or kc.error_code(exc) in _UNANSWERED:
                     unanswered.add(mirror)
-    expected = {mirror: partitions[source] for source, mirror in batch}
+        for source, mirror in requested:
+            if mirror not in failed and first[source] < partitions[source]:
+                grow_new_mirror(ctx, mirror, first[source], partitions[source])
+    # What each topic should be listed with: all its partitions, or those it was asked to be created
+    # with where the answer was lost (a wide one is then grown by the next cycle's planner).
+    expected = {mirror: first[source] if mirror in unanswered else partitions[source] for source, mirror in batch}
     _wait_until_listed(ctx, {m: n for m, n in expected.items() if m not in failed or m in unanswered})
     if unanswered:
         # Created after all (listed with the partitions asked for): the mirror keeps its registration.

@@ -12,6 +12,7 @@ from confluent_kafka.admin import NewTopic
 from mirror_pipeline.config.replication_policy import is_internal_topic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
+from mirror_pipeline.kafka.topic_creation import add_partitions, initial_partitions
 from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused, TopicNotFound
@@ -83,20 +84,40 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
     ctx.store.ensure_topics()
     ctx.record_naming()
     ctx.store.put_mirror(info)
+    first = initial_partitions(partitions, len(configs))
     try:
         with kc.kafka_errors(
             f"cluster '{ctx.dest.alias}': creating mirror topic '{mirror_topic}' failed", MirrorRefused
         ):
             ctx.dest_admin.create_topics(
-                [NewTopic(mirror_topic, num_partitions=partitions, replication_factor=-1, config=configs)],
+                [NewTopic(mirror_topic, num_partitions=first, replication_factor=-1, config=configs)],
                 request_timeout=kc.REQUEST_TIMEOUT_S,
             )[mirror_topic].result()
     except MirrorRefused:
         if existing is None:
             ctx.store.delete_mirror(mirror_topic)  # unregister what the failed create registered
         raise
+    if first < partitions:
+        grow_new_mirror(ctx, mirror_topic, first, partitions)
     # Read-only from its first record on, where the destination's authorizer allows (R-ACL-3).
     return write_guard.guard(ctx, mirror_topic) or info, True
+
+
+def grow_new_mirror(ctx: LinkContext, mirror_topic: str, created: int, partitions: int) -> None:
+    """Give a mirror topic created with fewer partitions than its source (a topic too wide for one
+    request, `topic_creation`) the rest. A failure leaves the topic as it is, registered: the next
+    cycle's planner adds what is missing (R-MT-10), while unregistering it would leave a topic no
+    later create could claim."""
+    try:
+        add_partitions(
+            ctx.dest_admin,
+            mirror_topic,
+            created,
+            partitions,
+            f"cluster '{ctx.dest.alias}': adding partitions to new mirror topic '{mirror_topic}' failed",
+        )
+    except MirrorError as exc:
+        log.warning("%s; the next cycle adds them", exc)
 
 
 def check_names(ctx: LinkContext, source_topic: str, mirror_topic: str, heartbeats: bool = False) -> None:

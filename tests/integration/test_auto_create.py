@@ -319,3 +319,69 @@ def test_a_topic_created_though_its_answer_timed_out_keeps_its_mirror(
     assert [m.mirror_topic for m in engine.list_mirrors(config, LINK)] == [slow]
     admin.create_topics = create_topics
     assert create_mirrors(ctx, [(slow, slow)])[slow][1] is False  # the next scan finds it registered
+
+
+def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin, monkeypatch
+):
+    """Kafka 4's controller refuses, whole, a request of more than 10,000 metadata records (a topic,
+    each partition, each config: one each), so 100 topics of 100 partitions, or one of 10,000, were
+    never mirrored. With the bound at 30 records here (a mirror carries 19 configs): topics are
+    created in requests that fit it, one too wide for a request starts with what fits, and
+    partitions are added in steps."""
+    from mirror_pipeline.kafka import topic_creation
+    from mirror_pipeline.link.context import LinkContext
+    from mirror_pipeline.link.partitions import grow_partitions
+    from mirror_pipeline.operations.bulk_create import create_mirrors
+    from mirror_pipeline.operations.mirrors import create_mirror
+
+    bound = 30
+    monkeypatch.setattr(topic_creation, "RECORDS_PER_REQUEST", bound)
+    u = unique_name()
+    small = [create_topic(source_bootstrap, f"{u}-s{i}", partitions=3) for i in range(3)]
+    wide = create_topic(source_bootstrap, f"{u}-wide", partitions=75)
+    alone = create_topic(source_bootstrap, f"{u}-alone", partitions=45)
+    config = load_config(write_config(own_state(u)))
+    ctx = LinkContext.open(config, LINK)
+    dest_admin = ctx.dest_admin
+    real_create, real_grow = dest_admin.create_topics, dest_admin.create_partitions
+    creates: list[dict[str, tuple[int, int]]] = []  # per request: topic -> (partitions, configs)
+    grows: list[tuple[str, int]] = []
+
+    def create_topics(new_topics, **kwargs):
+        mine = {t.topic: (t.num_partitions, len(t.config or {})) for t in new_topics if t.topic.startswith(u)}
+        if mine:
+            creates.append(mine)
+        return real_create(new_topics, **kwargs)
+
+    def create_partitions(new_partitions, **kwargs):
+        grows.extend((p.topic, p.new_total_count) for p in new_partitions)
+        return real_grow(new_partitions, **kwargs)
+
+    dest_admin.create_topics, dest_admin.create_partitions = create_topics, create_partitions
+
+    made = create_mirrors(ctx, [(t, t) for t in [*small, wide]])
+    assert all(made[t][1] is True for t in [*small, wide]), made
+    assert create_mirror(ctx, alone, alone)[1] is True
+    admin(source_bootstrap).create_partitions([_new_partitions(small[0], 70)])[small[0]].result(30)
+    assert grow_partitions(ctx, ctx.registry()[small[0]]) == (70, 67)
+
+    assert all(sum(1 + n + c for n, c in request.values()) <= bound for request in creates), creates
+    assert len(creates) > 2  # the three small topics did not fit one request beside the wide one
+    created = {topic: n for request in creates for topic, (n, _) in request.items()}
+    assert created[wide] < 75 and created[alone] < 45
+    assert len(grows) >= 7  # 75 and 45 from what fit, and the source's growth to 70, 30 at most a step
+    start = {**created, small[0]: 3}
+    for topic, total in grows:
+        assert 0 < total - start[topic] <= bound, (topic, total, start[topic])
+        start[topic] = total
+    metadata = admin(destination_bootstrap).list_topics(timeout=10).topics
+    counts = {t: len(metadata[t].partitions) for t in [*small, wide, alone]}
+    assert counts == {small[0]: 70, small[1]: 3, small[2]: 3, wide: 75, alone: 45}
+    assert sorted(m.mirror_topic for m in engine.list_mirrors(config, LINK)) == sorted([*small, wide, alone])
+
+
+def _new_partitions(topic: str, total: int):
+    from confluent_kafka.admin import NewPartitions
+
+    return NewPartitions(topic, total)

@@ -85,3 +85,29 @@ def test_listing_the_offsets_of_a_topic_without_known_leaders_asks_for_its_leade
     admin = LeaderlessUntilAsked()
     assert list_offsets(admin, [("new", 0), ("new", 1)], "latest", "b", timeout=5) == {("new", 0): 7, ("new", 1): 7}
     assert admin.asked == ["new"]
+
+
+class NeverLeading:
+    """An admin client whose broker answers every ListOffsets with NOT_LEADER_FOR_PARTITION."""
+
+    def list_topics(self, topic=None, timeout=None):
+        pass
+
+    def list_offsets(self, wanted, isolation_level=None, request_timeout=None):
+        futures = {}
+        for tp in wanted:
+            future = Future()
+            future.set_exception(raised(KafkaError.NOT_LEADER_FOR_PARTITION, "Broker: Not leader for partition"))
+            futures[tp] = future
+        return futures
+
+
+def test_partitions_still_without_a_leader_at_the_deadline_say_to_try_again():
+    with pytest.raises(
+        ClusterUnreachable,
+        match=(
+            r"^cluster 'b': listing offsets of 'wide' failed: NOT_LEADER_FOR_PARTITION "
+            r"\(no leader answered within 0s; .* try again shortly\)$"
+        ),
+    ):
+        list_offsets(NeverLeading(), [("wide", 0)], "latest", "b", timeout=0.3)

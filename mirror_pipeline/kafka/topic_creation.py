@@ -1,0 +1,68 @@
+"""Topics created and grown within the controller's bound on one request.
+
+Kafka 4's controller refuses, whole, a request that would write more than
+10,000 metadata records (POLICY_VIOLATION, "Unable to perform excessively
+large batch operation"). Creating a topic writes one record for the topic,
+one per partition and one per config; adding partitions, one per partition.
+A wide source (100 topics of 100 partitions, or one topic of 10,000) asked
+for at once would never be mirrored, and a scan that asked again would be
+refused again. So topics are created in requests of bounded records, a
+topic too wide for one request is created with the partitions that fit, and
+the rest are added in steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from mirror_pipeline.kafka import clients as kc
+
+# Metadata records asked of the controller per request: half its bound
+# (QuorumController's MAX_RECORDS_PER_USER_OP, 10,000), so each request also
+# completes well within the request timeout.
+RECORDS_PER_REQUEST = 5_000
+
+T = TypeVar("T")
+
+
+def initial_partitions(partitions: int, configs: int) -> int:
+    """The partitions a topic is created with: all of them when they fit one request."""
+    return max(1, min(partitions, RECORDS_PER_REQUEST - 1 - configs))
+
+
+def request_batches(items: Sequence[T], records: Callable[[T], int], at_most: int) -> list[list[T]]:
+    """`items` in consecutive groups of at most `at_most`, each writing at most RECORDS_PER_REQUEST
+    records (`records` of an item); an item above the bound alone is a group of its own."""
+    batches: list[list[T]] = []
+    size = 0
+    for item in items:
+        n = records(item)
+        if not batches or len(batches[-1]) >= at_most or size + n > RECORDS_PER_REQUEST:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += n
+    return batches
+
+
+def partition_steps(current: int, wanted: int) -> list[int]:
+    """The partition counts to ask for in turn, from `current` to `wanted`, each adding at most
+    RECORDS_PER_REQUEST partitions."""
+    steps = []
+    while current < wanted:
+        current = min(wanted, current + RECORDS_PER_REQUEST)
+        steps.append(current)
+    return steps
+
+
+def add_partitions(admin: AdminClient, topic: str, current: int, wanted: int, what: str) -> None:
+    """Grow `topic` from `current` to `wanted` partitions, in steps (`partition_steps`); an error
+    names `what` was being done. A step that failed leaves the steps before it in place: the
+    planner grows a mirror short of its source's partitions every cycle."""
+    for count in partition_steps(current, wanted):
+        futures = admin.create_partitions([NewPartitions(topic, count)], request_timeout=kc.REQUEST_TIMEOUT_S)
+        with kc.kafka_errors(what):
+            futures[topic].result()
