@@ -10,7 +10,7 @@ import logging
 import time
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.kafka.topic_creation import add_partitions
+from mirror_pipeline.kafka.controller_requests import add_partitions
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.model.results import MirrorInfo

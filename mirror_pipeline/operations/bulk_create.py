@@ -22,8 +22,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.controller_requests import initial_partitions, request_batches
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs, split_for_mirror
-from mirror_pipeline.kafka.topic_creation import initial_partitions, request_batches
 from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
@@ -33,7 +33,7 @@ from mirror_pipeline.operations.mirrors import check_names, create_mirror, grow_
 Outcome = tuple[MirrorInfo, bool] | MirrorError
 # Topics asked of the destination per CreateTopics request: each must complete within the
 # request timeout, and a controller creates thousands of partitions in seconds, not at once
-# (a request also writes at most `topic_creation.RECORDS_PER_REQUEST` metadata records).
+# (a request also writes at most `controller_requests.RECORDS_PER_REQUEST` metadata records).
 CREATE_TOPICS_AT_ONCE = 100
 # A CreateTopics answer that does not say the topic was refused: the client gave up waiting.
 _UNANSWERED = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT})

@@ -11,8 +11,8 @@ from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.config.replication_policy import is_internal_topic
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.controller_requests import add_partitions, initial_partitions
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs, split_for_mirror
-from mirror_pipeline.kafka.topic_creation import add_partitions, initial_partitions
 from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import READ_ONLY_PROBE_S, LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused, TopicNotFound
@@ -105,7 +105,7 @@ def create_mirror(ctx: LinkContext, source_topic: str, mirror_topic: str | None 
 
 def grow_new_mirror(ctx: LinkContext, mirror_topic: str, created: int, partitions: int) -> None:
     """Give a mirror topic created with fewer partitions than its source (a topic too wide for one
-    request, `topic_creation`) the rest. A failure leaves the topic as it is, registered: the next
+    request, `controller_requests`) the rest. A failure leaves the topic as it is, registered: the next
     cycle's planner adds what is missing (R-MT-10), while unregistering it would leave a topic no
     later create could claim."""
     try:

@@ -8,6 +8,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirror_pipeline.config.redaction import scrub
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.controller_requests import request_batches
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
@@ -16,7 +17,16 @@ Changes = dict[str, dict[str, tuple[str, str]]]  # mirror -> name -> (old value,
 
 
 def alter_configs(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dict[str, str]:
-    """SET the changes, one resource per mirror in one request; mirror -> error of those that failed."""
+    """SET the changes, one resource per mirror, in as few requests as the controller takes (each
+    config set is a metadata record, `controller_requests.RECORDS_PER_REQUEST`); mirror -> error of
+    those that failed."""
+    errors: dict[str, str] = {}
+    for batch in request_batches(sorted(changes), lambda m: len(changes[m]), at_most=len(changes)):
+        errors.update(_alter_batch(ctx, {m: changes[m] for m in batch}, secrets))
+    return errors
+
+
+def _alter_batch(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dict[str, str]:
     resources = {
         m: ConfigResource(
             ResourceType.TOPIC,

@@ -329,14 +329,14 @@ def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
     never mirrored. With the bound at 30 records here (a mirror carries 19 configs): topics are
     created in requests that fit it, one too wide for a request starts with what fits, and
     partitions are added in steps."""
-    from mirror_pipeline.kafka import topic_creation
+    from mirror_pipeline.kafka import controller_requests
     from mirror_pipeline.link.context import LinkContext
     from mirror_pipeline.link.partitions import grow_partitions
     from mirror_pipeline.operations.bulk_create import create_mirrors
     from mirror_pipeline.operations.mirrors import create_mirror
 
     bound = 30
-    monkeypatch.setattr(topic_creation, "RECORDS_PER_REQUEST", bound)
+    monkeypatch.setattr(controller_requests, "RECORDS_PER_REQUEST", bound)
     u = unique_name()
     small = [create_topic(source_bootstrap, f"{u}-s{i}", partitions=3) for i in range(3)]
     wide = create_topic(source_bootstrap, f"{u}-wide", partitions=75)

@@ -292,3 +292,35 @@ def test_the_dagster_asset_syncs_and_its_check_passes(
     (check,) = checked.get_asset_check_evaluations()
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
     assert topic in check.metadata["mirrors_with_drift"].value
+
+
+def test_many_changes_are_set_in_requests_the_controller_takes(
+    config, mirror, admin, source_bootstrap, destination_bootstrap, monkeypatch
+) -> None:
+    """Kafka 4's controller refuses, whole, a request that sets more than 10,000 configs: a sync of
+    every mirror of a wide link after a source-wide change would fail every time. With the bound at
+    2 records here, three mirrors of two changes each take three requests, and all are applied."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_pipeline.kafka import controller_requests
+
+    topics = [mirror(f"wide-{i}") for i in range(3)]
+    src = admin(source_bootstrap)
+    for topic in topics:
+        set_configs(src, topic, retention_ms="7654321", max_message_bytes="1500000")
+    monkeypatch.setattr(controller_requests, "RECORDS_PER_REQUEST", 2)
+    sizes: list[int] = []
+    alter = AdminClient.incremental_alter_configs
+
+    def counted(self, resources, **kwargs):
+        sizes.append(sum(len(r.incremental_configs) for r in resources))
+        return alter(self, resources, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "incremental_alter_configs", counted)
+    result = sync_configs(config, LINK, mirrors=topics)
+
+    assert all(result.mirrors[t].error is None and result.mirrors[t].in_sync for t in topics), result.to_dict()
+    assert sizes == [2, 2, 2]
+    dst = admin(destination_bootstrap)
+    for topic in topics:
+        wait_for(dst, topic, {"retention.ms": "7654321", "max.message.bytes": "1500000"})

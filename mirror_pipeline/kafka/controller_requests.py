@@ -1,14 +1,15 @@
-"""Topics created and grown within the controller's bound on one request.
+"""Requests to the controller within its bound on metadata records: topics created and grown,
+configs altered.
 
 Kafka 4's controller refuses, whole, a request that would write more than
 10,000 metadata records (POLICY_VIOLATION, "Unable to perform excessively
 large batch operation"). Creating a topic writes one record for the topic,
-one per partition and one per config; adding partitions, one per partition.
-A wide source (100 topics of 100 partitions, or one topic of 10,000) asked
-for at once would never be mirrored, and a scan that asked again would be
-refused again. So topics are created in requests of bounded records, a
-topic too wide for one request is created with the partitions that fit, and
-the rest are added in steps.
+one per partition and one per config; adding partitions, one per partition;
+altering configs, one per config set. A wide source (100 topics of 100
+partitions, or one topic of 10,000) asked for at once would never be
+mirrored, and a scan that asked again would be refused again. So requests
+carry a bounded number of records, a topic too wide for one request is
+created with the partitions that fit, and the rest are added in steps.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""Requests that stay within the controller's bound on metadata records (`kafka.topic_creation`)."""
+"""Requests that stay within the controller's bound on metadata records (`kafka.controller_requests`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirror_pipeline.kafka import topic_creation
-from mirror_pipeline.kafka.topic_creation import initial_partitions, partition_steps, request_batches
+from mirror_pipeline.kafka import controller_requests
+from mirror_pipeline.kafka.controller_requests import initial_partitions, partition_steps, request_batches
 
 
 @pytest.fixture(autouse=True)
 def small_bound(monkeypatch):
-    monkeypatch.setattr(topic_creation, "RECORDS_PER_REQUEST", 10)
+    monkeypatch.setattr(controller_requests, "RECORDS_PER_REQUEST", 10)
 
 
 def test_topics_are_batched_by_records_and_by_count():
