@@ -24,7 +24,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.local.clusters import LocalKafka
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
-from mirror_pipeline.model.errors import ClusterUnreachable
 
 REPO = Path(__file__).resolve().parents[1]
 MM2_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -55,15 +54,8 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict |
 def wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
     """Wait until every partition has a leader that answers ListOffsets: a single broker makes
     the partitions of a wide topic live over tens of seconds (NOT_LEADER_FOR_PARTITION meanwhile)."""
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            kc.list_offsets(admin, [(topic, p) for p in range(partitions)], "latest", "bench", read_committed=False)
-            return
-        except ClusterUnreachable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+    tps = [(topic, p) for p in range(partitions)]
+    kc.list_offsets(admin, tps, "latest", "bench", read_committed=False, timeout=120)  # retries until then
 
 
 def end_offsets(admin: AdminClient, topic: str, partitions: int, earliest: bool = False) -> list[int]:

@@ -29,19 +29,25 @@ RECORDS_PER_REQUEST = 5_000
 T = TypeVar("T")
 
 
+def creation_records(partitions: int, configs: int) -> int:
+    """The metadata records creating a topic writes: the topic, each partition, each config."""
+    return 1 + partitions + configs
+
+
 def initial_partitions(partitions: int, configs: int) -> int:
     """The partitions a topic is created with: all of them when they fit one request."""
-    return max(1, min(partitions, RECORDS_PER_REQUEST - 1 - configs))
+    return max(1, min(partitions, RECORDS_PER_REQUEST - creation_records(0, configs)))
 
 
-def request_batches(items: Sequence[T], records: Callable[[T], int], at_most: int) -> list[list[T]]:
-    """`items` in consecutive groups of at most `at_most`, each writing at most RECORDS_PER_REQUEST
-    records (`records` of an item); an item above the bound alone is a group of its own."""
+def request_batches(items: Sequence[T], records: Callable[[T], int], at_most: int | None = None) -> list[list[T]]:
+    """`items` in consecutive groups (of at most `at_most`, if given), each writing at most
+    RECORDS_PER_REQUEST records (`records` of an item); an item above the bound alone is a group
+    of its own."""
     batches: list[list[T]] = []
     size = 0
     for item in items:
         n = records(item)
-        if not batches or len(batches[-1]) >= at_most or size + n > RECORDS_PER_REQUEST:
+        if not batches or len(batches[-1]) == at_most or size + n > RECORDS_PER_REQUEST:
             batches.append([])
             size = 0
         batches[-1].append(item)

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.kafka.controller_requests import initial_partitions, request_batches
+from mirror_pipeline.kafka.controller_requests import creation_records, initial_partitions, request_batches
 from mirror_pipeline.kafka.topic_configs import describe_topics_configs, split_for_mirror
 from mirror_pipeline.link import read_probe, write_guard
 from mirror_pipeline.link.context import LinkContext
@@ -100,7 +100,7 @@ def _create_checked(
     unanswered: set[str] = set()  # the request timed out: the controller may have created the topic all the same
     first = {source: initial_partitions(partitions[source], len(split[source][0])) for source, _ in batch}
     for requested in request_batches(
-        batch, lambda sm: 1 + first[sm[0]] + len(split[sm[0]][0]), at_most=CREATE_TOPICS_AT_ONCE
+        batch, lambda sm: creation_records(first[sm[0]], len(split[sm[0]][0])), at_most=CREATE_TOPICS_AT_ONCE
     ):
         futures = ctx.dest_admin.create_topics(
             [

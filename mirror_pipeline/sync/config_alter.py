@@ -21,7 +21,7 @@ def alter_configs(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dic
     config set is a metadata record, `controller_requests.RECORDS_PER_REQUEST`); mirror -> error of
     those that failed."""
     errors: dict[str, str] = {}
-    for batch in request_batches(sorted(changes), lambda m: len(changes[m]), at_most=len(changes)):
+    for batch in request_batches(sorted(changes), lambda m: len(changes[m])):
         errors.update(_alter_batch(ctx, {m: changes[m] for m in batch}, secrets))
     return errors
 

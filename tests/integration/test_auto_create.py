@@ -329,6 +329,8 @@ def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
     never mirrored. With the bound at 30 records here (a mirror carries 19 configs): topics are
     created in requests that fit it, one too wide for a request starts with what fits, and
     partitions are added in steps."""
+    from confluent_kafka.admin import NewPartitions
+
     from mirror_pipeline.kafka import controller_requests
     from mirror_pipeline.link.context import LinkContext
     from mirror_pipeline.link.partitions import grow_partitions
@@ -363,7 +365,7 @@ def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
     made = create_mirrors(ctx, [(t, t) for t in [*small, wide]])
     assert all(made[t][1] is True for t in [*small, wide]), made
     assert create_mirror(ctx, alone, alone)[1] is True
-    admin(source_bootstrap).create_partitions([_new_partitions(small[0], 70)])[small[0]].result(30)
+    admin(source_bootstrap).create_partitions([NewPartitions(small[0], 70)])[small[0]].result(30)
     assert grow_partitions(ctx, ctx.registry()[small[0]]) == (70, 67)
 
     assert all(sum(1 + n + c for n, c in request.values()) <= bound for request in creates), creates
@@ -379,9 +381,3 @@ def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
     counts = {t: len(metadata[t].partitions) for t in [*small, wide, alone]}
     assert counts == {small[0]: 70, small[1]: 3, small[2]: 3, wide: 75, alone: 45}
     assert sorted(m.mirror_topic for m in engine.list_mirrors(config, LINK)) == sorted([*small, wide, alone])
-
-
-def _new_partitions(topic: str, total: int):
-    from confluent_kafka.admin import NewPartitions
-
-    return NewPartitions(topic, total)
