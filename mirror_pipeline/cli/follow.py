@@ -109,10 +109,9 @@ def follow(
             raise KeyboardInterrupt
         stop.set()
         click.echo(
-            # An epoch's length counts from when each task is ready to copy, so a task still starting
-            # (fencing, opening clients) stops later than epoch_s from now.
-            f"stopping after the epoch in flight (each copy task stops {epoch_s:.0f}s after it started copying); "
-            "Ctrl-C again to stop at once",
+            # The epoch in flight ends within epoch_s; the next one, when it already took over at a
+            # hand-over just before, runs its whole length too.
+            f"stopping after the epoch in flight (within {2 * epoch_s:.0f}s); Ctrl-C again to stop at once",
             err=True,
         )
 

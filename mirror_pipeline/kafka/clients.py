@@ -20,8 +20,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
+from mirror_pipeline.kafka.client_logs import quiet_logger
 from mirror_pipeline.kafka.client_settings import ROLE_SETTINGS, client_config
-from mirror_pipeline.kafka.handshake import UNREACHABLE_WORDS, DropConnectionFailureLogs, HandshakeFailures, explain
+from mirror_pipeline.kafka.handshake import UNREACHABLE_WORDS, HandshakeFailures, explain
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError, TopicNotFound
 
 log = logging.getLogger(__name__)
@@ -33,19 +34,6 @@ REQUEST_TIMEOUT_S = 15.0
 # Partitions per ListOffsets call: librdkafka's leader lookup for a call grows with the square of its
 # partitions (10,000 in one call: 0.96 s of CPU; in calls of 500, all in flight at once: 0.19 s).
 LIST_OFFSETS_BATCH = 500
-
-
-def quiet_logger() -> logging.Logger:
-    """librdkafka's own log lines go through Python logging (not straight to stderr).
-
-    Its warnings are mostly retries it recovers from by itself (a coordinator
-    loading, a broker reconnecting); failures reach us as errors anyway.
-    """
-    logger = logging.getLogger("mirror_pipeline.librdkafka")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.ERROR)
-        logger.addFilter(DropConnectionFailureLogs())
-    return logger
 
 
 class LinkAdminClient(AdminClient):

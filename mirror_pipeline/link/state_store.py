@@ -67,7 +67,9 @@ __all__ = [
     "mirror_key",
     "read_topic",
     "segment_key",
-    "segment_starts_since",
+    "live_segments",
+    "newest_starts",
+    "segment_writes_since",
     "state_writer_id",
     "transactional_id",
 ]
@@ -132,20 +134,43 @@ def ensure_internal_topics(admin: AdminClient, alias: str, topics: list[str], hi
                 ) from None
 
 
-def segment_starts_since(
+# A segment written to the offset-map topic: ((mirror, partition), its start, its value or None
+# for a deletion).
+SegmentWrite = tuple[tuple[str, int], int, bytes | None]
+
+
+def segment_writes_since(
     conf: dict[str, Any], admin: AdminClient, offset_map_topic: str, alias: str, link: str, since: int
-) -> dict[tuple[str, int], int]:
-    """(mirror, partition) -> the highest start of a segment of `link` written at or after offset
-    `since` of the offset-map topic (deletions left out): what other writers announced since a plan."""
-    newest: dict[tuple[str, int], int] = {}
+) -> list[SegmentWrite]:
+    """Every segment of `link` written at or after offset `since` of the offset-map topic, in the
+    order written: what other writers, or the epoch before, did since a plan."""
     prefix = f"{link}/"
+    writes = []
     for key, value, _ in read_topic(conf, admin, offset_map_topic, alias, start=since):
-        if value is None or not key.startswith(prefix):
-            continue
-        _, mirror, partition, start = key.split("/")
-        tp = (mirror, int(partition))
-        newest[tp] = max(newest.get(tp, -1), int(start))
+        if key.startswith(prefix):
+            _, mirror, partition, start = key.split("/")
+            writes.append(((mirror, int(partition)), int(start), value))
+    return writes
+
+
+def newest_starts(writes: Iterable[SegmentWrite]) -> dict[tuple[str, int], int]:
+    """(mirror, partition) -> the highest start of a segment written (deletions left out)."""
+    newest: dict[tuple[str, int], int] = {}
+    for tp, start, value in writes:
+        if value is not None:
+            newest[tp] = max(newest.get(tp, -1), start)
     return newest
+
+
+def live_segments(writes: Iterable[SegmentWrite]) -> dict[tuple[str, int], list[Segment]]:
+    """(mirror, partition) -> the segments written and not deleted after, in mirror-offset order."""
+    latest: dict[tuple[str, int], dict[int, bytes | None]] = defaultdict(dict)
+    for tp, start, value in writes:
+        latest[tp][start] = value
+    return {
+        tp: [_parsed_segment(raw) for _, raw in sorted(by_start.items()) if raw is not None]
+        for tp, by_start in latest.items()
+    }
 
 
 class StateStore:

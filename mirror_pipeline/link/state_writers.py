@@ -54,12 +54,15 @@ class TransactionalWriter:
             )
         )
 
+    def learn_cluster(self) -> None:
+        """The metadata requests of `clients.learn_cluster`, for a writer whose fence is on a latency path."""
+        kc.learn_cluster(self._producer, self.topic)
+
     def fence(self, timeout: float = 30.0, learn_cluster: bool = False) -> None:
-        """Take over as the writer; with `learn_cluster`, first the metadata requests of
-        `clients.learn_cluster`, for a writer whose start is on a latency path."""
+        """Take over as the writer; with `learn_cluster`, after `learn_cluster()`."""
         deadline = time.monotonic() + timeout
         if learn_cluster:
-            kc.learn_cluster(self._producer, self.topic)
+            self.learn_cluster()
         while True:
             try:
                 self._producer.init_transactions(max(1.0, deadline - time.monotonic()))

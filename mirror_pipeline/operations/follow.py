@@ -1,20 +1,24 @@
 """Follow mode (always-on, R-EX-4): one long-lived Spark application keeps a link's
 mirrors copying as records arrive.
 
-The work is cut into *epochs*. An epoch is a cycle (`cycle.run_cycle` with
-`follow_s`) whose units have no upper offset: every mirrored partition
-gets one, the units are dealt to as many long-lived tasks as the session has
-slots, and each copies records as they arrive for the epoch's length, counted
-from when the task is ready to copy (so a slow start never leaves an epoch
-empty), with the same chunk protocol, fencing and checks as a cycle's unit. The driver then
-records the epoch (its ranges, as a cycle's lineage), merges the partitions'
-segments and plans the next one, so a crash anywhere is repaired by the next
-plan exactly as after a crashed cycle.
+The work is cut into *epochs*. An epoch is a Spark job whose units have no
+upper offset: every mirrored partition gets one, the units are dealt to half
+the session's task slots, and each task copies records as they arrive until
+the epoch ends, with the same chunk protocol, fencing and checks as a
+cycle's unit. A little before that end (HAND_OVER_LEAD_S, or twice what
+planning took last time) the driver plans the next epoch and starts its job
+in the other half of the slots: its tasks fence the writers at the end and
+go on from where the offset map says, so no epoch boundary stops the copy
+(`replication.epochs`). The driver then records the epoch that ended (its
+ranges, as a cycle's lineage).
 
-What changes between epochs is picked up at the next plan: new mirrors
-(auto-create runs before each epoch), resumed mirrors, new source partitions.
-A pause, promote or failover does not wait for the epoch: it fences the
-partitions' writers, so a task stops announcing chunks at once (R-LC-8).
+An epoch that failed anything is followed by one planned in full, repairs
+included, once the epoch in flight has ended: a crash anywhere is repaired
+by that plan exactly as after a crashed cycle. What changes between epochs
+is picked up at the next plan: new mirrors (auto-create runs before each
+epoch), resumed mirrors, new source partitions (a full plan). A pause,
+promote or failover does not wait for the epoch: it fences the partitions'
+writers, so a task stops announcing chunks at once (R-LC-8).
 
 Config sync and consumer-offset sync run beside the epochs, on the link's
 `topic.config.sync.ms` and `consumer.offset.sync.ms`, so a link followed
@@ -29,6 +33,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,22 +42,24 @@ from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.operations import auto_create
 from mirror_pipeline.operations.heartbeats import HeartbeatEmitter
-from mirror_pipeline.replication import cycle
+from mirror_pipeline.replication import cycle, epochs
 from mirror_pipeline.sync import offset_sync
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_configs
 
 log = logging.getLogger(__name__)
 
-# Between two epochs no task copies (the tasks' end, planning, the job's start,
-# each unit fencing and checking: 0.8-2.2 s measured with 8 partitions): records arriving then
-# wait. Longer epochs make that rarer; shorter ones record lineage more often
-# and stop sooner.
+# Longer epochs plan and record lineage less often; shorter ones record it sooner and stop sooner.
 DEFAULT_EPOCH_S = 120.0
+# How long before an epoch ends the next one is planned and its job started, at least: its tasks
+# start and open their clients meanwhile (0.3-1.5 s in a warm local session), then wait for the end.
+HAND_OVER_LEAD_S = 3.0
 # With nothing to copy (every mirror paused, say), the next plan comes this much later.
 IDLE_WAIT_S = 5.0
 # Set by the follow job to its run worker's pid: follow mode started under Dagster stops once that
 # process is no longer its parent, even when the worker died before follow mode could look.
 RUN_WORKER_PID_ENV = "MIRROR_PIPELINE_RUN_WORKER_PID"
+# How often the driver looks whether an epoch's job ended before its hand-over.
+JOB_POLL_S = 0.2
 # After an epoch that could not run at all (a cluster down), the next try comes this much later.
 RETRY_WAIT_S = 10.0
 
@@ -81,10 +88,10 @@ def follow(
     mirror_topics: Sequence[str] | None = None,
     scanned: bool = False,
 ) -> int:
-    """Run epochs until `stop` is set; the epoch in flight when it is set finishes and is
+    """Run epochs until `stop` is set; the epochs in flight when it is set finish and are
     reported. Returns the number of epochs run.
 
-    Each epoch starts with auto-create's scan, but the first when `scanned`
+    Each epoch is planned after auto-create's scan, but the first when `scanned`
     (the caller scanned just before, to show its outcome: a scan of a wide
     source is seconds of metadata requests).
 
@@ -100,40 +107,113 @@ def follow(
     reporter = _Reporter(report)
     syncs = _SideSyncs(open_ctx, reporter, stop, mirror_topics)
     syncs.start()
+    # Two epochs' jobs run at once around a hand-over; each waits in a thread of its own.
+    jobs = ThreadPoolExecutor(2, thread_name_prefix="follow-epoch")
     number = 0
+    running: epochs.RunningEpoch | None = None
+    clean = True  # the epoch reported last copied everything it planned
+    lead = HAND_OVER_LEAD_S
     try:
-        while not stop.is_set():
-            number += 1
-            scan = ctx.link.auto_create_enable and not (number == 1 and scanned)
-            epoch, idle = _one_epoch(ctx, spark, number, epoch_s, mirror_topics, scan)
-            if number == 1 and epoch.result is None:
+        while running is not None or not stop.is_set():
+            if running is None:
+                number += 1
+                scan = ctx.link.auto_create_enable and not (number == 1 and scanned)
+                started = _started(ctx, spark, jobs, number, epoch_s, mirror_topics, scan)
+                if isinstance(started, Epoch):  # it could not start
+                    if number == 1:
+                        raise MirrorError(started.error)
+                    reporter.put(report.epoch, started)
+                    stop.wait(RETRY_WAIT_S)
+                    continue
+                if started.job is None:  # nothing to copy (every mirror paused, say)
+                    reporter.put(report.epoch, _finished(ctx, started, handed_over=False))
+                    stop.wait(IDLE_WAIT_S)
+                    continue
+                running = started
+            _wait_for_hand_over(running, running.ends_at - min(lead, epoch_s / 2), stop)
+            successor = None
+            if clean and not stop.is_set() and not (running.job and running.job.done()):
+                planning = time.monotonic()
+                successor = _continued(ctx, spark, jobs, running, epoch_s, mirror_topics)
+                lead = max(HAND_OVER_LEAD_S, 2 * (time.monotonic() - planning))
+            epoch = _finished(ctx, running, handed_over=successor is not None)
+            if epoch.number == 1 and epoch.result is None:
                 raise MirrorError(epoch.error)
             reporter.put(report.epoch, epoch)
-            if epoch.result is None:
+            clean = not epoch.error
+            running = successor
+            if successor is not None:
+                number = successor.number
+            elif epoch.result is None:
                 stop.wait(RETRY_WAIT_S)
-            elif idle:
-                stop.wait(IDLE_WAIT_S)
     finally:
         stop.set()
+        jobs.shutdown(wait=False, cancel_futures=True)
         syncs.join()
         reporter.close()
     return number
 
 
-def _one_epoch(
-    ctx: LinkContext, spark, number: int, epoch_s: float, mirror_topics: Sequence[str] | None, scan: bool
-) -> tuple[Epoch, bool]:
-    """(the epoch, whether it had nothing to copy); `scan`: auto-create's scan first."""
+def _wait_for_hand_over(running: epochs.RunningEpoch, until: float, stop: threading.Event) -> None:
+    """Until `until` (time.time), `stop`, or the epoch's job ending early (every task failed, say:
+    the next epoch is then planned in full at once rather than at the hand-over)."""
+    while not stop.is_set() and running.job is not None and not running.job.done():
+        left = until - time.time()
+        if left <= 0:
+            return
+        stop.wait(min(left, JOB_POLL_S))
+
+
+def _started(
+    ctx: LinkContext,
+    spark,
+    jobs: ThreadPoolExecutor,
+    number: int,
+    epoch_s: float,
+    mirror_topics: Sequence[str] | None,
+    scan: bool,
+) -> epochs.RunningEpoch | Epoch:
+    """An epoch planned in full and started, or the epoch that could not start, saying why."""
     try:
-        created = auto_create.scan(ctx) if scan else None
-        if created is not None and created.errors:
-            log.warning("auto-create failed for %s", "; ".join(f"'{t}': {e}" for t, e in created.errors.items()))
-        result = cycle.run_cycle(ctx, spark, mirror_topics, follow_s=epoch_s)
-        return Epoch(number, result), result.work_units == 0
-    except cycle.CycleFailed as exc:
-        return Epoch(number, exc.result, str(exc)), exc.result.work_units == 0
+        if scan:
+            _scan(ctx)
+        return epochs.start(ctx, spark, jobs, number, mirror_topics, epoch_s)
     except MirrorError as exc:
-        return Epoch(number, None, str(exc)), True
+        return Epoch(number, None, str(exc))
+
+
+def _continued(
+    ctx: LinkContext,
+    spark,
+    jobs: ThreadPoolExecutor,
+    running: epochs.RunningEpoch,
+    epoch_s: float,
+    mirror_topics: Sequence[str] | None,
+) -> epochs.RunningEpoch | None:
+    """The epoch after `running`, started to take over at its end; None: planned in full after it."""
+    try:
+        map_end = epochs.offset_map_end(ctx)
+        if ctx.link.auto_create_enable:
+            _scan(ctx)
+        return epochs.continue_from(ctx, spark, jobs, running, mirror_topics, epoch_s, map_end)
+    except MirrorError as exc:
+        log.warning("follow: the next epoch is planned once epoch %d has ended: %s", running.number, exc)
+        return None
+
+
+def _finished(ctx: LinkContext, running: epochs.RunningEpoch, handed_over: bool) -> Epoch:
+    try:
+        return Epoch(running.number, epochs.finish(ctx, running, handed_over))
+    except cycle.CycleFailed as exc:
+        return Epoch(running.number, exc.result, str(exc))
+    except MirrorError as exc:
+        return Epoch(running.number, None, str(exc))
+
+
+def _scan(ctx: LinkContext) -> None:
+    created = auto_create.scan(ctx)
+    if created.errors:
+        log.warning("auto-create failed for %s", "; ".join(f"'{t}': {e}" for t, e in created.errors.items()))
 
 
 class _Reporter:

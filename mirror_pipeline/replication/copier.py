@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_store import SegmentWriter, StateStore, segment_starts_since
+from mirror_pipeline.link.state_store import SegmentWriter, StateStore, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import may_copy
@@ -82,6 +82,13 @@ class WorkUnit:
     # an epoch whose tasks took longer to start than the epoch lasts (a loaded machine: fencing,
     # checks, a Python worker's start) copied nothing, and the next one likewise.
     follow_s: float = 0.0
+    # Follow mode's hand-over (`operations.follow`): the wall-clock time at which the unit's task
+    # fences, the end of the epoch before; its epoch then ends `follow_s` later, when the next
+    # epoch's task fences in turn. 0: fence at once and follow for `follow_s` from then.
+    starts_at: float = 0.0
+    # Planned while the epoch before still copied the partition: the task starts where the offset
+    # map says after fencing, once what it says has landed, not at `source_from`/`dest_start`.
+    continues: bool = False
 
     @property
     def follows(self) -> bool:
@@ -314,7 +321,9 @@ def _check_no_writer_since_plan(unit: WorkUnit, ctx: CopyContext) -> None:
     conf = kc.client_config(ctx.dest_properties, unit.link, "state-reader")
     admin = kc.admin_client(kc.client_config(ctx.dest_properties, unit.link, "admin"))
     kc.learn_cluster(admin, ctx.offset_map_topic)
-    newer = segment_starts_since(conf, admin, ctx.offset_map_topic, ctx.dest_alias, unit.link, unit.map_snapshot_end)
+    newer = newest_starts(
+        segment_writes_since(conf, admin, ctx.offset_map_topic, ctx.dest_alias, unit.link, unit.map_snapshot_end)
+    )
     if newer.get((unit.mirror_topic, unit.partition), -1) >= unit.dest_start:
         raise ConcurrentWriter(
             f"mirror '{unit.mirror_topic}' partition {unit.partition}: another cycle wrote to it after this "

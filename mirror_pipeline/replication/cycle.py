@@ -28,7 +28,7 @@ from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
 from mirror_pipeline.replication.copier import CopyContext, UnitResult
 from mirror_pipeline.replication.planner import Plan, plan_cycle
 from mirror_pipeline.replication.spark_runner import Spark, run_unit_groups, task_slots
-from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
+from mirror_pipeline.replication.task_groups import cycle_groups
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +54,31 @@ def run_cycle(
     spark: Spark,
     mirror_topics: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
-    follow_s: float = 0.0,
 ) -> CycleResult:
-    """One cycle; with `follow_s` one epoch of follow mode (see `follow`): every
-    partition's unit copies records as they arrive for that long once its task is
-    ready, its tasks each serving a group of partitions."""
+    """One cycle (follow mode's epochs are `epochs`')."""
     started = time.time()
     ctx.check_destination()
+    plan = planned(ctx, selected_mirrors(ctx, mirror_topics))
+    copy_ctx = copy_context(ctx)
+    t0 = time.monotonic()
+    if not plan.units:
+        results: list[UnitResult] = []  # nothing to copy: no Spark job (and a lazy session never starts)
+    else:
+        groups = cycle_groups(plan.units, task_slots(spark))
+        with _ProgressReporter(ctx, plan, progress):
+            results = run_unit_groups(
+                spark,
+                groups,
+                copy_ctx,
+                description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units in {len(groups)} tasks",
+            )
+    log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
+    return outcome(ctx, plan, results, started)
+
+
+def selected_mirrors(ctx: LinkContext, mirror_topics: Sequence[str] | None) -> list[MirrorInfo]:
+    """The link's mirrors a cycle copies (of `mirror_topics`, or all), with what the source answers
+    applied (`track_source_reachability`)."""
     registry = ctx.registry()
     if mirror_topics is not None:
         unknown = sorted(set(mirror_topics) - set(registry))
@@ -73,37 +91,28 @@ def run_cycle(
         and m.state in WATCHED
         and not NO_COPY_FLAGS & set(m.flags)
     ]
-    selected = track_source_reachability(ctx, selected)
+    return track_source_reachability(ctx, selected)
 
+
+def planned(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.0) -> Plan:
+    """`plan_cycle`, with the source failures it found applied to the mirrors' states."""
     t0 = time.monotonic()
-    plan = plan_cycle(ctx, selected, follow_s)
-    track_source_failures(ctx, selected, plan.source_failures, plan.diverged)
+    plan = plan_cycle(ctx, mirrors, follow_s)
+    track_source_failures(ctx, mirrors, plan.source_failures, plan.diverged)
     log.info("%s: planned %d units in %.2fs", ctx.link.name, len(plan.units), time.monotonic() - t0)
+    return plan
 
-    copy_ctx = copy_context(ctx)
-    t0 = time.monotonic()
-    if not plan.units:
-        results: list[UnitResult] = []  # nothing to copy: no Spark job (and a lazy session never starts)
-    elif follow_s:
-        groups = follow_groups(plan.units, task_slots(spark))
-        results = run_unit_groups(
-            spark,
-            groups,
-            copy_ctx,
-            description=f"mirror-pipeline {ctx.link.name}: follow {len(plan.units)} partitions in {len(groups)} tasks",
-        )
-    else:
-        groups = cycle_groups(plan.units, task_slots(spark))
-        with _ProgressReporter(ctx, plan, progress):
-            results = run_unit_groups(
-                spark,
-                groups,
-                copy_ctx,
-                description=f"mirror-pipeline {ctx.link.name}: copy {len(plan.units)} units in {len(groups)} tasks",
-            )
-    log.info("%s: copied %d records in %.2fs", ctx.link.name, sum(r.records for r in results), time.monotonic() - t0)
 
-    _consolidate(ctx, plan)
+def outcome(
+    ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float, consolidate: bool = True
+) -> CycleResult:
+    """The lineage of a cycle's copy; raises CycleFailed when some mirrors were not fully copied.
+
+    `consolidate`: merge the partitions' segments first (not while the next epoch of follow mode
+    copies them: it would fence that epoch's writers).
+    """
+    if consolidate:
+        _consolidate(ctx, plan)
     result = _cycle_result(ctx, plan, results, started)
     errors = dict(plan.errors)
     if any(r.error for r in results):
@@ -175,9 +184,10 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
         reached = r.source_until if r else pp.next_source
         copy = PartitionCopy(
             partition=p,
-            source_from=pp.next_source,
+            # A continuing follow-mode unit starts where the offset map said when its task fenced.
+            source_from=r.source_from if r else pp.next_source,
             source_until=reached,
-            dest_from=pp.mirror_log_end,
+            dest_from=r.dest_from if r else pp.mirror_log_end,
             dest_until=r.dest_until if r else pp.mirror_log_end,
             records=r.records if r else 0,
             bytes=r.bytes if r else 0,

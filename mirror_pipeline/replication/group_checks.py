@@ -1,28 +1,42 @@
 """The checks a copy task makes on the destination around writing a group of units:
 after fencing (step 2: state, offset map and log ends as planned) and at the end
 (step 4: every mirror partition ends where its last segment does). See `group_copy`.
+
+A follow-mode unit that *continues* (planned while the epoch before still
+copied its partition) takes its start from the offset map instead: the
+newest segment announced since its plan, once the mirror's log end has
+reached it (the epoch before's last round may still be landing).
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_store import StateStore, segment_starts_since
+from mirror_pipeline.link.state_store import StateStore, live_segments, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, StateChanged
+from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import may_copy
 from mirror_pipeline.replication.copier import CopyContext
 from mirror_pipeline.replication.group_reading import Member
 
+# How often a continuing unit asks whether the epoch before's last round has landed.
+LANDED_POLL_S = 0.02
 
-def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: list[Member]) -> None:
+
+def check_after_fencing(
+    ctx: CopyContext, link: str, admin: AdminClient, parts: list[Member], starting: bool = True
+) -> None:
     """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
 
     A part whose mirror may no longer be copied, whose partition got a segment
     from another writer at or past where this task's copy ends, or whose log
-    end is not that end, fails: it is not written to.
+    end is not that end, fails: it is not written to. A continuing part,
+    `starting` its copy, first moves its start to the newest segment announced
+    since its plan; taken back mid-copy (not `starting`) it is checked as any other.
 
     The state and the offset map are read side by side, both after fencing, which is all
     the check needs: a stop or another cycle that comes later fences this task's writers in
@@ -35,7 +49,7 @@ def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: 
     store = StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
     with ThreadPoolExecutor(1, thread_name_prefix="task-checks") as pool:
         announced = pool.submit(
-            segment_starts_since,
+            segment_writes_since,
             kc.client_config(ctx.dest_properties, link, "state-reader"),
             admin,
             ctx.offset_map_topic,
@@ -57,22 +71,63 @@ def check_after_fencing(ctx: CopyContext, link: str, admin: AdminClient, parts: 
         if not live:
             return
         ends = _log_ends(ctx, admin, live)
-        newer = announced.result()
+        writes = announced.result()
+    continuing = [p for p in live if p.unit.continues and starting]
+    if continuing:
+        _continue_from_map(continuing, live_segments(writes))
+        ends.update(_landed_ends(ctx, admin, [p for p in continuing if ends[_tp(p)] < p.dest_end]))
+    newer = newest_starts(writes)
     for part in live:
         unit = part.unit
-        if newer.get((unit.mirror_topic, unit.partition), -1) >= part.dest_end:
+        if not (unit.continues and starting) and newer.get(_tp(part), -1) >= part.dest_end:
             part.fail(
                 ConcurrentWriter.__name__,
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: another "
                 f"cycle wrote to it after this cycle planned; this unit stopped without writing",
             )
-        elif ends[(unit.mirror_topic, unit.partition)] != part.dest_end:
+        elif ends[_tp(part)] != part.dest_end:
+            expected = "the offset map says" if unit.continues and starting else "the plan expected"
             part.fail(
                 ConcurrentWriter.__name__,
                 f"mirror '{unit.mirror_topic}' partition {unit.partition}: log end "
-                f"is {ends[(unit.mirror_topic, unit.partition)]}, the plan expected {part.dest_end}; "
+                f"is {ends[_tp(part)]}, {expected} {part.dest_end}; "
                 f"another writer is active or wrote since the plan",
             )
+
+
+def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], list[Segment]]) -> None:
+    """Each part starts where the newest segment announced since its plan ends, if one does
+    later than its plan; those segments are its to pack (`group_copy._pack`), with its own."""
+    for part in parts:
+        segments = announced.get(_tp(part), [])
+        if not segments:
+            continue
+        newest = max(segments, key=lambda s: s.dest_end)
+        if newest.dest_end > part.dest_end:
+            part.position = newest.source_end
+            part.dest_end = newest.dest_end
+            result = part.result
+            result.source_from = result.source_until = part.position
+            result.dest_from = result.dest_until = part.dest_end
+        part.announced = list(segments)
+
+
+def _landed_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> dict[tuple[str, int], int]:
+    """The log ends of `parts` once each has reached its part's start (the epoch before's last
+    round landing), or as they are after the writers' delivery timeout."""
+    ends: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
+    while parts:
+        ends.update(_log_ends(ctx, admin, parts))
+        parts = [p for p in parts if ends[_tp(p)] < p.dest_end]
+        if not parts or time.monotonic() >= deadline:
+            break
+        time.sleep(LANDED_POLL_S)
+    return ends
+
+
+def _tp(part: Member) -> tuple[str, int]:
+    return part.unit.mirror_topic, part.unit.partition
 
 
 def verify_log_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> None:

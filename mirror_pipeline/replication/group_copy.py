@@ -28,6 +28,9 @@ or another cycle) is taken back and its units checked again as at step 2:
 those that may go on read their unannounced round again, the others (the
 stopped mirror's, a partition another writer wrote to) end with
 `StateChanged` or `ConcurrentWriter`. The task's other slots go on meanwhile.
+In follow mode a slot fenced at the epoch's end is the next epoch's task
+taking over (`hand_over`): its units end there, unannounced round dropped,
+and step 4 is that task's check after fencing.
 Memory is the task's budget (`MemoryPlan`), shared by the units: a round is
 one chunk.
 """
@@ -45,10 +48,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
-from mirror_pipeline.model.offset_map import Segment, pack
+from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
     ProducerSet,
@@ -62,6 +64,7 @@ from mirror_pipeline.replication.chunks import (
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
+from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
 from mirror_pipeline.replication.task_memory import (
     RECORD_OVERHEAD_BYTES,
     MemoryPlan,
@@ -132,7 +135,7 @@ class _GroupCopy:
         self.parts, self.ctx = parts, ctx
         self.link = parts[0].unit.link
         self.follow_s = max(p.unit.follow_s for p in parts)
-        self.follow_until = 0.0  # follow mode: when the task stops reading (set once it is ready to)
+        self.times = FollowTimes(0.0)  # follow mode's, set once the task is ready to copy
         self.writers: dict[int, SlotWriter] = {}
         self.consumers: list[Consumer] = []
         # By a failed record's (topic, partition), which confluent-kafka types Optional.
@@ -146,31 +149,38 @@ class _GroupCopy:
         self.pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="slot-writer")
         try:
             admin = self.pool.submit(self._open_admin)  # beside the fences: it writes nothing
-            self._fence()
-            self.admin = admin.result()
-            check_after_fencing(self.ctx, self.link, self.admin, self.parts)
-            units = [p.unit for p in self.parts if not p.ended]
-            if not units:
-                return
+            units = [p.unit for p in self.parts]
             memory = memory_plan(
                 self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units), max(u.chunk_records for u in units)
             )
             use_allocator_settings(memory)
+            # Opened before fencing, since they write nothing: the next epoch's task of follow
+            # mode opens them while the epoch before still copies, and fences at its start.
             reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
+            self._open_writers()
+            wait_for_start(units)
+            self._fence()
+            self.admin = admin.result()
+            check_after_fencing(self.ctx, self.link, self.admin, self.parts)
+            if all(p.ended for p in self.parts):
+                return
             if self.follow_s:
-                self.follow_until = time.time() + self.follow_s
+                self.times = FollowTimes.from_now(units)
             self.rounds = RoundReader(
                 reader,
                 self.parts,
                 memory.chunk_bytes,
                 max(u.chunk_records for u in units),
                 max(u.max_message_bytes for u in units),
-                follow_until=self.follow_until,
+                follow_until=self.times.follow_until,
             )
             self._copy_rounds()
-            verify_log_ends(self.ctx, self.admin, self.parts)
-            if self.follow_until:
-                self._pack()
+            if not self.times.hand_over_at:
+                # Handed over, the next epoch's task checks the log ends after fencing (or the next
+                # plan does): read here, they could already hold that task's records.
+                verify_log_ends(self.ctx, self.admin, self.parts)
+                if self.times.follow_until:
+                    pack_announced(self.parts, self.writers)
         finally:
             for consumer in self.consumers:
                 consumer.close()
@@ -178,10 +188,15 @@ class _GroupCopy:
                 writer.close()
             self.pool.shutdown()
 
-    def _fence(self) -> None:
+    def _open_writers(self) -> None:
+        """The slots' writers, their cluster learned: at the fence, only the fences' round trips are left."""
         for slot in sorted({p.slot for p in self.parts}):
             self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
-        for done in [self.pool.submit(w.fence, learn_cluster=True) for w in self.writers.values()]:
+        for done in [self.pool.submit(w.learn_cluster) for w in self.writers.values()]:
+            done.result()
+
+    def _fence(self) -> None:
+        for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
             done.result()
 
     def _open_admin(self) -> AdminClient:
@@ -231,7 +246,7 @@ class _GroupCopy:
             if news:
                 idle_since = time.monotonic()
                 self._write_round(news)
-            elif not self.follow_until and time.monotonic() - idle_since > IDLE_TIMEOUT_S:
+            elif not self.times.follow_until and time.monotonic() - idle_since > IDLE_TIMEOUT_S:
                 for part in rounds.reading():
                     part.fail(
                         MirrorError.__name__,
@@ -239,8 +254,10 @@ class _GroupCopy:
                         f"{part.unit.partition}: no progress at offset {part.position} for "
                         f"{IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})",
                     )
-            if self.follow_until and time.time() >= self.follow_until:
+            if self.times.follow_until and time.time() >= self.times.follow_until:
                 return
+            if self.times.pack_due():
+                pack_announced(self.parts, self.writers)
 
     def _write_round(self, news: list[Member]) -> None:
         """Announce, produce and land one round (step 3 of the module)."""
@@ -320,6 +337,10 @@ class _GroupCopy:
         (against where each one's copy ends now); those that may go on read their round
         again, the others stop. At most RETAKES_PER_SLOT times a slot, then its parts stop."""
         members = [p for p in self.parts if p.slot == slot and not p.failed]
+        if self.times.taken_over():
+            for part in members:  # the next epoch's task: it goes on from what landed
+                self.rounds.hand_over(part)
+            return
         if self.retakes[slot] >= RETAKES_PER_SLOT:
             for part in members:
                 self.rounds.stop(
@@ -333,7 +354,7 @@ class _GroupCopy:
         again = [p for p in members if p.has_news() or not p.ended]  # the others have copied everything
         for part in again:
             self.rounds.rewind(part)
-        check_after_fencing(self.ctx, self.link, self.admin, again)
+        check_after_fencing(self.ctx, self.link, self.admin, again, starting=False)
         for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])
@@ -354,28 +375,6 @@ class _GroupCopy:
         (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
             part.latency.figures()
         )
-        if self.follow_until:
+        if self.times.follow_until:
             part.announced.append(segment)
         part.chunk, part.held = [], 0
-
-    # --- the end ---------------------------------------------------------------------------
-
-    def _pack(self) -> None:
-        """Follow mode: merge each partition's epoch segments into few, one transaction per slot,
-        while this task still holds the writers (see `copier._pack`). Best effort."""
-        by_slot: dict[int, tuple[list[tuple[str, int, Segment]], list[str]]] = defaultdict(lambda: ([], []))
-        for part in self.parts:
-            if part.result.error or len(part.announced) < 2:
-                continue
-            packed, stale_starts = pack(part.announced)
-            if len(packed) >= len(part.announced):
-                continue
-            puts, deletes = by_slot[part.slot]
-            unit = part.unit
-            puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
-            deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
-        for slot, (puts, deletes) in by_slot.items():
-            try:
-                self.writers[slot].write_segments(puts, deletes, doing="packing the epoch's segments")
-            except MirrorError as exc:
-                log.info("writer slot %d: the epoch's segments stay unpacked: %s", slot, exc)

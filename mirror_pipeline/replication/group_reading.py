@@ -120,6 +120,12 @@ class RoundReader:
         member.fail(kind, f"mirror '{member.unit.mirror_topic}' partition {member.unit.partition}: {message}")
         self.reader.pause([member.source_tp])
 
+    def hand_over(self, member: Member) -> None:
+        """Follow mode: the next epoch's task took the member's writer; its round in hand was never
+        announced, so that task reads it again. Nothing more of it is read or announced here."""
+        member.chunk, member.held, member.ended = [], 0, True
+        self.reader.pause([member.source_tp])
+
     def rewind(self, member: Member) -> None:
         """Read a member again from where its last landed round ended (its round in hand was never announced)."""
         member.chunk, member.held, member.ended = [], 0, False

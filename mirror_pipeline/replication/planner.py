@@ -195,7 +195,7 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
     # what the plan read, so that nothing written in between goes unseen.
     plan.map_snapshot_end = snapshot.end_offset
     behind = [pp for pp in plan.partitions.values() if pp.lag or follow_s]
-    max_bytes = _max_message_bytes(ctx, [pp.mirror.mirror_topic for pp in behind])
+    max_bytes = max_message_bytes_of(ctx, [pp.mirror.mirror_topic for pp in behind])
     for pp in behind:
         unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[pp.mirror.mirror_topic])
         if follow_s:
@@ -268,7 +268,7 @@ def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int, max_message_by
     )
 
 
-def _max_message_bytes(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, int]:
+def max_message_bytes_of(ctx: LinkContext, mirror_topics: list[str]) -> dict[str, int]:
     """Each mirror's `max.message.bytes`, asked of the destination in one request."""
     configs = describe_topics_configs(ctx.dest_admin, mirror_topics, ctx.dest.alias)
     return {topic: int(c.get("max.message.bytes", 1048588)) for topic, c in configs.items()}

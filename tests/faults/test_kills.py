@@ -9,12 +9,16 @@ Each kill point starts a real process and SIGKILLs it at a random moment:
 - `follow`: follow mode (`run --follow`, epochs of a few seconds), whole
   session, in start-up, mid-epoch or between epochs;
 - `follow-stop`: follow mode stopped by SIGTERM at a random moment, which
-  must finish the epoch in flight and exit 0 (a graceful stop loses nothing).
+  must finish the epoch in flight and exit 0 (a graceful stop loses nothing);
+- `follow-worker`: one of follow mode's Python workers, once epochs hand
+  over: with epochs of a few seconds, often the task of an epoch finishing
+  its last round or the next epoch's task waiting to fence, fencing or
+  checking what landed.
 A quarter of the kills are followed at once by a second one on the restarted
 process. After the last, the producer stops, cycles catch up, and every
 record is compared. `make faults` kills nine times per kill kind on every kind
-of source (162 kill points); `make test` runs a slice: each kill kind once,
-dealt across the three kinds of source (six kill points).
+of source (189 kill points); `make test` runs a slice: each kill kind once,
+dealt across the three kinds of source (seven kill points).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from tests.faults.harness import (
     wait_output,
 )
 
-KILL_KINDS = ("cycle", "driver", "worker", "dagster", "follow", "follow-stop")
+KILL_KINDS = ("cycle", "driver", "worker", "dagster", "follow", "follow-stop", "follow-worker")
 KILLS_PER_KIND = 9 if FULL else 1
 PARTITIONS = 4
 SEED = int(os.environ.get("MIRROR_PIPELINE_FAULTS_SEED", "20261123"))
@@ -62,7 +66,12 @@ def kill_kinds(source_kind: str) -> tuple[str, ...]:
     return KILL_KINDS[SOURCE_KINDS.index(source_kind) :: len(SOURCE_KINDS)]
 
 
-STARTERS = {"dagster": start_dagster_run, "follow": start_follow, "follow-stop": start_follow}
+STARTERS = {
+    "dagster": start_dagster_run,
+    "follow": start_follow,
+    "follow-stop": start_follow,
+    "follow-worker": start_follow,
+}
 
 
 def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
@@ -79,6 +88,18 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
             return False
         kill_pids([rng.choice(workers)])
         wait_exit(started, 20)  # the cycle fails its unit and ends by itself
+        kill_session(started)
+        return True
+    if how == "follow-worker":
+        # Once the first epoch is recorded the second has taken over: every later moment is near a hand-over.
+        if not wait_output(started, "epoch 1:", 120):
+            return False
+        time.sleep(rng.uniform(0.0, 2 * FOLLOW_EPOCH_S))
+        workers = python_workers(started.pid)
+        if not workers:
+            return False
+        kill_pids([rng.choice(workers)])
+        wait_exit(started, 2 * FOLLOW_EPOCH_S)  # the epochs after it, or follow mode ending on the failed job
         kill_session(started)
         return True
     if how == "follow-stop":

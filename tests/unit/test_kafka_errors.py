@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_pipeline.kafka.client_logs import DropFencedLogs
 from mirror_pipeline.kafka.clients import error_reason, kafka_errors, list_offsets
 from mirror_pipeline.kafka.handshake import DropConnectionFailureLogs
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
@@ -58,6 +59,28 @@ def test_connection_failure_lines_stay_out_of_the_output_and_other_lines_pass():
     )
     assert not keep(record("ERROR [c] [thrd:main]: SASL authentication error: Authentication failed"))
     assert keep(record("ERROR [c] [thrd:main]: Topic _mirror-pipeline.state partition count changed"))
+
+
+def test_lines_about_a_fenced_writer_are_left_out_since_fencing_is_how_writers_are_handed_over():
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("mirror_pipeline.librdkafka", logging.ERROR, __file__, 1, message, None, None)
+
+    keep = DropFencedLogs().filter
+    assert not keep(
+        record(
+            "FATAL [mirror-pipeline.l.state-writer#producer-6] [thrd:main]: Fatal error: Local: This instance "
+            "has been fenced by a newer instance: Failed to add partitions to transaction"
+        )
+    )
+    assert not keep(
+        record(
+            'ADDPARTS [p] [thrd:main]: TxnCoordinator/1: Failed to add partition "o" [0] to transaction: '
+            "Broker: Producer attempted an operation with an old epoch"
+        )
+    )
+    assert keep(
+        record("TXNERR [p] [thrd:main]: Fatal transaction error: Broker: Transactional Id authorization failed")
+    )
 
 
 class LeaderlessUntilAsked:

@@ -1,0 +1,114 @@
+"""Follow mode's hand-over between epochs as a copy task sees it (`replication.epochs`), and
+the packing of its segments.
+
+A task of the next epoch starts before the epoch ends, waits for that end
+(`WorkUnit.starts_at`) and fences the partitions' writers then; the task it
+takes over from, fenced at or after that time, stops without taking its
+writers back (`FollowTimes.taken_over`). Packing happens shortly before the
+hand-over, after the next epoch's plan noted where the offset map ended, so
+the next task reads the packed segments and merges them with its own.
+
+A follow-mode round announces one segment per partition, so an epoch leaves
+a partition with hundreds of them; readers of the offset map (the next plan,
+offset sync) read every one. The task that announced them merges them,
+fenced as it is, so no other writer's newer segment can be overwritten by an
+older view (`copier._pack` does the same for a single unit). A continuing
+unit merges, with its own, the segments the epoch before announced after its
+plan read the map (`group_checks`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mirror_pipeline.link.state_keys import segment_key
+from mirror_pipeline.link.state_store import SlotWriter
+from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.offset_map import Segment, pack
+from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.replication.group_reading import Member
+
+log = logging.getLogger(__name__)
+
+# A slot fenced this close to a task's hand-over is the next epoch's task taking over (the clocks
+# of the driver and of executors on other hosts differ by this much at most).
+HAND_OVER_SKEW_S = 2.0
+# How long before its hand-over a task packs its segments, at most (a sixth of a short epoch).
+PACK_BEFORE_HAND_OVER_S = 1.0
+# How long before its hand-over a task stops reading: its last round is then announced, its
+# transaction ended, when the next task fences. A fence that met a transaction in flight waited
+# for the coordinator to abort it: 0.5 s, half the time, in the latency benchmark's hand-overs.
+STOP_BEFORE_HAND_OVER_S = 0.15
+
+
+def wait_for_start(units: Sequence[WorkUnit]) -> None:
+    """Fence no sooner than the epoch before ends (`WorkUnit.starts_at`)."""
+    delay = max(u.starts_at for u in units) - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+@dataclass
+class FollowTimes:
+    """When a follow-mode task stops reading, and when the next epoch's task takes over (0: none)."""
+
+    follow_until: float
+    hand_over_at: float = 0.0
+    follow_s: float = 0.0
+    packed: bool = False
+
+    @classmethod
+    def from_now(cls, units: Sequence[WorkUnit]) -> FollowTimes:
+        """The times of a task ready to copy now."""
+        follow_s, starts_at = max(u.follow_s for u in units), max(u.starts_at for u in units)
+        if not starts_at:
+            return cls(time.time() + follow_s)
+        hand_over_at = starts_at + follow_s
+        # A task ready late (a loaded machine) still follows a while; the next epoch's task takes
+        # over whenever it fences.
+        stop_at = max(hand_over_at - min(STOP_BEFORE_HAND_OVER_S, follow_s / 10), time.time() + follow_s / 2)
+        return cls(stop_at, hand_over_at, follow_s)
+
+    def taken_over(self) -> bool:
+        """Whether a writer fenced now was fenced by the next epoch's task."""
+        return bool(self.hand_over_at) and time.time() >= self.hand_over_at - HAND_OVER_SKEW_S
+
+    def pack_due(self) -> bool:
+        """True once, when the task should pack before the hand-over."""
+        due = (
+            bool(self.hand_over_at)
+            and not self.packed
+            and time.time() >= self.hand_over_at - min(PACK_BEFORE_HAND_OVER_S, self.follow_s / 6)
+        )
+        self.packed = self.packed or due
+        return due
+
+
+def pack_announced(parts: list[Member], writers: dict[int, SlotWriter]) -> None:
+    """Merge each part's `announced` segments, one transaction per writer slot. Best effort: a slot
+    whose transaction fails keeps its segments as they are; the others keep only the merged ones."""
+    by_slot: dict[int, tuple[list[tuple[str, int, Segment]], list[str]]] = defaultdict(lambda: ([], []))
+    merged: dict[int, list[tuple[Member, list[Segment]]]] = defaultdict(list)
+    for part in parts:
+        if part.result.error or len(part.announced) < 2:
+            continue
+        packed, stale_starts = pack(part.announced)
+        if len(packed) >= len(part.announced):
+            continue
+        puts, deletes = by_slot[part.slot]
+        unit = part.unit
+        puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
+        deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
+        merged[part.slot].append((part, packed))
+    for slot, (puts, deletes) in by_slot.items():
+        try:
+            writers[slot].write_segments(puts, deletes, doing="packing the epoch's segments")
+        except MirrorError as exc:
+            log.info("writer slot %d: the epoch's segments stay unpacked: %s", slot, exc)
+            continue
+        for part, packed in merged[slot]:
+            part.announced = packed

@@ -1,0 +1,88 @@
+"""Follow mode's epochs hand over while records keep arriving (`replication.epochs`), on the real local pair.
+
+Each epoch after the first is planned and started while the one before still
+copies, and takes its partitions over at that epoch's end: the epochs
+overlap, each partition's ranges join end to start, and the mirror holds
+every record once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from confluent_kafka import Producer
+
+from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
+from tests.integration.conftest import LINK
+from tests.kafka_records import assert_identical, load_source, read_topic
+
+PARTITIONS = 3
+EPOCH_S = 4.0
+EPOCHS = 4
+
+
+class _Epochs:
+    """The report follow mode gives its epochs to: stops it once EPOCHS are reported."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop, self.seen = stop, []
+
+    def epoch(self, epoch) -> None:
+        self.seen.append(epoch)
+        if len(self.seen) >= EPOCHS:
+            self.stop.set()
+
+    def synced(self, kind, result, error) -> None:
+        pass
+
+
+def _produce_until(done: threading.Event, bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    i = 0
+    while not done.is_set():
+        for p in range(PARTITIONS):
+            producer.produce(topic, key=b"live-%d" % i, value=b"v" * 100, partition=p)
+            i += 1
+        producer.poll(0)
+        done.wait(0.01)
+    assert producer.flush(30) == 0
+
+
+def test_epochs_overlap_and_their_ranges_join_under_a_live_producer(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    config = load_config(write_config({}))
+    topic = unique_name()
+    create_topic(source_bootstrap, topic, partitions=PARTITIONS)
+    load_source(source_bootstrap, topic, records=3000, partitions=PARTITIONS)
+    engine.create_mirror(config, LINK, topic)
+
+    stop, done = threading.Event(), threading.Event()
+    report = _Epochs(stop)
+    producer = threading.Thread(target=_produce_until, args=(done, source_bootstrap, topic))
+    producer.start()
+    try:
+        engine.follow(config, LINK, spark, report, stop, epoch_s=EPOCH_S, mirrors=[topic])
+    finally:
+        done.set()
+        producer.join()
+
+    epochs = report.seen
+    assert len(epochs) >= EPOCHS
+    assert all(not e.error for e in epochs), [e.error for e in epochs if e.error]
+    for before, after in zip(epochs, epochs[1:], strict=False):
+        # Planned and started while the epoch before still copied, not after it ended.
+        assert after.result.started_at < before.result.started_at + before.result.duration_s
+        ended = {c.partition: c for c in before.result.mirrors[topic].partitions}
+        for copy in after.result.mirrors[topic].partitions:
+            assert (copy.source_from, copy.dest_from) == (
+                ended[copy.partition].source_until,
+                ended[copy.partition].dest_until,
+            ), f"epoch {after.number} partition {copy.partition} does not start where epoch {before.number} ended"
+    assert sum(c.records for e in epochs for c in e.result.mirrors[topic].partitions) > 3000
+
+    assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+    assert_identical(
+        read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    )
