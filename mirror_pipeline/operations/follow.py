@@ -43,6 +43,7 @@ from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.operations import auto_create
 from mirror_pipeline.operations.heartbeats import HeartbeatEmitter
 from mirror_pipeline.replication import cycle, epochs
+from mirror_pipeline.replication.spark_runner import SparkTasksLost
 from mirror_pipeline.sync import offset_sync
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_configs
 
@@ -95,9 +96,10 @@ def follow(
     (the caller scanned just before, to show its outcome: a scan of a wide
     source is seconds of metadata requests).
 
-    An error before the first epoch copied anything (a cluster that does not
+    An error that keeps the first epoch from starting (a cluster that does not
     answer, a config the destination refuses) is raised: the operator is at the
-    terminal. Later ones are reported and retried, as a scheduler would.
+    terminal. Later ones, and an epoch whose Spark tasks were lost, are
+    reported and retried with a full plan, as a scheduler would.
     """
     ctx = open_ctx()
     ctx.check_destination()
@@ -126,7 +128,7 @@ def follow(
                     stop.wait(RETRY_WAIT_S)
                     continue
                 if started.job is None:  # nothing to copy (every mirror paused, say)
-                    reporter.put(report.epoch, _finished(ctx, started, handed_over=False))
+                    reporter.put(report.epoch, _finished(ctx, started, handed_over=False)[0])
                     stop.wait(IDLE_WAIT_S)
                     continue
                 running = started
@@ -136,15 +138,13 @@ def follow(
                 planning = time.monotonic()
                 successor = _continued(ctx, spark, jobs, running, epoch_s, mirror_topics)
                 lead = max(HAND_OVER_LEAD_S, 2 * (time.monotonic() - planning))
-            epoch = _finished(ctx, running, handed_over=successor is not None)
-            if epoch.number == 1 and epoch.result is None:
-                raise MirrorError(epoch.error)
+            epoch, clusters_failed = _finished(ctx, running, handed_over=successor is not None)
             reporter.put(report.epoch, epoch)
             clean = not epoch.error
             running = successor
             if successor is not None:
                 number = successor.number
-            elif epoch.result is None:
+            elif clusters_failed:
                 stop.wait(RETRY_WAIT_S)
     finally:
         stop.set()
@@ -201,13 +201,17 @@ def _continued(
         return None
 
 
-def _finished(ctx: LinkContext, running: epochs.RunningEpoch, handed_over: bool) -> Epoch:
+def _finished(ctx: LinkContext, running: epochs.RunningEpoch, handed_over: bool) -> tuple[Epoch, bool]:
+    """The epoch as it ended, and whether it could not be recorded (a cluster down, say: the next
+    plan waits a while). A lost task's epoch is planned again in full at once."""
     try:
-        return Epoch(running.number, epochs.finish(ctx, running, handed_over))
+        return Epoch(running.number, epochs.finish(ctx, running, handed_over)), False
     except cycle.CycleFailed as exc:
-        return Epoch(running.number, exc.result, str(exc))
+        return Epoch(running.number, exc.result, str(exc)), False
+    except SparkTasksLost as exc:
+        return Epoch(running.number, None, str(exc)), False
     except MirrorError as exc:
-        return Epoch(running.number, None, str(exc))
+        return Epoch(running.number, None, str(exc)), True
 
 
 def _scan(ctx: LinkContext) -> None:

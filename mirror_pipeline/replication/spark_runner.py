@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from mirror_pipeline.config.loader import SparkSettings
 from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
-from mirror_pipeline.model.errors import ConfigError
+from mirror_pipeline.model.errors import ConfigError, MirrorError
 from mirror_pipeline.replication.copier import CopyContext, UnitResult, WorkUnit
 from mirror_pipeline.replication.driver_class_archive import driver_archive_options
 from mirror_pipeline.replication.group_copy import copy_units
@@ -226,7 +226,34 @@ def run_tasks(
         except Exception:  # Spark Connect has no SparkContext; the description is cosmetic.
             pass
     frame = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(run_partition, ddl_of(schema))
-    return [row.asDict() for row in frame.collect()]
+    try:
+        return [row.asDict() for row in frame.collect()]
+    except Exception as exc:
+        lost = lost_task(str(exc))
+        if lost is None:
+            raise
+        raise SparkTasksLost(
+            f"the Spark job '{description or 'of the copy'}' failed: {lost}; the next plan repairs what its tasks left"
+        ) from None
+
+
+class SparkTasksLost(MirrorError):
+    """A Spark job failed because a task's process was lost (killed, crashed, its executor gone):
+    what its tasks wrote is repaired by the next plan, as after a crashed cycle."""
+
+
+def lost_task(message: str) -> str | None:
+    """Why a Spark job failed, in a few words, when a task's process was lost; None when a task
+    raised (a Python traceback: a bug, shown as one) or the job failed otherwise."""
+    if "Traceback (most recent call last)" in message:
+        return None
+    if "ExecutorLostFailure" in message:
+        return "an executor was lost"
+    said = message.rsplit("SparkException: ", 1)
+    if len(said) < 2 or "Job aborted due to stage failure" not in message:
+        return None
+    reason = re.split(r"\. | at ", said[1], maxsplit=1)[0].strip().rstrip(".")
+    return reason[:200] or None
 
 
 def ddl_of(schema: pa.Schema) -> str:
