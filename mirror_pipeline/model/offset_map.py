@@ -14,6 +14,12 @@ Invariants:
   (or its tail) above the log end is *in doubt* and is resolved by the planner
   before anything else is written to that partition.
 
+A follow-mode task may announce a *reservation* (`open`): a segment for up to
+a chunk of consecutive source offsets, written in several rounds while its
+writer's deadline lasts, and rewritten cut at what landed once closed. Until
+then only its start is certain (`sure_end`); readers that resolve against the
+log end treat its unlanded tail as in doubt, like any segment's.
+
 A gap-free partition is one run whose source and mirror offsets are equal
 (`offsets_preserved`); compaction holes and transaction markers add one run per
 stretch of consecutive offsets, never one entry per record.
@@ -71,6 +77,7 @@ class Segment:
     source_end: int
     padding: int = 0
     written_at: float = 0.0
+    open: bool = False  # a reservation not closed yet: how much of it landed is the log end's to tell
 
     # Cached (a frozen segment never changes): a plan of 10,000 partitions asked them 180,000 times.
     @cached_property
@@ -88,11 +95,11 @@ class Segment:
         alignment is finished, not rolled back (placeholders are all alike).
         """
         if dest_end >= self.dest_end:
-            return self
+            return self.closed()
         if dest_end <= self.dest_start:
             return None
         if self.padding and dest_end < self.dest_start + self.padding:
-            return self
+            return self.closed()
         keep = dest_end - self.dest_start - self.padding
         runs: list[tuple[int, int]] = []
         for start, count in self.runs:
@@ -102,7 +109,17 @@ class Segment:
             keep -= count
         # Resume at the first source record that did not land.
         flat_end = self._source_offset_at(dest_end - self.dest_start - self.padding)
-        return replace(self, runs=tuple(runs), source_end=flat_end)
+        return replace(self, runs=tuple(runs), source_end=flat_end, open=False)
+
+    def closed(self) -> Segment:
+        return replace(self, open=False) if self.open else self
+
+    def sure_end(self) -> tuple[int, int]:
+        """(mirror offset, source offset) where this segment certainly ends: an open reservation
+        at its start (how much of it landed only the mirror's log end tells)."""
+        if not self.open:
+            return self.dest_end, self.source_end
+        return self.dest_start + self.padding, self.runs[0][0] if self.runs else self.source_end
 
     def _source_offset_at(self, index: int) -> int:
         for start, count in self.runs:
@@ -116,6 +133,8 @@ class Segment:
         body = {"d": self.dest_start, "r": [list(r) for r in self.runs], "e": self.source_end, "t": self.written_at}
         if self.padding:
             body["p"] = self.padding
+        if self.open:
+            body["o"] = 1
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -127,6 +146,7 @@ class Segment:
             source_end=body["e"],
             padding=body.get("p", 0),
             written_at=body.get("t", 0.0),
+            open=bool(body.get("o", 0)),
         )
 
 

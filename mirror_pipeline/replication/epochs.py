@@ -110,10 +110,12 @@ def continue_from(
     for (mirror, p), unit in before.items():
         if mirror not in infos:
             continue  # paused, stopped or deleted since
-        newest = max((seg for _, seg in segments.get((mirror, p), [])), key=lambda s: s.dest_end, default=None)
+        # The newest segment's sure end: a reservation still open is closed by its task before the
+        # hand-over, and the next task takes the closed one from the map (`group_checks`).
+        newest = max((seg for _, seg in segments.get((mirror, p), [])), key=lambda s: s.dest_start, default=None)
         source_from, dest_start = unit.source_from, unit.dest_start
-        if newest is not None and newest.dest_end > dest_start:
-            source_from, dest_start = newest.source_end, newest.dest_end
+        if newest is not None and newest.sure_end()[0] > dest_start:
+            dest_start, source_from = newest.sure_end()
         plan.units.append(
             replace(
                 unit,

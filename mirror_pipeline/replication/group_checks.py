@@ -102,10 +102,10 @@ def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], lis
         segments = announced.get(_tp(part), [])
         if not segments:
             continue
-        newest = max(segments, key=lambda s: s.dest_end)
-        if newest.dest_end > part.dest_end:
-            part.position = newest.source_end
-            part.dest_end = newest.dest_end
+        dest_end, source_end = max(segments, key=lambda s: s.dest_start).sure_end()
+        if dest_end > part.dest_end:
+            part.position = source_end
+            part.dest_end = dest_end
             result = part.result
             result.source_from = result.source_until = part.position
             result.dest_from = result.dest_until = part.dest_end

@@ -14,7 +14,8 @@ The protocol is `copier`'s, kept per partition:
    plan's snapshot (no other writer announced a chunk), the mirrors' log ends.
 3. Round by round: read what the consumer has for the units (up to each
    unit's end; at most one chunk's records and memory for all of them),
-   announce each partition's part of the round as its segment, the segments
+   announce each partition's part of the round as its segment (in follow
+   mode, a reservation for many rounds: `reservations`), the segments
    of a slot in one transaction, produce every record with one idempotent
    producer, and wait until all are acknowledged. A round is announced only
    once every record of the round before is acknowledged: after a crash at
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -51,6 +53,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.replication import reservations
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
     ProducerSet,
@@ -65,6 +68,7 @@ from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, 
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
+from mirror_pipeline.replication.slot_announcing import announce_by_slot
 from mirror_pipeline.replication.task_memory import (
     RECORD_OVERHEAD_BYTES,
     MemoryPlan,
@@ -141,6 +145,8 @@ class _GroupCopy:
         # By a failed record's (topic, partition), which confluent-kafka types Optional.
         self.failures: dict[tuple[str | None, int | None], KafkaError] = {}
         self.retakes: dict[int, int] = defaultdict(int)
+        self.window_s = reservations.window_s(ctx.writer_delivery_timeout_ms)
+        self.next_due = math.inf  # when the next reservation's window ends (`time.monotonic`)
 
     # --- setup and checks ---------------------------------------------------------------
 
@@ -175,6 +181,7 @@ class _GroupCopy:
                 follow_until=self.times.follow_until,
             )
             self._copy_rounds()
+            self._close_reservations(self.parts)
             if not self.times.hand_over_at:
                 # Handed over, the next epoch's task checks the log ends after fencing (or the next
                 # plan does): read here, they could already hold that task's records.
@@ -256,56 +263,49 @@ class _GroupCopy:
                     )
             if self.times.follow_until and time.time() >= self.times.follow_until:
                 return
+            if time.monotonic() >= self.next_due:
+                self._close_reservations(reservations.due(self.parts, time.monotonic()))
+                self.next_due = reservations.next_due(self.parts)
             if self.times.pack_due():
+                self._close_reservations(self.parts)
                 pack_announced(self.parts, self.writers)
 
     def _write_round(self, news: list[Member]) -> None:
         """Announce, produce and land one round (step 3 of the module)."""
         ctx = self.ctx
-        land_by = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
+        started = time.monotonic()
+        land_by = started + ctx.writer_delivery_timeout_ms / 1000
         now = time.time()
-        segments = {id(p): Segment(p.dest_end, chunk_runs(p.chunk), p.position, written_at=now) for p in news}
-        by_slot: dict[int, list[Member]] = defaultdict(list)
-        for part in news:
-            by_slot[part.slot].append(part)
-        announced: list[Member] = []
-        fenced: list[int] = []
-        slots = sorted(by_slot)
+        runs = {id(p): chunk_runs(p.chunk) for p in news}
+        under = [p for p in news if reservations.fits(p, runs[id(p)], started)]
+        reserving = bool(self.times.follow_until) and not self.times.packed
+        fresh = {id(p): reservations.announcement(p, runs[id(p)], now, reserving) for p in news}
+        for part in under:
+            del fresh[id(part)]
 
-        def announce(slot: int) -> None:
-            self.writers[slot].write_segments(
-                [(p.unit.mirror_topic, p.unit.partition, segments[id(p)]) for p in by_slot[slot]]
-            )
+        def note(part: Member, closed: Segment | None) -> None:
+            reservations.announced(part, closed, fresh[id(part)], started, self.window_s, land_by)
+            if part.reservation is not None:
+                self.next_due = min(self.next_due, part.reserved_until)
 
-        # The slots' transactions are independent: their round trips overlap (a round of 16 slots
-        # one after another waited on 16 commits).
-        outcomes = [self.pool.submit(announce, slot) for slot in slots] if len(slots) > 1 else None
-        for i, slot in enumerate(slots):
-            try:
-                if outcomes:
-                    outcomes[i].result()
-                else:
-                    announce(slot)
-            except ConcurrentWriter:
-                fenced.append(slot)  # nothing of the slot was announced: taken back after this round
-                continue
-            except MirrorError as exc:
-                for part in by_slot[slot]:
-                    self.rounds.stop(part, MirrorError.__name__, str(exc))
-                continue
-            announced += by_slot[slot]
+        announced, fenced = announce_by_slot(
+            self.pool, self.writers, [p for p in news if id(p) in fresh], lambda p: fresh[id(p)], note, self.rounds.stop
+        )
         stamps = {}
         produced: list[Member] = []
-        for part in announced:
+        flush_by = land_by
+        for part in under + announced:
             # Checked before each partition's records: a task stalled past the deadline (between
             # two partitions, say) sends none after it; a repair may have settled them meanwhile.
-            if time.monotonic() >= land_by:
+            if time.monotonic() >= (deadline := reservations.deadline(part, land_by)):
                 self.rounds.stop(
                     part,
                     MirrorError.__name__,
-                    f"announcing a chunk took over {ctx.writer_delivery_timeout_ms} ms; its records were not sent",
+                    f"a round's records were not sent within {ctx.writer_delivery_timeout_ms} ms of announcing "
+                    f"them; none was sent after",
                 )
                 continue
+            flush_by = min(flush_by, deadline)
             stamps[id(part)] = list(map(timestamp_of, part.chunk))
             produce_chunk(
                 self.out.of(part.slot),
@@ -315,7 +315,7 @@ class _GroupCopy:
                 chunk_timestamps(stamps[id(part)])[0],
             )
             produced.append(part)
-        remaining = self.out.land_by(land_by)
+        remaining = self.out.land_by(flush_by)
         acked_ms = int(time.time() * 1000)
         for part in produced:
             key = (part.unit.mirror_topic, part.unit.partition)
@@ -327,7 +327,15 @@ class _GroupCopy:
                 )
                 self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}")
                 continue
-            self._landed(part, segments[id(part)], stamps[id(part)], acked_ms)
+            self._landed(part, Segment(part.dest_end, runs[id(part)], part.position), stamps[id(part)], acked_ms)
+        for slot in fenced:
+            self._retake(slot)
+
+    def _close_reservations(self, parts: list[Member]) -> None:
+        """Close the open reservations of `parts` (see `reservations`)."""
+        parts = [p for p in parts if p.reservation is not None and not p.failed]
+        stop = self.rounds.stop
+        _, fenced = announce_by_slot(self.pool, self.writers, parts, lambda p: None, reservations.closed, stop)
         for slot in fenced:
             self._retake(slot)
 
@@ -337,6 +345,9 @@ class _GroupCopy:
         (against where each one's copy ends now); those that may go on read their round
         again, the others stop. At most RETAKES_PER_SLOT times a slot, then its parts stop."""
         members = [p for p in self.parts if p.slot == slot and not p.failed]
+        for part in members:
+            part.reserved_until = 0.0  # fenced: the next round announces anew, closing the reservation
+        self.next_due = 0.0
         if self.times.taken_over():
             for part in members:  # the next epoch's task: it goes on from what landed
                 self.rounds.hand_over(part)
@@ -375,6 +386,4 @@ class _GroupCopy:
         (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
             part.latency.figures()
         )
-        if self.times.follow_until:
-            part.announced.append(segment)
         part.chunk, part.held = [], 0

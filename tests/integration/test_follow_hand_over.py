@@ -3,17 +3,20 @@
 Each epoch after the first is planned and started while the one before still
 copies, and takes its partitions over at that epoch's end: the epochs
 overlap, each partition's ranges join end to start, and the mirror holds
-every record once.
+every record once. Each task closes its reservations (`replication.reservations`)
+before its hand-over: the offset map the epochs leave covers the whole mirror.
 """
 
 from __future__ import annotations
 
 import threading
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.offset_map import resolve_keyed
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, load_source, read_topic
 
@@ -35,6 +38,14 @@ class _Epochs:
 
     def synced(self, kind, result, error) -> None:
         pass
+
+
+def watermark_of(bootstrap: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hand-over-check"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        consumer.close()
 
 
 def _produce_until(done: threading.Event, bootstrap: str, topic: str) -> None:
@@ -81,6 +92,13 @@ def test_epochs_overlap_and_their_ranges_join_under_a_live_producer(
                 ended[copy.partition].dest_until,
             ), f"epoch {after.number} partition {copy.partition} does not start where epoch {before.number} ended"
     assert sum(c.records for e in epochs for c in e.result.mirrors[topic].partitions) > 3000
+    # Each task closed its reservations (`replication.reservations`): nothing of the map is in doubt.
+    segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
+    ends = {p: watermark_of(destination_bootstrap, topic, p) for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        keyed = segments[(topic, p)]
+        assert not [seg for _, seg in keyed if seg.open], f"partition {p}: a reservation was left open"
+        assert resolve_keyed(keyed, ends[p]).offset_map.dest_end == ends[p]
 
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
     assert_identical(
