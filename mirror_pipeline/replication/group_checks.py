@@ -19,7 +19,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import StateStore, live_segments, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, StateChanged
 from mirror_pipeline.model.offset_map import Segment
-from mirror_pipeline.model.states import may_copy
+from mirror_pipeline.model.states import PAUSED, may_copy
 from mirror_pipeline.replication.copier import CopyContext
 from mirror_pipeline.replication.group_reading import Member
 
@@ -61,6 +61,7 @@ def check_after_fencing(
         for part in parts:
             info = mirrors.get(part.unit.mirror_topic)
             if not may_copy(info):
+                part.paused = info is not None and info.state == PAUSED and not info.flags
                 what = "deleted" if info is None else f"{info.state}{''.join(' ' + f for f in info.flags)}"
                 part.fail(
                     StateChanged.__name__,

@@ -366,6 +366,10 @@ class _GroupCopy:
         for part in again:
             self.rounds.rewind(part)
         check_after_fencing(self.ctx, self.link, self.admin, again, starting=False)
+        # A paused mirror's reservations are closed at what landed (every round of them was
+        # acknowledged): its resume then finds nothing in doubt, and waits no fence wait.
+        paused = [p for p in again if p.paused and p.reservation is not None]
+        announce_by_slot(self.pool, self.writers, paused, lambda p: None, reservations.closed, lambda *_: None)
         for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])

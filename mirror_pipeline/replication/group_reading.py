@@ -49,6 +49,7 @@ class Member:
     reservation: Segment | None = None
     reserved_until: float = 0.0
     reservation_deadline: float = 0.0
+    paused: bool = False  # its mirror was found paused after a fence (`group_checks`)
     latency: Latency = field(default_factory=Latency)
 
     @property

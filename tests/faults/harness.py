@@ -93,6 +93,7 @@ class LiveSource(threading.Thread):
         self._halt = threading.Event()
         self.error: BaseException | None = None
         self.transactions = self.aborted = self.recoveries = 0
+        self.last_error: KafkaException | None = None  # the last one it recovered from
 
     def stop(self) -> None:
         self._halt.set()
@@ -147,6 +148,7 @@ class LiveSource(threading.Thread):
                 # aborts or completes it), and go on. Its records are then
                 # simply not on the source; sequence numbers stay unique.
                 self.recoveries += 1
+                self.last_error = exc
                 if exc.args[0].txn_requires_abort():
                     try:
                         producer.abort_transaction(60)

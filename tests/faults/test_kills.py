@@ -158,7 +158,10 @@ def test_kill_points_lose_and_duplicate_nothing(
                 else:
                     kill_session(proc)
             if i > KILLS_PER_KIND * len(kinds) * 4:
-                pytest.fail(f"processes kept ending before they could be killed: {kills}")
+                pytest.fail(
+                    f"processes kept ending before they could be killed: {kills} (the live source: "
+                    f"{live.transactions} transactions, {live.recoveries} recoveries, last error {live.last_error!r})"
+                )
     finally:
         live.stop()
         for proc in started:

@@ -10,6 +10,7 @@ before its hand-over: the offset map the epochs leave covers the whole mirror.
 from __future__ import annotations
 
 import threading
+import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -46,6 +47,15 @@ def watermark_of(bootstrap: str, topic: str, partition: int) -> int:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
     finally:
         consumer.close()
+
+
+def assert_map_covers_the_mirror(config, bootstrap: str, topic: str) -> None:
+    """No reservation is open and the offset map reaches every partition's log end."""
+    segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
+    for p in range(PARTITIONS):
+        keyed, end = segments[(topic, p)], watermark_of(bootstrap, topic, p)
+        assert not [seg for _, seg in keyed if seg.open], f"partition {p}: a reservation was left open"
+        assert resolve_keyed(keyed, end).offset_map.dest_end == end
 
 
 def _produce_until(done: threading.Event, bootstrap: str, topic: str) -> None:
@@ -93,13 +103,46 @@ def test_epochs_overlap_and_their_ranges_join_under_a_live_producer(
             ), f"epoch {after.number} partition {copy.partition} does not start where epoch {before.number} ended"
     assert sum(c.records for e in epochs for c in e.result.mirrors[topic].partitions) > 3000
     # Each task closed its reservations (`replication.reservations`): nothing of the map is in doubt.
-    segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
-    ends = {p: watermark_of(destination_bootstrap, topic, p) for p in range(PARTITIONS)}
-    for p in range(PARTITIONS):
-        keyed = segments[(topic, p)]
-        assert not [seg for _, seg in keyed if seg.open], f"partition {p}: a reservation was left open"
-        assert resolve_keyed(keyed, ends[p]).offset_map.dest_end == ends[p]
+    assert_map_covers_the_mirror(config, destination_bootstrap, topic)
 
+    assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+    assert_identical(
+        read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
+    )
+
+
+def test_a_mirror_paused_mid_epoch_has_its_reservations_closed_at_what_landed(
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    """The task that finds the mirror paused after the pause's fence closes the mirror's open
+    reservations: its resume then finds nothing in doubt (no fence wait before copying again)."""
+    config = load_config(write_config({}))
+    topic = unique_name()
+    create_topic(source_bootstrap, topic, partitions=PARTITIONS)
+    engine.create_mirror(config, LINK, topic)
+    stop, done = threading.Event(), threading.Event()
+    producer = threading.Thread(target=_produce_until, args=(done, source_bootstrap, topic))
+    follower = threading.Thread(
+        target=engine.follow,
+        args=(config, LINK, spark, _Epochs(stop), stop),
+        kwargs={"epoch_s": 60.0, "mirrors": [topic]},
+    )
+    producer.start()
+    follower.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(watermark_of(destination_bootstrap, topic, p) for p in range(PARTITIONS)) < 300:
+            assert time.monotonic() < deadline, "follow mode copied nothing"
+            time.sleep(0.5)
+        engine.pause(config, LINK, [topic])
+        time.sleep(4)  # a reservation's window (1 s), then the task's next announcement is refused
+        assert_map_covers_the_mirror(config, destination_bootstrap, topic)
+    finally:
+        stop.set()
+        done.set()
+        producer.join()
+        follower.join(120)
+    engine.resume(config, LINK, [topic])
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
     assert_identical(
         read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
