@@ -43,7 +43,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
@@ -219,9 +219,7 @@ class _GroupCopy:
         kc.learn_cluster(reader)
         request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
 
-        def on_delivery(
-            err: KafkaError | None, msg: Message
-        ) -> None:  # failed deliveries only (`delivery.report.only.error`)
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:  # failures only (`writer` settings)
             if err is not None:
                 self.failures.setdefault((msg.topic(), msg.partition()), err)
 
@@ -269,6 +267,8 @@ class _GroupCopy:
             if self.times.pack_due():
                 self._close_reservations(self.parts)
                 pack_announced(self.parts, self.writers)
+                self.times.settle_stop()
+                self.rounds.follow_until = self.times.follow_until
 
     def _write_round(self, news: list[Member]) -> None:
         """Announce, produce and land one round (step 3 of the module)."""
@@ -288,9 +288,7 @@ class _GroupCopy:
             if part.reservation is not None:
                 self.next_due = min(self.next_due, part.reserved_until)
 
-        announced, fenced = announce_by_slot(
-            self.pool, self.writers, [p for p in news if id(p) in fresh], lambda p: fresh[id(p)], note, self.rounds.stop
-        )
+        announced, fenced = self._announce([p for p in news if id(p) in fresh], lambda p: fresh[id(p)], note)
         stamps = {}
         produced: list[Member] = []
         flush_by = land_by
@@ -334,10 +332,18 @@ class _GroupCopy:
     def _close_reservations(self, parts: list[Member]) -> None:
         """Close the open reservations of `parts` (see `reservations`)."""
         parts = [p for p in parts if p.reservation is not None and not p.failed]
-        stop = self.rounds.stop
-        _, fenced = announce_by_slot(self.pool, self.writers, parts, lambda p: None, reservations.closed, stop)
-        for slot in fenced:
+        for slot in self._announce(parts, lambda p: None, reservations.closed)[1]:
             self._retake(slot)
+
+    def _announce(
+        self, parts: list[Member], segment_of: Callable[[Member], Segment | None], note: Callable[..., None]
+    ) -> tuple[list[Member], list[int]]:
+        """`announce_by_slot`, timed for the stop before a hand-over (`FollowTimes.settle_stop`)."""
+        started = time.monotonic()
+        outcome = announce_by_slot(self.pool, self.writers, parts, segment_of, note, self.rounds.stop)
+        if parts:
+            self.times.note_announcement(time.monotonic() - started)
+        return outcome
 
     def _retake(self, slot: int) -> None:
         """A slot's writer was fenced mid-copy: by a pause or stop of a mirror the slot also

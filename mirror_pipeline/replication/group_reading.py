@@ -84,7 +84,7 @@ class Member:
 # (2,500 partitions a task, 10,000 on one destination broker of this 2-core machine).
 ROUND_PARTITIONS = 256
 # Follow mode: the shortest time from one round's cut to the next's (see `RoundReader._first_of_round`).
-FOLLOW_ROUND_S = 0.02
+FOLLOW_ROUND_S = 0.005
 
 
 class RoundReader:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SlotWriter
@@ -38,11 +38,17 @@ log = logging.getLogger(__name__)
 # of the driver and of executors on other hosts differ by this much at most).
 HAND_OVER_SKEW_S = 2.0
 # How long before its hand-over a task packs its segments, at most (a sixth of a short epoch).
-PACK_BEFORE_HAND_OVER_S = 1.0
+# Its rounds after that are announced one by one, a transaction each (no reservation is left open
+# at a hand-over): at 1 s those rounds, 0.8 % of a 120 s epoch's records, set follow mode's p99.
+PACK_BEFORE_HAND_OVER_S = 0.5
 # How long before its hand-over a task stops reading: its last round is then announced, its
-# transaction ended, when the next task fences. A fence that met a transaction in flight waited
-# for the coordinator to abort it: 0.5 s, half the time, in the latency benchmark's hand-overs.
+# transactions ended, when the next task fences. A fence that met a transaction in flight waited
+# for the coordinator to abort it: 0.5 s (librdkafka asks again for the writer's id after that),
+# half the time, in the latency benchmark's hand-overs. The margin is set when the task packs,
+# from how long its announcements took (`settle_stop`): between these two.
 STOP_BEFORE_HAND_OVER_S = 0.15
+MIN_STOP_BEFORE_HAND_OVER_S = 0.03
+ANNOUNCEMENTS_KEPT = 64
 
 
 def wait_for_start(units: Sequence[WorkUnit]) -> None:
@@ -60,6 +66,8 @@ class FollowTimes:
     hand_over_at: float = 0.0
     follow_s: float = 0.0
     packed: bool = False
+    # The latest rounds of announcements' durations (s), for `settle_stop`.
+    announcements: deque[float] = field(default_factory=lambda: deque(maxlen=ANNOUNCEMENTS_KEPT))
 
     @classmethod
     def from_now(cls, units: Sequence[WorkUnit]) -> FollowTimes:
@@ -86,6 +94,19 @@ class FollowTimes:
         )
         self.packed = self.packed or due
         return due
+
+    def note_announcement(self, seconds: float) -> None:
+        """How long a round of announcements (a transaction per writer slot, side by side) took."""
+        self.announcements.append(seconds)
+
+    def settle_stop(self) -> None:
+        """Stop closer to the hand-over when announcements are quick: twice the slowest of the
+        latest ones, plus 10 ms, before it. A later stop (`from_now`'s, for a task ready late) stays."""
+        if not self.hand_over_at:
+            return
+        slowest = max(self.announcements, default=STOP_BEFORE_HAND_OVER_S)
+        margin = min(STOP_BEFORE_HAND_OVER_S, max(MIN_STOP_BEFORE_HAND_OVER_S, 2 * slowest + 0.01))
+        self.follow_until = max(self.follow_until, self.hand_over_at - margin)
 
 
 def pack_announced(parts: list[Member], writers: dict[int, SlotWriter]) -> None:
