@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.model.errors import MirrorError
 
 # Metadata records asked of the controller per request: half its bound
 # (QuorumController's MAX_RECORDS_PER_USER_OP, 10,000), so each request also
@@ -73,3 +75,35 @@ def add_partitions(admin: AdminClient, topic: str, current: int, wanted: int, wh
         futures = admin.create_partitions([NewPartitions(topic, count)], request_timeout=kc.REQUEST_TIMEOUT_S)
         with kc.kafka_errors(what):
             futures[topic].result()
+
+
+def create_topic(
+    admin: AdminClient,
+    alias: str,
+    topic: str,
+    partitions: int,
+    config: dict[str, str],
+    what: str,
+    error: type[MirrorError] = MirrorError,
+    exists_ok: bool = False,
+) -> None:
+    """Create `topic` with `partitions` partitions: those that fit one request (`initial_partitions`),
+    then the rest in steps. With `exists_ok`, a topic of that name already there (an earlier attempt's,
+    which may have ended between its steps) is grown to `partitions` instead. A failed creation raises
+    `error`, a failed step MirrorError; both name `what` was being done."""
+    first = initial_partitions(partitions, len(config))
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=first, replication_factor=-1, config=config)],
+        request_timeout=kc.REQUEST_TIMEOUT_S,
+    )[topic]
+    try:
+        future.result()
+        current = first
+    except KafkaException as exc:
+        if not (exists_ok and kc.error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise error(f"{what}: {kc.error_reason(exc)}") from None
+        found = kc.topic_partitions(admin, topic, alias)
+        if found is None:  # created, not yet in the metadata the broker answers with
+            raise error(f"{what}: '{topic}' exists but the cluster does not list it yet; retry shortly") from None
+        current = found
+    add_partitions(admin, topic, current, partitions, what)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.controller_requests import create_topic
 from mirror_pipeline.kafka.partition_reading import committed_records
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused
@@ -90,16 +91,8 @@ def ensure_saved_topic(admin: AdminClient, alias: str, name: str, partitions: in
         # room for the origin header on top of the largest record the topic took
         "max.message.bytes": str(max_message_bytes + 1024),
     }
-    fut = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config)],
-        request_timeout=kc.REQUEST_TIMEOUT_S,
-    )[name]
-    with kc.kafka_errors(
-        f"cluster '{alias}': creating '{name}' for the saved records failed",
-        MirrorRefused,
-        ignore=(KafkaError.TOPIC_ALREADY_EXISTS,),
-    ):
-        fut.result()
+    what = f"cluster '{alias}': creating '{name}' for the saved records failed"
+    create_topic(admin, alias, name, partitions, config, what, MirrorRefused, exists_ok=True)
 
 
 def save_ranges(

@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.controller_requests import add_partitions, create_topic
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
@@ -271,13 +272,20 @@ def _create_mirror_topic(back: LinkContext, info: MirrorInfo, plan: dict) -> Non
     """Create the old source again with the new source's partitions and configs (a deletion finishes first)."""
     name, alias = info.mirror_topic, back.dest.alias
     configs = split_for_mirror(describe_topic_configs(back.source_admin, info.source_topic, back.source.alias))[0]
+    creating = f"cluster '{alias}': creating '{name}' as a mirror failed"
     deadline = time.monotonic() + TOPIC_GONE_S
     while True:
         existing = topic_id(back, name)
         if existing and existing != plan["old_topic_id"]:
+            partitions = kc.topic_partitions(back.dest_admin, name, alias)
+            if partitions is None:  # described, not yet in the metadata the broker answers with
+                if time.monotonic() > deadline:
+                    raise MirrorError(f"{creating}: '{name}' exists, the cluster does not list it; run reverse again")
+                time.sleep(0.5)
+                continue
             ends = kc.list_offsets(
                 back.dest_admin,
-                [(name, p) for p in range(kc.topic_partitions(back.dest_admin, name, alias) or 0)],
+                [(name, p) for p in range(partitions)],
                 "latest",
                 alias,
                 read_committed=False,
@@ -288,14 +296,11 @@ def _create_mirror_topic(back: LinkContext, info: MirrorInfo, plan: dict) -> Non
                     f"delete it (its old records are saved in '{plan['saved_topic'] or 'nothing to save'}') "
                     f"and run reverse again"
                 )
-            return  # an earlier attempt of this reverse created it
-        fut = back.dest_admin.create_topics(
-            [NewTopic(name, num_partitions=plan["new_partitions"], replication_factor=-1, config=configs)],
-            request_timeout=kc.REQUEST_TIMEOUT_S,
-        )[name]
+            # An earlier attempt of this reverse created it, and may have ended before its last partitions.
+            add_partitions(back.dest_admin, name, partitions, plan["new_partitions"], creating)
+            return
         try:
-            with kc.kafka_errors(f"cluster '{alias}': creating '{name}' as a mirror failed", MirrorRefused):
-                fut.result()
+            create_topic(back.dest_admin, alias, name, plan["new_partitions"], configs, creating, MirrorRefused)
             return
         except MirrorRefused:
             if time.monotonic() > deadline:

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.model.errors import MirrorRefused
+from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.operations.divergence import ORIGIN_HEADER
 from tests.cli_process import run_cli
 from tests.config_files import write_two_way_config
@@ -279,3 +279,70 @@ def test_reverse_and_pause_then_an_interrupted_reverse_is_finished_by_the_next_o
         read_topic(destination_bootstrap, interrupted, PARTITIONS),
         read_topic(source_bootstrap, interrupted, PARTITIONS),
     )
+
+
+def test_a_reverse_creates_topics_too_wide_for_one_request_in_steps_and_finishes_an_interrupted_one(
+    failback_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin, monkeypatch
+):
+    """Kafka 4's controller refuses a request over its bound of metadata records whole; the bound
+    is lowered to 30 records here, so a topic of 40 partitions is created with what fits and grown in
+    steps. The rebuild is cut after its topic's first request: the next reverse grows that topic."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_pipeline.kafka import controller_requests
+
+    bound, wide = 30, 40
+    monkeypatch.setattr(controller_requests, "RECORDS_PER_REQUEST", bound)
+    path, config, _ = failback_config
+    topic = create_topic(source_bootstrap, unique_name(), partitions=wide)
+    produce(source_bootstrap, topic, 2 * wide)
+    engine.create_mirror(config, FORWARD, topic)
+    catch_up(config, FORWARD, spark, topic)
+    produce(source_bootstrap, topic, 5, partition=wide - 1, tag="tail")  # never mirrored: saved by the reverse
+    tail = read_partition(source_bootstrap, topic, wide - 1)
+    engine.failover(config, FORWARD, [topic])
+    produce(destination_bootstrap, topic, wide, tag="east")
+
+    requests: list[int] = []  # metadata records each creation or growth of the test's topics asked for
+    counts: dict[str, int] = {}  # partitions of each, as asked
+    real_create, real_grow = AdminClient.create_topics, AdminClient.create_partitions
+
+    def create_topics(self, new_topics, **kwargs):
+        for t in new_topics:
+            if t.topic.startswith(topic):
+                requests.append(1 + t.num_partitions + len(t.config or {}))
+                counts[t.topic] = t.num_partitions
+        return real_create(self, new_topics, **kwargs)
+
+    def create_partitions(self, new_partitions, **kwargs):
+        for p in new_partitions:
+            if p.topic.startswith(topic):
+                requests.append(p.new_total_count - counts[p.topic])
+                counts[p.topic] = p.new_total_count
+        return real_grow(self, new_partitions, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "create_topics", create_topics)
+    monkeypatch.setattr(AdminClient, "create_partitions", create_partitions)
+    real_steps = controller_requests.add_partitions
+
+    def cut_before_growing_the_rebuilt_topic(client, name, current, wanted, what):
+        if name == topic:
+            raise MirrorError("the reverse ended here")
+        real_steps(client, name, current, wanted, what)
+
+    monkeypatch.setattr(controller_requests, "add_partitions", cut_before_growing_the_rebuilt_topic)
+    with pytest.raises(MirrorError, match="the reverse ended here"):
+        engine.reverse(config, FORWARD, [topic])
+    monkeypatch.setattr(controller_requests, "add_partitions", real_steps)
+    assert counts[topic] < wide  # created with what fit one request, then cut
+
+    done = engine.reverse(config, FORWARD, [topic]).mirrors[topic]
+
+    assert done["after"] == "ACTIVE" and done["saved_topic"] == f"{topic}.diverged"
+    assert requests and all(0 < n <= bound for n in requests), requests
+    listed = admin(source_bootstrap).list_topics(timeout=10).topics
+    assert len(listed[topic].partitions) == len(listed[f"{topic}.diverged"].partitions) == wide
+    saved = read_partition(source_bootstrap, f"{topic}.diverged", wide - 1)
+    assert [r.value for r in saved] == [r.value for r in tail]
+    catch_up(config, BACK, spark, topic)
+    assert_identical(read_topic(destination_bootstrap, topic, wide), read_topic(source_bootstrap, topic, wide))
