@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Container, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -385,4 +385,9 @@ def watermark(cons: Consumer, topic: str, partition: int, timeout: float = REQUE
                 raise MirrorError(
                     f"'{topic}' partition {partition}: reading its offsets failed: {err.name()}"
                 ) from None
+            if err.code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                # A partition added moments ago: the client's cached metadata, which
+                # the offset request is routed by, predates it until asked again.
+                with suppress(KafkaException):
+                    cons.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
             time.sleep(0.2)

@@ -14,6 +14,7 @@ created with the partitions that fit, and the rest are added in steps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -75,6 +76,33 @@ def add_partitions(admin: AdminClient, topic: str, current: int, wanted: int, wh
         futures = admin.create_partitions([NewPartitions(topic, count)], request_timeout=kc.REQUEST_TIMEOUT_S)
         with kc.kafka_errors(what):
             futures[topic].result()
+    if wanted > current:
+        _await_listed(admin, topic, wanted, what)
+
+
+def _await_listed(admin: AdminClient, topic: str, wanted: int, what: str) -> None:
+    """Return once the cluster's metadata lists `wanted` partitions of `topic`.
+
+    The controller has taken the new partitions when create_partitions returns,
+    but brokers answer metadata from their own caches, which catch up a moment
+    later: a client asking in between is told a new partition does not exist
+    (_UNKNOWN_PARTITION) and keeps that answer in its cache. Whoever grew the
+    topic uses its new partitions next, so growing ends once they are listed.
+    Asking for the topic's metadata also refreshes this client's cache.
+    """
+    deadline = time.monotonic() + kc.REQUEST_TIMEOUT_S
+    while True:
+        try:
+            meta = admin.list_topics(topic=topic, timeout=kc.REQUEST_TIMEOUT_S).topics.get(topic)
+            if meta is not None and meta.error is None and len(meta.partitions) >= wanted:
+                return
+        except KafkaException:
+            pass  # the deadline tells
+        if time.monotonic() > deadline:
+            raise MirrorError(
+                f"{what}: the new partitions of '{topic}' were not listed within {kc.REQUEST_TIMEOUT_S:.0f}s"
+            )
+        time.sleep(0.1)
 
 
 def create_topic(

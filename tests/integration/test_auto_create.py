@@ -381,3 +381,30 @@ def test_topics_too_wide_for_one_request_are_created_and_grown_in_steps(
     counts = {t: len(metadata[t].partitions) for t in [*small, wide, alone]}
     assert counts == {small[0]: 70, small[1]: 3, small[2]: 3, wide: 75, alone: 45}
     assert sorted(m.mirror_topic for m in engine.list_mirrors(config, LINK)) == sorted([*small, wide, alone])
+
+
+def test_partitions_added_are_listed_when_growing_returns_and_read_by_clients_that_cached_fewer(
+    destination_bootstrap, create_topic, unique_name, admin
+):
+    """A broker answers metadata from a cache that catches up with the controller a moment after
+    new partitions are taken, and a client keeps the partition count it was told: a consumer
+    that had asked about the topic before it grew was told 'unknown partition' for every new one
+    until its metadata refreshed on its own, minutes later (a reverse saving divergent records
+    to a topic it had just grown failed that way). Growing ends once the new partitions are
+    listed, and reading a partition's offsets asks for the topic's metadata again when the
+    partition is unknown."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    from mirror_pipeline.kafka import clients as kc
+    from mirror_pipeline.kafka.controller_requests import add_partitions
+
+    topic = create_topic(destination_bootstrap, unique_name(), partitions=30)
+    reader = Consumer({"bootstrap.servers": destination_bootstrap, "group.id": unique_name("g")})
+    try:
+        assert kc.watermark(reader, topic, 29) == (0, 0)  # the reader now caches 30 partitions
+        add_partitions(admin(destination_bootstrap), topic, 30, 40, "growing the test topic failed")
+        assert kc.topic_partitions(AdminClient({"bootstrap.servers": destination_bootstrap}), topic, "east") == 40
+        assert kc.watermark(reader, topic, 39) == (0, 0)
+    finally:
+        reader.close()
