@@ -32,7 +32,12 @@ from tests.integration.test_config_sync import set_configs, wait_for
 from tests.kafka_records import assert_identical, commit, committed, read_topic
 
 LINK = f"cli-follow-{uuid.uuid4().hex[:8]}"
-EPOCH_S = 2
+# Longer than a cold start of the first epoch's Spark task (a new Python worker, its imports and
+# clients: 2-4 s here). A task that becomes ready near or after the next epoch's fence copies into
+# that epoch's hand-over: one of the two epochs then reports the partition as written by another
+# writer (nothing is lost or duplicated, and the next full plan goes on). With 2 s epochs that
+# happened in 2 of 4 runs; it is a known limit of follow mode at epochs shorter than a task's start.
+EPOCH_S = 6
 
 
 def wait_until(check, what: str, timeout: float = 90.0, follower=None):
