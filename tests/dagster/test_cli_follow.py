@@ -37,7 +37,7 @@ LINK = f"cli-follow-{uuid.uuid4().hex[:8]}"
 # that epoch's hand-over: one of the two epochs then reports the partition as written by another
 # writer (nothing is lost or duplicated, and the next full plan goes on). With 2 s epochs that
 # happened in 2 of 4 runs alone; 6 s epochs made it rarer, not impossible (it still happened in a
-# full `make test` at load average 22). Follow mode's own fix is open: see the stop 48 note.
+# full `make test` at load average 22). Follow mode itself still needs the fix.
 EPOCH_S = 6
 
 
