@@ -30,6 +30,7 @@ import re
 import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,7 +38,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror_pipeline.local.clusters import PERFORMANCE_ENV, LocalKafka
+from mirror_pipeline.local.layout import ClusterLayout
 from mirror_pipeline.local.postgres import PostgresServer, PostgresUnavailable, local_postgres
+from mirror_pipeline.local.processes import exit_code, tail_file
 
 # Fixtures of the secured pair's link (`principals`, `secured_link`), for any test module that asks.
 pytest_plugins = ["tests.secured_link"]
@@ -244,6 +247,30 @@ def _live_leases(sessions_dir: Path = SESSIONS_DIR) -> list[int]:
         else:
             lease.unlink(missing_ok=True)
     return live
+
+
+@pytest.fixture(autouse=True)
+def _clusters_still_running(request: pytest.FixtureRequest) -> None:
+    """Starts again, before a test that uses them, this worker's clusters that stopped during an earlier test.
+
+    A broker killed on purpose and not brought back (a fault test that failed half-way), or one that
+    died by itself, would otherwise fail every later test of the worker as unreachable: in one CI run a
+    destination broker stopped and 35 tests after it failed. Why it stopped goes into a warning."""
+    for name in ("local_kafka", "secure_kafka"):
+        if name in request.fixturenames:
+            kafka: LocalKafka = request.getfixturevalue(name)
+            stopped = [info for info in kafka.status() if not info.running]
+            if stopped:
+                why = "; ".join(_why_stopped(kafka.layout(info.name)) for info in stopped)
+                warnings.warn(f"started again: {why}", stacklevel=1)
+                kafka.up()
+
+
+def _why_stopped(cluster: ClusterLayout) -> str:
+    code = exit_code(cluster)  # None when another process started it
+    how = f"exited with code {code}" if code is not None else "was not running"
+    tail = tail_file(cluster.server_log, lines=5).strip()
+    return f"local Kafka cluster {cluster.name} ({cluster.bootstrap}) {how}; the end of its server.log:\n{tail}"
 
 
 @pytest.fixture(scope="session")

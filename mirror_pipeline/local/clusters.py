@@ -175,9 +175,16 @@ class LocalKafka:
 
         Plaintext clusters have no users: just `bootstrap.servers`. `admin` is a super user.
         """
-        return client_settings(read_credentials(self.root, self.security), self._cluster(cluster).bootstrap, user)
+        return client_settings(read_credentials(self.root, self.security), self.layout(cluster).bootstrap, user)
 
     # -- public verbs --------------------------------------------------------
+
+    def layout(self, which: int | str) -> ClusterLayout:
+        """One cluster's files and ports, by index or name."""
+        for index, cluster in enumerate(self._clusters):
+            if which in (index, cluster.name):
+                return cluster
+        raise LocalClusterError(f"no local cluster {which!r}; the clusters are {', '.join(self.names)}")
 
     def status(self) -> list[ClusterInfo]:
         return [self._info(c) for c in self._clusters]
@@ -265,12 +272,6 @@ class LocalKafka:
                     install_scram_user(self.client_properties(ADMIN_USER, cluster.name), name, creds.password(name))
 
     # -- internals -----------------------------------------------------------
-
-    def _cluster(self, which: int | str) -> ClusterLayout:
-        for index, cluster in enumerate(self._clusters):
-            if which in (index, cluster.name):
-                return cluster
-        raise LocalClusterError(f"no local cluster {which!r}; the clusters are {', '.join(self.names)}")
 
     def _info(self, cluster: ClusterLayout) -> ClusterInfo:
         pid = running_pid(cluster)
