@@ -76,11 +76,10 @@ class WorkUnit:
     max_bytes: int
     chunk_records: int
     max_message_bytes: int
-    # Follow mode (always-on): copy records as they arrive for this many seconds, counted from when
-    # the unit's task is ready to copy, with no upper source offset (`source_until` is FOLLOW_END);
-    # 0 for a cycle's unit, which copies its planned range and ends. Counted from the plan instead,
-    # an epoch whose tasks took longer to start than the epoch lasts (a loaded machine: fencing,
-    # checks, a Python worker's start) copied nothing, and the next one likewise.
+    # Follow mode (always-on): copy records as they arrive, with no upper source offset (`source_until`
+    # is FOLLOW_END), until the next epoch's task takes over this many seconds after `starts_at` (with
+    # no `starts_at`, after the task is ready); 0 for a cycle's unit, which copies its planned range and
+    # ends. A task ready too close to its hand-over copies nothing (`hand_over.wait_for_start`).
     follow_s: float = 0.0
     # Follow mode's hand-over (`operations.follow`): the wall-clock time at which the unit's task
     # fences, the end of the epoch before; its epoch then ends `follow_s` later, when the next

@@ -4,7 +4,11 @@ the packing of its segments.
 A task of the next epoch starts before the epoch ends, waits for that end
 (`WorkUnit.starts_at`) and fences the partitions' writers then; the task it
 takes over from, fenced at or after that time, stops without taking its
-writers back (`FollowTimes.taken_over`). Packing happens shortly before the
+writers back (`FollowTimes.taken_over`). A task stops reading shortly before
+its own hand-over, and one ready too close to it (a cold first start on a
+loaded machine) does not fence at all (`wait_for_start`): fencing after the
+next epoch's task would take the writers back from it, and its records would
+land where that task's check cannot place them. Packing happens shortly before the
 hand-over, after the next epoch's plan noted where the offset map ended, so
 the next task reads the packed segments and merges them with its own.
 
@@ -51,11 +55,24 @@ MIN_STOP_BEFORE_HAND_OVER_S = 0.03
 ANNOUNCEMENTS_KEPT = 64
 
 
-def wait_for_start(units: Sequence[WorkUnit]) -> None:
-    """Fence no sooner than the epoch before ends (`WorkUnit.starts_at`)."""
-    delay = max(u.starts_at for u in units) - time.time()
+def wait_for_start(units: Sequence[WorkUnit]) -> bool:
+    """Fence no sooner than the epoch before ends (`WorkUnit.starts_at`). False for a follow-mode
+    task ready within `late_margin_s` of its own hand-over: it leaves its partitions to the next
+    epoch's task untouched, which goes on from the offset map (no successor: the next full plan)."""
+    starts_at, follow_s = max(u.starts_at for u in units), max(u.follow_s for u in units)
+    delay = starts_at - time.time()
     if delay > 0:
         time.sleep(delay)
+    late = bool(starts_at) and time.time() >= starts_at + follow_s - late_margin_s(follow_s)
+    if late:
+        log.info("ready %.1f s after its epoch started: its partitions are left to the next epoch", -delay)
+    return not late
+
+
+def late_margin_s(follow_s: float) -> float:
+    """How close to its hand-over a task is too late to fence: its fences and checks take a moment,
+    and another host's clock may be up to HAND_OVER_SKEW_S ahead."""
+    return min(HAND_OVER_SKEW_S, follow_s / 4)
 
 
 @dataclass
@@ -75,11 +92,10 @@ class FollowTimes:
         follow_s, starts_at = max(u.follow_s for u in units), max(u.starts_at for u in units)
         if not starts_at:
             return cls(time.time() + follow_s)
+        # Never past the hand-over, even for a task ready late: reading on, it would write under a
+        # reservation still open when the next epoch's task fences it.
         hand_over_at = starts_at + follow_s
-        # A task ready late (a loaded machine) still follows a while; the next epoch's task takes
-        # over whenever it fences.
-        stop_at = max(hand_over_at - min(STOP_BEFORE_HAND_OVER_S, follow_s / 10), time.time() + follow_s / 2)
-        return cls(stop_at, hand_over_at, follow_s)
+        return cls(hand_over_at - min(STOP_BEFORE_HAND_OVER_S, follow_s / 10), hand_over_at, follow_s)
 
     def taken_over(self) -> bool:
         """Whether a writer fenced now was fenced by the next epoch's task."""
@@ -101,7 +117,7 @@ class FollowTimes:
 
     def settle_stop(self) -> None:
         """Stop closer to the hand-over when announcements are quick: twice the slowest of the
-        latest ones, plus 10 ms, before it. A later stop (`from_now`'s, for a task ready late) stays."""
+        latest ones, plus 10 ms, before it (never earlier than `from_now`'s stop)."""
         if not self.hand_over_at:
             return
         slowest = max(self.announcements, default=STOP_BEFORE_HAND_OVER_S)

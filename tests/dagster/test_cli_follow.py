@@ -32,13 +32,10 @@ from tests.integration.test_config_sync import set_configs, wait_for
 from tests.kafka_records import assert_identical, commit, committed, read_topic
 
 LINK = f"cli-follow-{uuid.uuid4().hex[:8]}"
-# Longer than a cold start of the first epoch's Spark task (a new Python worker, its imports and
-# clients: 2-4 s here). A task that becomes ready near or after the next epoch's fence copies into
-# that epoch's hand-over: one of the two epochs then reports the partition as written by another
-# writer (nothing is lost or duplicated, and the next full plan goes on). With 2 s epochs that
-# happened in 2 of 4 runs alone; 6 s epochs made it rarer, not impossible (it still happened in a
-# full `make test` at load average 22). Follow mode itself still needs the fix.
-EPOCH_S = 6
+# Shorter than the first epoch's Spark task may take to start cold (a new Python worker, its imports
+# and clients: 2-4 s here), so that the test also meets a task ready too late for its epoch, which
+# leaves its partitions to the next epoch (`hand_over.wait_for_start`), and many hand-overs.
+EPOCH_S = 2
 
 
 def wait_until(check, what: str, timeout: float = 90.0, follower=None):

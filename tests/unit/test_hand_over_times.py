@@ -1,4 +1,4 @@
-"""When a follow-mode task packs and stops before its hand-over (`hand_over.FollowTimes`)."""
+"""When a follow-mode task fences, packs and stops around its hand-over (`hand_over`)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,23 @@ import time
 
 import pytest
 
+from mirror_pipeline.replication.copier import WorkUnit
 from mirror_pipeline.replication.hand_over import (
     ANNOUNCEMENTS_KEPT,
+    HAND_OVER_SKEW_S,
     MIN_STOP_BEFORE_HAND_OVER_S,
     PACK_BEFORE_HAND_OVER_S,
     STOP_BEFORE_HAND_OVER_S,
     FollowTimes,
+    late_margin_s,
+    wait_for_start,
 )
 
 HAND_OVER = 1_000_000.0
+
+
+def unit(partition: int = 0, starts_at: float = 0.0, follow_s: float = 0.0) -> WorkUnit:
+    return WorkUnit("l", "src", "mirror", partition, 0, 2**63 - 1, 0, 0, 1 << 20, 100, 1 << 20, follow_s, starts_at)
 
 
 def times(stop_before: float = STOP_BEFORE_HAND_OVER_S) -> FollowTimes:
@@ -56,11 +64,29 @@ def test_only_the_latest_announcements_count():
     assert t.follow_until == pytest.approx(HAND_OVER - MIN_STOP_BEFORE_HAND_OVER_S)
 
 
-def test_a_task_ready_late_keeps_its_later_stop():
-    late = times(stop_before=-5.0)  # `from_now` let it follow past the hand-over
-    late.note_announcement(0.001)
-    late.settle_stop()
-    assert late.follow_until == HAND_OVER + 5.0
+def test_a_task_ready_late_still_stops_before_its_hand_over():
+    now = time.time()
+    late = FollowTimes.from_now([unit(starts_at=now - 5.0, follow_s=6.0)])
+    assert late.hand_over_at == pytest.approx(now + 1.0)
+    assert late.follow_until == pytest.approx(now + 1.0 - STOP_BEFORE_HAND_OVER_S)
+
+
+@pytest.mark.parametrize(
+    ("ready_after_start_s", "fences"),
+    [(-0.05, True), (1.0, True), (6.0 - late_margin_s(6.0) - 0.2, True), (6.0 - late_margin_s(6.0) + 0.2, False)],
+)
+def test_a_task_fences_unless_ready_too_close_to_its_hand_over(ready_after_start_s, fences):
+    units = [unit(starts_at=time.time() - ready_after_start_s, follow_s=6.0), unit(partition=1)]
+    assert wait_for_start(units) is fences
+
+
+def test_a_cycle_task_always_fences():
+    assert wait_for_start([unit()]) is True
+
+
+def test_the_late_margin_is_the_clock_skew_or_a_quarter_of_a_short_epoch():
+    assert late_margin_s(120.0) == HAND_OVER_SKEW_S
+    assert late_margin_s(3.0) == pytest.approx(0.75)
 
 
 def test_a_task_with_no_hand_over_keeps_its_stop():
