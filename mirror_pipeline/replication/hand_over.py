@@ -8,9 +8,9 @@ writers back (`FollowTimes.taken_over`). A task stops reading shortly before
 its own hand-over, and one ready too close to it (a cold first start on a
 loaded machine) does not fence at all (`wait_for_start`): fencing after the
 next epoch's task would take the writers back from it, and its records would
-land where that task's check cannot place them. Packing happens shortly before the
-hand-over, after the next epoch's plan noted where the offset map ended, so
-the next task reads the packed segments and merges them with its own.
+land where that task's check cannot place them. Packing happens shortly
+before the hand-over, after the next epoch's plan noted where the offset map
+ended, so the next task reads the packed segments and merges them with its own.
 
 A follow-mode round announces one segment per partition, so an epoch leaves
 a partition with hundreds of them; readers of the offset map (the next plan,
@@ -63,9 +63,10 @@ def wait_for_start(units: Sequence[WorkUnit]) -> bool:
     delay = starts_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    late = bool(starts_at) and time.time() >= starts_at + follow_s - late_margin_s(follow_s)
+    ready_after_s = time.time() - starts_at
+    late = bool(starts_at) and ready_after_s >= follow_s - late_margin_s(follow_s)
     if late:
-        log.info("ready %.1f s after its epoch started: its partitions are left to the next epoch", -delay)
+        log.info("ready %.1f s after its epoch started: its partitions are left to the next epoch", ready_after_s)
     return not late
 
 
