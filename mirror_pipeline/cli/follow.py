@@ -77,6 +77,11 @@ def _epoch_line(epoch: Epoch, d: dict | None) -> str:
     )
     if latency:
         text += f"; max latency {max(latency)} ms"
+    if d.get("left_to_next_epoch"):
+        text += (
+            f"; {d['left_to_next_epoch']:,} partition(s) left to the next epoch "
+            "(their copy task started too late to take over in this one)"
+        )
     return text + (f"; {epoch.error}" if epoch.error else "")
 
 

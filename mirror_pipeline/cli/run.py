@@ -143,26 +143,34 @@ def _terminal_progress():
     return show
 
 
+# Rows `run`'s text shows at most: the partitions behind first, then those that copied the most.
+ROWS_SHOWN = 50
+
+
 def _render_cycle(d: dict) -> str:
-    """The summary, and a row per partition that copied records or is behind: on a wide link the
-    idle ones would bury them (10,000 rows), so they are counted in one line (`--json` has every one)."""
-    rows, idle = [], 0
+    """The summary, and a row per partition that copied records or is behind, up to ROWS_SHOWN: on
+    a wide link the others would bury them (10,000 rows), so they are counted in a line each, the
+    idle ones and the rest (`--json` has every one)."""
+    busy, idle = [], 0
     for name, m in d["mirrors"].items():
         for p in m["partitions"]:
             if not p["records"] and not p["lag_after"]:
                 idle += 1
-                continue
-            rows.append(
-                [
-                    name,
-                    p["partition"],
-                    f"{p['source_from']}..{p['source_until']}",
-                    f"{p['dest_from']}..{p['dest_until']}",
-                    p["records"],
-                    p["lag_after"],
-                    p["latency_max_ms"] if p["latency_records"] else "-",
-                ]
-            )
+            else:
+                busy.append((name, p))
+    shown = sorted(busy, key=lambda b: (-b[1]["lag_after"], -b[1]["records"]))[:ROWS_SHOWN]
+    rows = [
+        [
+            name,
+            p["partition"],
+            f"{p['source_from']}..{p['source_until']}",
+            f"{p['dest_from']}..{p['dest_until']}",
+            p["records"],
+            p["lag_after"],
+            p["latency_max_ms"] if p["latency_records"] else "-",
+        ]
+        for name, p in sorted(shown, key=lambda b: (b[0], b[1]["partition"]))
+    ]
     text = (
         f"link '{d['link']}': copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
         f"over {d['work_units']} work units; lag after: {d['lag_after']:,}"
@@ -171,6 +179,8 @@ def _render_cycle(d: dict) -> str:
         text += "\n\n" + table(
             ["MIRROR", "PARTITION", "SOURCE RANGE", "MIRROR RANGE", "RECORDS", "LAG", "MAX LATENCY MS"], rows
         )
+    if len(busy) > len(rows):
+        text += f"\n{len(busy) - len(rows):,} more partition(s) that copied or are behind (`run --json` lists them)"
     if idle:
         text += ("\n" if rows else "\n\n") + f"{idle:,} partition(s) up to date with nothing to copy (not listed)"
     waiting = d.get("not_listed_yet") or []

@@ -62,7 +62,8 @@ def _training_session(jvm_options: str) -> None:
 
 def _training_row(item: int) -> dict[str, Any]:
     """A result row of the copy job's shape, so the archive holds what collecting its results loads."""
-    return {field.name: str(item) if field.type == pa.string() else item for field in spark_runner.RESULT_SCHEMA}
+    values = {pa.string(): str(item), pa.bool_(): bool(item % 2)}
+    return {field.name: values.get(field.type, item) for field in spark_runner.RESULT_SCHEMA}
 
 
 def _stop_with_jvm(spark: spark_runner.Spark, timeout_s: float = 300.0) -> None:

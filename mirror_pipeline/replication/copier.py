@@ -138,6 +138,9 @@ class UnitResult:
     # copying (bytes; -1 where /proc cannot tell). See `_rss`.
     rss_start_bytes: int = -1
     rss_peak_bytes: int = -1
+    # Follow mode: the task was ready too late to take over this epoch (`hand_over.wait_for_start`),
+    # so nothing was copied here; the next epoch copies the partition.
+    left_to_next_epoch: bool = False
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

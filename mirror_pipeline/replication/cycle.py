@@ -196,6 +196,7 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             latency_max_ms=r.latency_max_ms if r else -1,
             latency_sum_ms=r.latency_sum_ms if r else 0,
             latency_records=r.latency_records if r else 0,
+            left_to_next_epoch=r.left_to_next_epoch if r else False,
         )
         mirrors.setdefault(mirror, []).append(copy)
         sources[mirror] = pp.mirror.source_topic

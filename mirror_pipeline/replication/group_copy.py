@@ -164,7 +164,7 @@ class _GroupCopy:
             # mode opens them while the epoch before still copies, and fences at its start.
             reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
             self._open_writers()
-            if not wait_for_start(units):
+            if not wait_for_start(self.parts):
                 return
             self._fence()
             self.admin = admin.result()

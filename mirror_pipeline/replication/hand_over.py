@@ -55,11 +55,12 @@ MIN_STOP_BEFORE_HAND_OVER_S = 0.03
 ANNOUNCEMENTS_KEPT = 64
 
 
-def wait_for_start(units: Sequence[WorkUnit]) -> bool:
+def wait_for_start(parts: Sequence[Member]) -> bool:
     """Fence no sooner than the epoch before ends (`WorkUnit.starts_at`). False for a follow-mode
     task ready within `late_margin_s` of its own hand-over: it leaves its partitions to the next
-    epoch's task untouched, which goes on from the offset map (no successor: the next full plan)."""
-    starts_at, follow_s = max(u.starts_at for u in units), max(u.follow_s for u in units)
+    epoch's task untouched, which goes on from the offset map (no successor: the next full plan),
+    and their results say so (`left_to_next_epoch`: the epoch's line tells why it copied nothing)."""
+    starts_at, follow_s = max(p.unit.starts_at for p in parts), max(p.unit.follow_s for p in parts)
     delay = starts_at - time.time()
     if delay > 0:
         time.sleep(delay)
@@ -67,6 +68,8 @@ def wait_for_start(units: Sequence[WorkUnit]) -> bool:
     late = bool(starts_at) and ready_after_s >= follow_s - late_margin_s(follow_s)
     if late:
         log.info("ready %.1f s after its epoch started: its partitions are left to the next epoch", ready_after_s)
+        for part in parts:
+            part.result.left_to_next_epoch = True
     return not late
 
 

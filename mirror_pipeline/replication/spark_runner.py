@@ -56,6 +56,7 @@ RESULT_SCHEMA = pa.schema(
         ("latency_records", pa.int64()),
         ("rss_start_bytes", pa.int64()),
         ("rss_peak_bytes", pa.int64()),
+        ("left_to_next_epoch", pa.bool_()),
     ]
 )
 
@@ -257,5 +258,8 @@ def lost_task(message: str) -> str | None:
 
 
 def ddl_of(schema: pa.Schema) -> str:
-    """Spark's DDL for a schema of strings and 64-bit integers."""
-    return ", ".join(f"{f.name} {'string' if f.type == pa.string() else 'long'}" for f in schema)
+    """Spark's DDL for a schema of strings, 64-bit integers and booleans."""
+    return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in schema)
+
+
+_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean"}

@@ -124,6 +124,10 @@ def test_follow_mode_copies_syncs_and_records_until_sigterm(
     assert [e["epoch"] for e in epochs] == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
     assert all(e["error"] is None for e in epochs), [e["error"] for e in epochs if e["error"]]
     assert sum(e["cycle"]["records"] for e in epochs) == sum(source_ends.values())
+    # A partition whose task was ready too late for its epoch copied nothing in it, and the epoch counts it.
+    for e in epochs:
+        left = [p for m in e["cycle"]["mirrors"].values() for p in m["partitions"] if p["left_to_next_epoch"]]
+        assert e["cycle"]["left_to_next_epoch"] == len(left) and not any(p["records"] for p in left), e
     # Each task packs its epoch's segments (one per chunk) before it ends: at most one a partition per epoch stays.
     segments = LinkContext.open(config, LINK).store.read_segments([topic]).segments
     assert segments and all(len(kept) <= len(epochs) for kept in segments.values()), {

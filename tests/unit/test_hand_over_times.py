@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from mirror_pipeline.replication.copier import WorkUnit
+from mirror_pipeline.replication.copier import UnitResult, WorkUnit
+from mirror_pipeline.replication.group_reading import Member
 from mirror_pipeline.replication.hand_over import (
     ANNOUNCEMENTS_KEPT,
     HAND_OVER_SKEW_S,
@@ -23,6 +24,10 @@ HAND_OVER = 1_000_000.0
 
 def unit(partition: int = 0, starts_at: float = 0.0, follow_s: float = 0.0) -> WorkUnit:
     return WorkUnit("l", "src", "mirror", partition, 0, 2**63 - 1, 0, 0, 1 << 20, 100, 1 << 20, follow_s, starts_at)
+
+
+def member(u: WorkUnit) -> Member:
+    return Member(u, UnitResult(u.mirror_topic, u.partition, 0, 0, 0, 0), 0, 0)
 
 
 def times(stop_before: float = STOP_BEFORE_HAND_OVER_S) -> FollowTimes:
@@ -76,12 +81,16 @@ def test_a_task_ready_late_still_stops_before_its_hand_over():
     [(-0.05, True), (1.0, True), (6.0 - late_margin_s(6.0) - 0.2, True), (6.0 - late_margin_s(6.0) + 0.2, False)],
 )
 def test_a_task_fences_unless_ready_too_close_to_its_hand_over(ready_after_start_s, fences):
-    units = [unit(starts_at=time.time() - ready_after_start_s, follow_s=6.0), unit(partition=1)]
-    assert wait_for_start(units) is fences
+    parts = [member(unit(starts_at=time.time() - ready_after_start_s, follow_s=6.0)), member(unit(partition=1))]
+    assert wait_for_start(parts) is fences
+    # A task that does not fence says so in each of its partitions' results, for the epoch's line.
+    assert [p.result.left_to_next_epoch for p in parts] == [not fences] * 2
 
 
 def test_a_cycle_task_always_fences():
-    assert wait_for_start([unit()]) is True
+    part = member(unit())
+    assert wait_for_start([part]) is True
+    assert part.result.left_to_next_epoch is False
 
 
 def test_the_late_margin_is_the_clock_skew_or_a_quarter_of_a_short_epoch():

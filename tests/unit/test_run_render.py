@@ -1,5 +1,7 @@
-"""`run`'s text: the partitions that copied or lag, one line for the idle rest, and the mirrors
-a cycle could not plan yet because their new topics are not listed by the destination."""
+"""`run`'s text: the partitions that copied or lag (the 50 furthest behind), a line each for the
+rest and for the idle ones, the mirrors a cycle could not plan yet because their new topics are
+not listed by the destination; and a follow epoch's line for partitions its late task left to
+the next epoch."""
 
 from __future__ import annotations
 
@@ -46,3 +48,31 @@ def test_a_failed_cycle_names_five_mirrors_and_counts_the_rest():
         "m4: writing failed; and 3 more mirror(s) (`run --json` names every one)"
     )
     assert _first_errors({"m": "gone"}) == "m: gone"
+
+
+def test_a_follow_epoch_says_which_partitions_it_left_to_the_next_one():
+    from mirror_pipeline.cli.follow import _epoch_line
+    from mirror_pipeline.operations.follow import Epoch
+
+    late = PartitionCopy(0, 0, 0, 0, 0, 0, 0, 40, left_to_next_epoch=True)
+    result = CycleResult("l", 0.0, 3.0, 2, {"m": MirrorCopyResult("m", "s", (late, copy(1, 0, lag=6)))})
+    assert result.to_dict()["left_to_next_epoch"] == 1
+    line = _epoch_line(Epoch(1, result), result.to_dict())
+    assert line == (
+        "epoch 1: copied 0 records (0 bytes) in 3.0s over 2 partitions; lag after: 46; 1 partition(s) left to "
+        "the next epoch (their copy task started too late to take over in this one)"
+    )
+    on_time = CycleResult("l", 0.0, 3.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 0, lag=6),))})
+    assert "left to the next epoch" not in _epoch_line(Epoch(2, on_time), on_time.to_dict())
+
+
+def test_a_wide_cycle_shows_the_partitions_behind_and_counts_the_rest():
+    from mirror_pipeline.cli.run import ROWS_SHOWN
+
+    busy = tuple(copy(p, 1) for p in range(ROWS_SHOWN + 20)) + (copy(ROWS_SHOWN + 20, 1, lag=9), copy(999, 0))
+    text = _render_cycle(CycleResult("l", 0.0, 1.0, 1, {"wide": MirrorCopyResult("wide", "w", busy)}).to_dict())
+    rows = [line.split() for line in text.splitlines() if line.startswith("wide")]
+    assert len(rows) == ROWS_SHOWN and rows[-1][1] == str(ROWS_SHOWN + 20) and rows[-1][5] == "9"
+    assert [int(r[1]) for r in rows] == sorted(int(r[1]) for r in rows)
+    assert "21 more partition(s) that copied or are behind (`run --json` lists them)" in text
+    assert text.endswith("1 partition(s) up to date with nothing to copy (not listed)")
