@@ -14,7 +14,10 @@ start-up and Spark session included):
 1. the first `run`: auto-create makes every mirror, and the cycle copies;
 2. `mirror list`;
 3. two `run`s with nothing to copy;
-4. one new record in every partition, then one `run`;
+4. one new record in every partition, written by one producer with the copy's
+   writer settings and read back by one consumer, each timed as the row's
+   reference (what the brokers allow for one record in each partition),
+   then one `run`;
 5. `mirror describe` of one mirror;
 6. with `--groups G` (1,000 by default), G source consumer groups, each with
    offsets committed on one topic's partitions, then one `offsets sync`.
@@ -155,6 +158,44 @@ def command(config_path: Path, *args: str) -> float:
     return round(seconds, 2)
 
 
+def reference_write(bootstrap: str, targets: list[tuple[str, int]]) -> float:
+    """Seconds one producer with the copy's writer settings takes to land one record in each of `targets`:
+    the broker limit for the one-record row (librdkafka sends a ProduceRequest per partition, issue #1700)."""
+    producer = kc.producer(kc.client_config({"bootstrap.servers": bootstrap}, LINK, "writer"))
+    producer.list_topics(timeout=30)  # connected, the leaders known, before the clock starts
+    t0 = time.perf_counter()
+    for topic, partition in targets:
+        producer.produce(topic, value=b"v" * 100, partition=partition)
+        producer.poll(0)
+    if producer.flush(120):
+        raise SystemExit("reference write: records left unacknowledged after 120 s")
+    return round(time.perf_counter() - t0, 2)
+
+
+def reference_read(bootstrap: str, targets: list[tuple[str, int]]) -> float:
+    """Seconds one consumer, assigned to each of `targets` at its last record, takes to read them all."""
+    ends = kc.list_offsets(admin_for(bootstrap), targets, "latest", "a", read_committed=False, timeout=120)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-reference-read",
+            "enable.auto.commit": False,
+            "logger": QUIET,
+        }
+    )
+    t0 = time.perf_counter()
+    consumer.assign([TopicPartition(t, p, ends[(t, p)] - 1) for t, p in targets])
+    left = set(targets)
+    while left and time.perf_counter() - t0 < 120:
+        for msg in consumer.consume(10000, 0.5):
+            if not msg.error():
+                left.discard((msg.topic(), msg.partition()))
+    consumer.close()
+    if left:
+        raise SystemExit(f"reference read: {len(left):,} partitions not read within 120 s")
+    return round(time.perf_counter() - t0, 2)
+
+
 def mirrors_match(a: str, b: str, names: list[str], partitions: int) -> tuple[int, int]:
     """(partitions whose mirror's log end equals the source's, partitions checked)."""
     tps = [(t, p) for t in names for p in range(partitions)]
@@ -169,6 +210,8 @@ ROWS = [
     ("empty_run_1", "`run` with nothing to copy"),
     ("empty_run_2", "`run` with nothing to copy, again"),
     ("one_record_run", "`run` after one new record in every partition"),
+    ("reference_write", "  reference: one producer, the copy's writer settings, writes that record"),
+    ("reference_read", "  reference: one consumer reads that record from every partition"),
     ("describe", "`mirror describe` of one mirror"),
     ("offset_sync", "`offsets sync` of {groups} consumer groups"),
 ]
@@ -218,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         seconds["list"] = command(config_path, "mirror", "list", "--link", LINK)
         seconds["empty_run_1"] = command(config_path, *run)
         seconds["empty_run_2"] = command(config_path, *run)
-        loader.write(targets, 1)
+        seconds["reference_write"] = reference_write(a, targets)  # the one new record, timed
+        seconds["reference_read"] = reference_read(a, targets)
+        say(
+            f"reference: wrote one record to every partition in {seconds['reference_write']} s, read in "
+            f"{seconds['reference_read']} s"
+        )
         seconds["one_record_run"] = command(config_path, *run)
         seconds["describe"] = command(config_path, "mirror", "describe", names[0], "--link", LINK)
         matched, checked = mirrors_match(a, b, names, args.partitions)
