@@ -13,7 +13,9 @@ start-up and Spark session included):
 
 1. the first `run`: auto-create makes every mirror, and the cycle copies;
 2. `mirror list`;
-3. two `run`s with nothing to copy;
+3. two more `run`s: the first copies the mirrors whose new topics the
+   destination did not list yet at the first run (on a wide link), the
+   second has nothing to copy;
 4. one new record in every partition, written by one producer with the copy's
    writer settings and read back by one consumer, each timed as the row's
    reference (what the brokers allow for one record in each partition),
@@ -207,8 +209,8 @@ def mirrors_match(a: str, b: str, names: list[str], partitions: int) -> tuple[in
 ROWS = [
     ("first_run", "first `run`: auto-create makes every mirror, copies {initial} records a partition"),
     ("list", "`mirror list`"),
-    ("empty_run_1", "`run` with nothing to copy"),
-    ("empty_run_2", "`run` with nothing to copy, again"),
+    ("empty_run_1", "the next `run` (it copies the mirrors the first left, if any)"),
+    ("empty_run_2", "`run` with nothing to copy"),
     ("one_record_run", "`run` after one new record in every partition"),
     ("reference_write", "  reference: one producer, the copy's writer settings, writes that record"),
     ("reference_read", "  reference: one consumer reads that record from every partition"),
