@@ -88,6 +88,9 @@ class WorkUnit:
     # Planned while the epoch before still copied the partition: the task starts where the offset
     # map says after fencing, once what it says has landed, not at `source_from`/`dest_start`.
     continues: bool = False
+    # A continuing unit planned at an open reservation (the epoch before's task still copying under
+    # it): unless that task closes it before the hand-over, its records may still be landing.
+    continues_open: bool = False
 
     @property
     def follows(self) -> bool:

@@ -125,6 +125,7 @@ def continue_from(
                 max_message_bytes=max_bytes[mirror],
                 follow_s=follow_s,
                 continues=True,
+                continues_open=newest is not None and newest.open and newest.sure_end()[0] >= dest_start,
             )
         )
         lineage = running.plan.partitions[(mirror, p)]

@@ -5,7 +5,8 @@ after fencing (step 2: state, offset map and log ends as planned) and at the end
 A follow-mode unit that *continues* (planned while the epoch before still
 copied its partition) takes its start from the offset map instead: the
 newest segment announced since its plan, once the mirror's log end has
-reached it (the epoch before's last round may still be landing).
+reached it (the epoch before's last round may still be landing); not at all
+when that segment is a reservation the task before left open.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def check_after_fencing(
     continuing = [p for p in live if p.unit.continues and starting]
     if continuing:
         _continue_from_map(continuing, live_segments(writes))
-        ends.update(_landed_ends(ctx, admin, [p for p in continuing if ends[_tp(p)] < p.dest_end]))
+        live = [p for p in live if not p.failed]
+        ends.update(_landed_ends(ctx, admin, [p for p in continuing if not p.failed and ends[_tp(p)] < p.dest_end]))
     newer = newest_starts(writes)
     for part in live:
         unit = part.unit
@@ -98,12 +100,27 @@ def check_after_fencing(
 
 def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], list[Segment]]) -> None:
     """Each part starts where the newest segment announced since its plan ends, if one does
-    later than its plan; those segments are its to pack (`group_copy._pack`), with its own."""
+    later than its plan; those segments are its to pack (`group_copy._pack`), with its own.
+
+    A part whose newest segment is a reservation still open fails: the task before ended without
+    closing it (killed, or fenced first), so records it sent may land after this check, among this
+    task's. The next plan repairs the partition (it waits out that writer's fence wait first).
+    """
     for part in parts:
         segments = announced.get(_tp(part), [])
-        if not segments:
+        newest = max(segments, key=lambda s: s.dest_start, default=None)
+        if newest.open if newest is not None else part.unit.continues_open:
+            start = newest.dest_start if newest is not None else part.dest_end
+            part.fail(
+                ConcurrentWriter.__name__,
+                f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: the task before left its "
+                f"reservation at mirror offset {start} open (it ended without closing it), and records it sent "
+                f"may still land; this unit stopped without writing, and the next plan repairs the partition",
+            )
             continue
-        dest_end, source_end = max(segments, key=lambda s: s.dest_start).sure_end()
+        if newest is None:
+            continue
+        dest_end, source_end = newest.sure_end()
         if dest_end > part.dest_end:
             part.position = source_end
             part.dest_end = dest_end
