@@ -106,6 +106,7 @@ def test_a_cli_cycle_records_the_metadata_a_dagster_run_records(config_file: Pat
         "latency_max_ms": -1,
         "latency_sum_ms": 0,
         "latency_records": 0,
+        "left_to_next_epoch": False,
     }
 
 
