@@ -109,7 +109,7 @@ def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], lis
     for part in parts:
         segments = announced.get(_tp(part), [])
         newest = max(segments, key=lambda s: s.dest_start, default=None)
-        if newest.open if newest is not None else part.unit.continues_open:
+        if _left_open(part, newest):
             start = newest.dest_start if newest is not None else part.dest_end
             part.fail(
                 ConcurrentWriter.__name__,
@@ -128,6 +128,12 @@ def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], lis
             result.source_from = result.source_until = part.position
             result.dest_from = result.dest_until = part.dest_end
         part.announced = list(segments)
+
+
+def _left_open(part: Member, newest: Segment | None) -> bool:
+    """Whether the task before left `part`'s partition under an open reservation: the newest
+    segment announced since the plan, or, with none announced, the one the plan started at."""
+    return newest.open if newest is not None else part.unit.continues_open
 
 
 def _landed_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> dict[tuple[str, int], int]:

@@ -393,6 +393,15 @@ def _seq(record) -> int:
     return int(dict(record.headers or ())["seq"])
 
 
+def mirror_state(config_path: Path, link: str, topic: str) -> str:
+    """The mirror's state, flags and reason in one line, for a failure message."""
+    info = LinkContext.open(load_config(config_path), link).registry().get(topic)
+    if info is None:
+        return f"mirror {topic} is not registered"
+    flags = "".join(f" {flag}" for flag in info.flags)
+    return f"mirror {topic} is {info.state}{flags} ({info.reason})"
+
+
 def compare(
     config_path: Path,
     link: str,

@@ -42,6 +42,7 @@ from tests.faults.harness import (
     kill_pids,
     kill_session,
     log_ends,
+    mirror_state,
     preload,
     python_workers,
     session_members,
@@ -158,9 +159,11 @@ def test_kill_points_lose_and_duplicate_nothing(
                 else:
                     kill_session(proc)
             if i > KILLS_PER_KIND * len(kinds) * 4:
+                # A mirror that may not be copied leaves no copy task to kill: say so first.
                 pytest.fail(
-                    f"processes kept ending before they could be killed: {kills} (the live source: "
-                    f"{live.transactions} transactions, {live.recoveries} recoveries, last error {live.last_error!r})"
+                    f"processes kept ending before they could be killed: {kills}; "
+                    f"{mirror_state(path, LINK, topic)} (the live source: {live.transactions} transactions, "
+                    f"{live.recoveries} recoveries, last error {live.last_error!r})"
                 )
     finally:
         live.stop()
