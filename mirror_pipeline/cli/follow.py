@@ -10,6 +10,7 @@ plan repairs what they left, as after a crash).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import signal
@@ -122,6 +123,9 @@ def follow(
 
     # Installed after the session started: PySpark puts its own SIGINT handler in then.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A follow process that seems stuck tells where each thread is on `kill -USR1` (to stderr), from C
+    # as well: a thread blocked in a library call runs no Python signal handler until the call returns.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         with _dagster_pipes() as pipes:
             if pipes is not None:
@@ -136,6 +140,7 @@ def follow(
                 config, link, spark, report, stop, epoch_s=epoch_s, mirrors=list(mirrors) or None, scanned=scanned
             )
     finally:
+        faulthandler.unregister(signal.SIGUSR1)
         for s, handler in previous.items():
             signal.signal(s, handler)
 

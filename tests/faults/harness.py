@@ -19,6 +19,7 @@ even after the driver is gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -202,6 +203,18 @@ class Started:
             return self.log.read_text(errors="replace")[-tail:]
         except OSError:
             return ""
+
+    def stacks(self, wait_s: float = 2.0) -> str:
+        """Its output once it printed every thread's stack, for a process that does not end when it
+        should: the Python ones (follow mode does on SIGUSR1) and its Spark JVM's (SIGQUIT)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            for pid in session_members(self.pid):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                        os.kill(pid, signal.SIGQUIT)
+            time.sleep(wait_s)
+        return self.output(tail=60000)
 
 
 def start(args: list[str], what: str, log_dir: Path, env: dict | None = None) -> Started:

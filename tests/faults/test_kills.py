@@ -113,7 +113,8 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
         time.sleep(rng.uniform(0.0, 3 * FOLLOW_EPOCH_S))
         started.proc.send_signal(signal.SIGTERM)
         code = wait_exit(started, FOLLOW_EPOCH_S + 60)
-        assert code == 0, f"follow mode did not stop gracefully on SIGTERM (exit {code}):\n{started.output()}"
+        output = started.stacks() if code is None else started.output()
+        assert code == 0, f"follow mode did not stop gracefully on SIGTERM (exit {code}):\n{output}"
         return True
     # A run takes 6-8 s to start Spark: kills land in start-up, planning, copying and recording
     # (follow mode: also mid-epoch and between epochs).
