@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
 from mirror_pipeline.cli.common import ensure_dagster_home
+from mirror_pipeline.local.jars import java_command
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.run_launcher import process_alive, run_worker
 from tests.cli_process import UiProcess, run_cli
@@ -45,7 +47,10 @@ from tests.ports import free_port
 
 LINK = "orchestrator"
 PARTITIONS = 4
-BACKLOG = 30_000  # per partition: a run is still copying when the fault hits
+BACKLOG = 30_000  # per partition: a run is still copying when the fault hits (with the write quota below)
+# Bytes a second the link's mirror writers may produce to the destination: a broker quota on their
+# client id. Unthrottled, a run copied the whole backlog (~23 MB) between two of the tests' polls.
+WRITE_QUOTA_BYTES_S = 2 * 1024 * 1024
 RATE = 400  # records a second, all along
 UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
@@ -109,16 +114,43 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
     """A mirror of a new topic with a backlog, records arriving all along (stopped by `settle`)."""
     topic = create_topic(source_bootstrap, f"orch-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS)
     source = preload(source_bootstrap, topic, PARTITIONS, BACKLOG)
-    created = run_cli(
-        deployment.home, "mirror", "create", topic, "--link", deployment.link, "--config", str(deployment.config)
-    )
-    assert created.returncode == 0, created.stdout + created.stderr
-    live = LiveSource(source_bootstrap, topic, PARTITIONS, "gapfree", rate=RATE)
-    live.seq = list(source.seq)  # sequence numbers go on from the backlog
-    live.start()
-    yield topic, live
-    if live.is_alive():
-        live.stop()
+    with write_quota(destination_bootstrap, f"mirror-pipeline.{deployment.link}.writer", WRITE_QUOTA_BYTES_S):
+        created = run_cli(
+            deployment.home, "mirror", "create", topic, "--link", deployment.link, "--config", str(deployment.config)
+        )
+        assert created.returncode == 0, created.stdout + created.stderr
+        live = LiveSource(source_bootstrap, topic, PARTITIONS, "gapfree", rate=RATE)
+        live.seq = list(source.seq)  # sequence numbers go on from the backlog
+        live.start()
+        yield topic, live
+        if live.is_alive():
+            live.stop()
+
+
+@contextlib.contextmanager
+def write_quota(bootstrap: str, client_id: str, bytes_per_s: int) -> Iterator[None]:
+    """A produce quota for `client_id` on the cluster at `bootstrap` (kafka-configs), until the block ends."""
+
+    def configs(*change: str) -> None:
+        command = java_command(
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--alter",
+            *change,
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client_id,
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    configs("--add-config", f"producer_byte_rate={bytes_per_s}")
+    try:
+        yield
+    finally:
+        configs("--delete-config", "producer_byte_rate")
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
@@ -305,6 +337,7 @@ def wait_for_copying_run(instance: DagsterInstance, destination: str, topic: str
         ):
             worker = run_worker(instance, run)
             if copied > 0 and not isinstance(worker, str) and process_alive(*worker):
+                print(f"run {run.run_id} caught mid-copy: {copied:,} of {PARTITIONS * BACKLOG:,} records copied")
                 return run.run_id, worker[0]
         time.sleep(0.2)
     pytest.fail(f"no replicate run of {link} copied {topic} within {RUN_START_S} s")
