@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -213,25 +214,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         if err is not None:
             failures.append(err)
 
-    request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
-    out = kc.producer(
-        kc.client_config(
-            ctx.dest_properties,
-            unit.link,
-            "writer",
-            **{
-                "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
-                # Bounds how long a sent request can still land (librdkafka gives up on it
-                # and closes the connection): see `chunk_delivery_timeout_ms`.
-                "request.timeout.ms": request_timeout_ms,
-                "socket.timeout.ms": request_timeout_ms,
-                # A batch must fit the mirror's own limit (librdkafka does not split batches).
-                "batch.size": max(16384, min(1000000, unit.max_message_bytes - 512)),
-                "on_delivery": on_delivery,
-                **memory.writer_settings(),
-            },
-        )
-    )
+    out = kc.producer(writer_settings(ctx, unit.link, unit.max_message_bytes, memory.writer_settings(), on_delivery))
 
     try:
         dest_end = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
@@ -303,6 +286,34 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         reader.close()
         mirror_probe.close()
         writer.close()
+
+
+def writer_settings(
+    ctx: CopyContext,
+    link: str,
+    max_message_bytes: int,
+    memory_settings: dict[str, Any],
+    on_delivery: Callable[[KafkaError | None, Message], None],
+) -> dict[str, Any]:
+    """The settings of a copy task's mirror writers: `memory_settings` from its `MemoryPlan`, and
+    `on_delivery` called for failed records only (the `writer` role's settings)."""
+    request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
+    return kc.client_config(
+        ctx.dest_properties,
+        link,
+        "writer",
+        **{
+            "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
+            # Bounds how long a sent request can still land (librdkafka gives up on it
+            # and closes the connection): see `chunk_delivery_timeout_ms`.
+            "request.timeout.ms": request_timeout_ms,
+            "socket.timeout.ms": request_timeout_ms,
+            # A batch must fit the mirror's own limit (librdkafka does not split batches).
+            "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
+            "on_delivery": on_delivery,
+            **memory_settings,
+        },
+    )
 
 
 def _mirror_log_end(cons: Consumer, topic: str, partition: int) -> int:

@@ -62,9 +62,8 @@ from mirror_pipeline.replication.chunks import (
     produce_chunk,
     producers_for,
     timestamp_of,
-    writer_request_timeout_ms,
 )
-from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
+from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit, writer_settings
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
@@ -218,27 +217,14 @@ class _GroupCopy:
         reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **memory.reader_settings()))
         self.consumers.append(reader)
         kc.learn_cluster(reader)
-        request_timeout_ms = writer_request_timeout_ms(ctx.writer_delivery_timeout_ms)
 
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:  # failures only (`writer` settings)
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 self.failures.setdefault((msg.topic(), msg.partition()), err)
 
-        settings = kc.client_config(
-            ctx.dest_properties,
-            self.link,
-            "writer",
-            **{
-                "delivery.timeout.ms": ctx.writer_delivery_timeout_ms,
-                "request.timeout.ms": request_timeout_ms,  # see `chunks.chunk_delivery_timeout_ms`
-                "socket.timeout.ms": request_timeout_ms,
-                "batch.size": max(16384, min(1000000, max_message_bytes - 512)),
-                "on_delivery": on_delivery,
-                # Each producer may queue a whole round: a round is one chunk however it is spread
-                # over them, so together they hold no more than one producer did.
-                **memory.writer_settings(),
-            },
-        )
+        # Each producer may queue a whole round: a round is one chunk however it is spread over
+        # them, so together they hold no more than one producer did.
+        settings = writer_settings(ctx, self.link, max_message_bytes, memory.writer_settings(), on_delivery)
         self.out = ProducerSet(lambda: kc.producer(settings), producers_for(len(self.parts)))
         return reader
 

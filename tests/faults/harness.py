@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.config.spark_requirements import WORKER_DAEMON_CONF
+from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_map import resolve
 from tests.kafka_records import read_partition
@@ -519,6 +520,24 @@ def _log_end(bootstrap: str, topic: str, partition: int, default: int) -> int:
         return default
     finally:
         c.close()
+
+
+def wait_for_open_transaction(bootstrap: str, topic: str, timeout_s: float) -> bool:
+    """Return as soon as partition 0 of `topic` holds a transaction written and not yet ended (its end is past
+    its last stable offset); False when none was seen within `timeout_s`.
+
+    The end is asked before the stable offset: an end past a stable offset asked later means a transaction
+    written before the first question was still open at the second."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = [(topic, 0)]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        end = kc.list_offsets(admin, tp, "latest", "destination", read_committed=False)[(topic, 0)]
+        if end > kc.list_offsets(admin, tp, "latest", "destination")[(topic, 0)]:
+            return True
+    return False
 
 
 def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:

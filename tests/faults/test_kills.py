@@ -15,11 +15,16 @@ Each kill point starts a real process and SIGKILLs it at a random moment:
   its last round or the next epoch's task waiting to fence, fencing or
   checking what landed. Follow mode must go on (the next epoch planned in
   full) until it is killed whole.
+- `follow-announcing`: follow mode's Python workers, all of them, the moment
+  the offset map holds a transaction written and not yet committed: a task
+  announcing a round's reservations (closing the ones before), closing
+  reservations whose window ended, packing its segments, or the first
+  announcement after a hand-over. Follow mode must go on, as above.
 A quarter of the kills are followed at once by a second one on the restarted
 process. After the last, the producer stops, cycles catch up, and every
 record is compared. `make faults` kills nine times per kill kind on every kind
-of source (189 kill points); `make test` runs a slice: each kill kind once,
-dealt across the three kinds of source (seven kill points).
+of source (216 kill points); `make test` runs a slice: each kill kind once,
+dealt across the three kinds of source (eight kill points).
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ from tests.faults.harness import (
     start_follow,
     topic_config,
     wait_exit,
+    wait_for_open_transaction,
     wait_output,
 )
 
-KILL_KINDS = ("cycle", "driver", "worker", "dagster", "follow", "follow-stop", "follow-worker")
+KILL_KINDS = ("cycle", "driver", "worker", "dagster", "follow", "follow-stop", "follow-worker", "follow-announcing")
 KILLS_PER_KIND = 9 if FULL else 1
 PARTITIONS = 4
 SEED = int(os.environ.get("MIRROR_PIPELINE_FAULTS_SEED", "20261123"))
@@ -73,10 +79,24 @@ STARTERS = {
     "follow": start_follow,
     "follow-stop": start_follow,
     "follow-worker": start_follow,
+    "follow-announcing": start_follow,
 }
+OFFSET_MAP_TOPIC = "_faults.offset-map"  # the fault suite's link's (`conftest.fault_config`)
 
 
-def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
+def lose_workers(started, workers: list[int]) -> bool:
+    """Kill follow mode's Python `workers` (False: none to kill). The epoch whose task was lost is reported, and
+    the next one planned in full: follow mode must go on, until it is killed whole here."""
+    if not workers:
+        return False
+    kill_pids(workers)
+    code = wait_exit(started, 2 * FOLLOW_EPOCH_S)
+    assert code is None, f"follow mode ended (exit {code}) when it lost Python workers {workers}:\n{started.output()}"
+    kill_session(started)
+    return True
+
+
+def kill_at_random(started, how: str, rng: random.Random, strays: list, destination: str) -> bool:
     """Kill `started` as `how` says at a random moment; False when it ended before it could be killed."""
     if how == "worker":
         deadline = time.monotonic() + 60
@@ -98,14 +118,16 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list) -> bool:
             return False
         time.sleep(rng.uniform(0.0, 2 * FOLLOW_EPOCH_S))
         workers = python_workers(started.pid)
-        if not workers:
+        return lose_workers(started, [rng.choice(workers)] if workers else [])
+    if how == "follow-announcing":
+        if not wait_output(started, "following link", 90):
             return False
-        kill_pids([rng.choice(workers)])
-        # The epoch whose task was lost is reported, and the next one planned in full: follow mode goes on.
-        code = wait_exit(started, 2 * FOLLOW_EPOCH_S)
-        assert code is None, f"follow mode ended (exit {code}) when a Python worker was lost:\n{started.output()}"
-        kill_session(started)
-        return True
+        time.sleep(rng.uniform(1.0, 2 * FOLLOW_EPOCH_S))
+        workers = python_workers(started.pid)  # listed beforehand: the transaction lasts milliseconds
+        if not wait_for_open_transaction(destination, OFFSET_MAP_TOPIC, 4 * FOLLOW_EPOCH_S):
+            return False
+        kill_pids(workers)
+        return lose_workers(started, python_workers(started.pid) + workers)
     if how == "follow-stop":
         # SIGTERM before follow mode is up is no graceful stop (it is a kill, covered above).
         if not wait_output(started, "following link", 90):
@@ -155,7 +177,7 @@ def test_kill_points_lose_and_duplicate_nothing(
             for _attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
                 proc = STARTERS.get(how, start_cycle)(path, LINK, topic, log_dir)
                 started.append(proc)
-                if kill_at_random(proc, how, rng, strays):
+                if kill_at_random(proc, how, rng, strays, destination_bootstrap):
                     kills[how] += 1
                 else:
                     kill_session(proc)
