@@ -22,6 +22,7 @@ import click
 
 import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline import engine
+from mirror_pipeline.cli.signals import stop_on_signals
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.operations.follow import RUN_WORKER_PID_ENV, Epoch
@@ -108,12 +109,7 @@ def follow(
     just now (the first epoch does not scan again)."""
     stop = threading.Event()
 
-    def on_signal(signum, _frame):
-        if stop.is_set():
-            # The second time: do not wait for the epoch (PySpark's own handler cancels the jobs).
-            _cancel_jobs(spark)
-            raise KeyboardInterrupt
-        stop.set()
+    def announce() -> None:
         click.echo(
             # The epoch in flight ends within epoch_s; the next one, when it already took over at a
             # hand-over just before, runs its whole length too.
@@ -121,13 +117,17 @@ def follow(
             err=True,
         )
 
-    # Installed after the session started: PySpark puts its own SIGINT handler in then.
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def at_once() -> None:
+        # The second time: do not wait for the epoch (PySpark's own handler cancels the jobs).
+        _cancel_jobs(spark)
+        raise KeyboardInterrupt
+
     # A follow process that seems stuck tells where each thread is on `kill -USR1` (to stderr), from C
     # as well: a thread blocked in a library call runs no Python signal handler until the call returns.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
-        with _dagster_pipes() as pipes:
+        # Installed after the session started: PySpark puts its own SIGINT handler in then.
+        with stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM), announce, at_once), _dagster_pipes() as pipes:
             if pipes is not None:
                 _stop_when_orphaned(stop)
             if not as_json:
@@ -141,8 +141,6 @@ def follow(
             )
     finally:
         faulthandler.unregister(signal.SIGUSR1)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _stop_when_orphaned(stop: threading.Event, every_s: float = 1.0) -> None:

@@ -17,6 +17,7 @@ import click
 import mirror_pipeline.cli.dagster_events as dagster_events
 from mirror_pipeline.cli.common import config_option, emit, handle_errors, json_option, load, table
 from mirror_pipeline.cli.listening import check_host_text, check_port_free
+from mirror_pipeline.cli.signals import stop_on_signals
 from mirror_pipeline.cli.values import LINK
 from mirror_pipeline.model.metrics import DEFAULT_WINDOW_S
 from mirror_pipeline.model.states import state_summary
@@ -77,9 +78,10 @@ def serve(
     check_port_free(host, port, likely="another exporter?")
     exporter = dagster_events.metrics_exporter()
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
-    with dagster_events.dagster_runs().dagster_instance() as instance:
+    with (
+        stop_on_signals(stop, (signal.SIGTERM, signal.SIGHUP)),
+        dagster_events.dagster_runs().dagster_instance() as instance,
+    ):
         state = exporter.LinkMetrics(config, instance, window_s, links=list(dict.fromkeys(links)))
         click.echo(
             f"Serving metrics of link(s) {', '.join(state.links) or 'none'} at "
