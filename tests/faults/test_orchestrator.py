@@ -49,12 +49,8 @@ LINK = "orchestrator"
 PARTITIONS = 4
 BACKLOG = 30_000  # per partition: a run is still copying when the fault hits (with the write quota below)
 # Bytes a second the link's mirror writers may produce to the destination: a broker quota on their
-# client id. Unthrottled, a run copied the whole backlog (~23 MB) between two of the tests' polls. The
-# broker measures a rate over its quota window (10 s and the current second), so a new client first
-# writes about ten seconds' worth at once: at 2 MiB/s that was most of the backlog, and a poll slowed
-# by a loaded machine still missed the rest. At 512 KiB/s the burst is a fifth of it and the rest
-# takes over half a minute.
-WRITE_QUOTA_BYTES_S = 512 * 1024
+# client id. Unthrottled, a run copied the whole backlog (~23 MB) between two of the tests' polls.
+WRITE_QUOTA_BYTES_S = 2 * 1024 * 1024
 RATE = 400  # records a second, all along
 UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
