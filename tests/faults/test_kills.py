@@ -96,59 +96,61 @@ def lose_workers(started, workers: list[int]) -> bool:
     return True
 
 
-def kill_at_random(started, how: str, rng: random.Random, strays: list, destination: str) -> bool:
-    """Kill `started` as `how` says at a random moment; False when it ended before it could be killed."""
+def kill_at_random(started, how: str, rng: random.Random, strays: list, destination: str) -> str | None:
+    """Kill `started` as `how` says at a random moment; None when it was, else why it could not be."""
+    ended = "it ended first"
+    no_workers = "it had no Python worker to kill"
     if how == "worker":
         deadline = time.monotonic() + 60
         while not python_workers(started.pid):
             if started.proc.poll() is not None or time.monotonic() > deadline:
-                return False
+                return "no Python worker within 60 s"
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 1.5))
         workers = python_workers(started.pid)
         if not workers:
-            return False
+            return no_workers
         kill_pids([rng.choice(workers)])
         wait_exit(started, 20)  # the cycle fails its unit and ends by itself
         kill_session(started)
-        return True
-    if how == "follow-worker":
-        # Once the first epoch is recorded the second has taken over: every later moment is near a hand-over.
+        return None
+    if how in ("follow-worker", "follow-announcing"):
+        # Once the first epoch is recorded the second has taken over: every later moment is near a hand-over,
+        # and tasks announce all the time (on a loaded machine the first epoch's tasks can take longer to start
+        # than a wait for a transaction would give them).
         if not wait_output(started, "epoch 1:", 120):
-            return False
+            return "no epoch recorded within 120 s"
         time.sleep(rng.uniform(0.0, 2 * FOLLOW_EPOCH_S))
-        workers = python_workers(started.pid)
-        return lose_workers(started, [rng.choice(workers)] if workers else [])
-    if how == "follow-announcing":
-        if not wait_output(started, "following link", 90):
-            return False
-        time.sleep(rng.uniform(1.0, 2 * FOLLOW_EPOCH_S))
-        workers = python_workers(started.pid)  # listed beforehand: the transaction lasts milliseconds
-        if not wait_for_open_transaction(destination, OFFSET_MAP_TOPIC, 4 * FOLLOW_EPOCH_S):
-            return False
-        kill_pids(workers)
-        return lose_workers(started, python_workers(started.pid) + workers)
+        workers = python_workers(started.pid)  # listed beforehand: a transaction lasts milliseconds
+        if how == "follow-worker":
+            workers = [rng.choice(workers)] if workers else []
+        elif not wait_for_open_transaction(destination, OFFSET_MAP_TOPIC, 60):
+            return "no open transaction on the offset map within 60 s"
+        else:
+            kill_pids(workers)
+            workers += python_workers(started.pid)
+        return None if lose_workers(started, workers) else no_workers
     if how == "follow-stop":
         # SIGTERM before follow mode is up is no graceful stop (it is a kill, covered above).
         if not wait_output(started, "following link", 90):
-            return False
+            return "not following within 90 s"
         time.sleep(rng.uniform(0.0, 3 * FOLLOW_EPOCH_S))
         started.proc.send_signal(signal.SIGTERM)
         code = wait_exit(started, FOLLOW_EPOCH_S + 60)
         output = started.stacks() if code is None else started.output()
         assert code == 0, f"follow mode did not stop gracefully on SIGTERM (exit {code}):\n{output}"
-        return True
+        return None
     # A run takes 6-8 s to start Spark: kills land in start-up, planning, copying and recording
     # (follow mode: also mid-epoch and between epochs).
     if wait_exit(started, rng.uniform(0.5, 9.0 if how != "follow" else 9.0 + 3 * FOLLOW_EPOCH_S)) is not None:
-        return False
+        return ended
     if how == "driver":
         kill_pids([started.pid])
         wait_exit(started, 10)
         strays.append(started)
     else:
         kill_session(started)
-    return True
+    return None
 
 
 @pytest.mark.timeout(2400)
@@ -167,6 +169,7 @@ def test_kill_points_lose_and_duplicate_nothing(
     kills = {k: 0 for k in kinds}
     strays: list = []
     started = []
+    misses: list[str] = []
     try:
         i = 0
         while min(kills.values()) < KILLS_PER_KIND:
@@ -177,14 +180,16 @@ def test_kill_points_lose_and_duplicate_nothing(
             for _attempt in range(2 if rng.random() < 0.25 else 1):  # sometimes twice in quick succession
                 proc = STARTERS.get(how, start_cycle)(path, LINK, topic, log_dir)
                 started.append(proc)
-                if kill_at_random(proc, how, rng, strays, destination_bootstrap):
+                missed = kill_at_random(proc, how, rng, strays, destination_bootstrap)
+                if missed is None:
                     kills[how] += 1
                 else:
+                    misses.append(f"{how}: {missed}")
                     kill_session(proc)
             if i > KILLS_PER_KIND * len(kinds) * 4:
                 # A mirror that may not be copied leaves no copy task to kill: say so first.
                 pytest.fail(
-                    f"processes kept ending before they could be killed: {kills}; "
+                    f"processes kept ending before they could be killed: {kills} ({'; '.join(misses)}); "
                     f"{mirror_state(path, LINK, topic)} (the live source: {live.transactions} transactions, "
                     f"{live.recoveries} recoveries, last error {live.last_error!r})"
                 )

@@ -48,9 +48,11 @@ from tests.ports import free_port
 LINK = "orchestrator"
 PARTITIONS = 4
 BACKLOG = 30_000  # per partition: a run is still copying when the fault hits (with the write quota below)
-# Bytes a second the link's mirror writers may produce to the destination: a broker quota on their
-# client id. Unthrottled, a run copied the whole backlog (~23 MB) between two of the tests' polls.
-WRITE_QUOTA_BYTES_S = 2 * 1024 * 1024
+# Bytes a second the link's mirror writers may produce to the destination until the fault: a broker
+# quota on their client id. Unthrottled, a run copied the whole backlog (~23 MB) between two of the tests'
+# polls; a broker lets a new client write about ten seconds of its quota at once, so the quota is low,
+# and lifted at the fault (the writers throttled at this rate would not catch up with the source).
+WRITE_QUOTA_BYTES_S = 512 * 1024
 RATE = 400  # records a second, all along
 UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
@@ -63,6 +65,7 @@ class Deployment:
     def __init__(self, config: Path, home: Path, ui: UiProcess, instance: DagsterInstance, link: str = LINK):
         self.config, self.home, self.ui, self.instance, self.link = config, home, ui, instance, link
         self.url = ""
+        self.write_quota: WriteQuota | None = None  # on the link's mirror writers: `mirror` puts it, `recover` lifts it
 
     def child_pid(self, marker: str) -> int:
         """The process id of the `ui` child whose command line holds `marker`."""
@@ -72,7 +75,11 @@ class Deployment:
 
 
 def automated_link_config(root: Path, source_bootstrap: str, destination_bootstrap: str, link: str) -> Path:
-    """The link with its automation on and a 5 s lag sensor, on internal topics of its own."""
+    """The link with its automation on and a 5 s lag sensor, on internal topics of its own.
+
+    Its fence wait is the default, not the other tests' 4 s: a broker throttling a writer (the write
+    quota below) holds the requests it already sent for the throttle time, and a request held past the
+    fence wait lands after the repair, where the next cycle finds records the link did not write."""
     own_topics = {
         f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")
     }
@@ -82,7 +89,7 @@ def automated_link_config(root: Path, source_bootstrap: str, destination_bootstr
         destination_bootstrap,
         link,
         {**own_topics, "dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": 5},
-        defaults={"mirror.chunk.max.records": 2000},
+        defaults={"mirror.chunk.max.records": 2000, "mirror.writer.fence.wait.ms": 16000},
     )
 
 
@@ -114,7 +121,9 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
     """A mirror of a new topic with a backlog, records arriving all along (stopped by `settle`)."""
     topic = create_topic(source_bootstrap, f"orch-{uuid.uuid4().hex[:6]}", partitions=PARTITIONS)
     source = preload(source_bootstrap, topic, PARTITIONS, BACKLOG)
-    with write_quota(destination_bootstrap, f"mirror-pipeline.{deployment.link}.writer", WRITE_QUOTA_BYTES_S):
+    quota = deployment.write_quota = WriteQuota(destination_bootstrap, f"mirror-pipeline.{deployment.link}.writer")
+    quota.put(WRITE_QUOTA_BYTES_S)
+    try:
         created = run_cli(
             deployment.home, "mirror", "create", topic, "--link", deployment.link, "--config", str(deployment.config)
         )
@@ -125,32 +134,40 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
         yield topic, live
         if live.is_alive():
             live.stop()
+    finally:
+        quota.lift()
 
 
-@contextlib.contextmanager
-def write_quota(bootstrap: str, client_id: str, bytes_per_s: int) -> Iterator[None]:
-    """A produce quota for `client_id` on the cluster at `bootstrap` (kafka-configs), until the block ends."""
+class WriteQuota:
+    """A produce quota for `client_id` on the cluster at `bootstrap` (kafka-configs), from `put` until `lift`."""
 
-    def configs(*change: str) -> None:
+    def __init__(self, bootstrap: str, client_id: str):
+        self.bootstrap, self.client_id = bootstrap, client_id
+        self.on = False
+
+    def put(self, bytes_per_s: int) -> None:
+        self._alter("--add-config", f"producer_byte_rate={bytes_per_s}")
+        self.on = True
+
+    def lift(self) -> None:
+        if self.on:
+            self._alter("--delete-config", "producer_byte_rate")
+            self.on = False
+
+    def _alter(self, *change: str) -> None:
         command = java_command(
             "kafka.admin.ConfigCommand",
             "--bootstrap-server",
-            bootstrap,
+            self.bootstrap,
             "--alter",
             *change,
             "--entity-type",
             "clients",
             "--entity-name",
-            client_id,
+            self.client_id,
         )
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
-
-    configs("--add-config", f"producer_byte_rate={bytes_per_s}")
-    try:
-        yield
-    finally:
-        configs("--delete-config", "producer_byte_rate")
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)
@@ -225,7 +242,7 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
         repository_name="__repository__",
         run_config={"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}},
     )
-    worker, follower = wait_for_following(deployment.instance, follow_run, destination_bootstrap, topic)
+    worker, follower = wait_for_following(deployment, follow_run, destination_bootstrap, topic)
     fault_at = time.time()
     os.kill(worker, signal.SIGKILL)
     deadline = time.monotonic() + FOLLOW_EPOCH_S + RUN_START_S
@@ -246,12 +263,19 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
     )
 
 
-def wait_for_following(instance: DagsterInstance, run_id: str, destination: str, topic: str) -> tuple[int, int]:
+def wait_for_following(deployment: Deployment, run_id: str, destination: str, topic: str) -> tuple[int, int]:
     """(run worker pid, follow-mode pid) once the follow run copies `topic`."""
+    instance = deployment.instance
     deadline = time.monotonic() + RUN_START_S
     while time.monotonic() < deadline:
         run = instance.get_run_by_id(run_id)
-        assert run.status not in TERMINAL, f"follow run {run_id} ended {run.status} before the fault"
+        if run.status in TERMINAL:
+            # Follow mode's own output goes to the deployment's log, the run's events say how it ended.
+            events = "\n".join(e.message or "" for e in instance.all_logs(run_id) if e.is_dagster_event)
+            pytest.fail(
+                f"follow run {run_id} ended {run.status} before the fault:\n{events[-3000:]}\n"
+                f"the deployment's log ends:\n{deployment.ui.log.read_text()[-6000:]}"
+            )
         worker = run_worker(instance, run)
         followers = [] if isinstance(worker, str) else children_running(worker[0], "--follow")
         copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
@@ -301,6 +325,8 @@ def recover(
     """The victim run ends FAILURE for one of `reasons`, a later run succeeds, the lag returns to 0, and
     the mirror holds every source record once."""
     instance = deployment.instance
+    if deployment.write_quota:
+        deployment.write_quota.lift()  # throttled writers would slow the recovery measured
     if victim is not None:
         failed = wait_for_status(instance, victim, TERMINAL, RECOVERY_S)
         assert failed.status == DagsterRunStatus.FAILURE, f"run {victim} ended {failed.status}"
