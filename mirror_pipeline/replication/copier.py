@@ -59,6 +59,7 @@ from mirror_pipeline.replication.chunks import (
     writer_request_timeout_ms,
 )
 from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss, use_allocator_settings
+from mirror_pipeline.replication.throttling import ThrottleWatch
 
 # A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
 FOLLOW_END = 2**63 - 1
@@ -214,7 +215,9 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         if err is not None:
             failures.append(err)
 
-    out = kc.producer(writer_settings(ctx, unit.link, unit.max_message_bytes, memory.writer_settings(), on_delivery))
+    throttles = ThrottleWatch()
+    settings = writer_settings(ctx, unit.link, unit.max_message_bytes, memory.writer_settings(), on_delivery)
+    out = kc.producer(throttles.watching(settings))
 
     try:
         dest_end = _mirror_log_end(mirror_probe, unit.mirror_topic, unit.partition)
@@ -264,7 +267,10 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
                     if remaining
                     else failures[0].str()
                 )
-                raise MirrorError(f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}")
+                raise MirrorError(
+                    f"mirror '{unit.mirror_topic}' partition {unit.partition}: writing failed: {reason}"
+                    f"{throttles.why_late()}"
+                )
             latency.add(valid_ts, acked_ms)
             del valid_ts
             dest_end = segment.dest_end

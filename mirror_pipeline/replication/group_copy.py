@@ -76,6 +76,7 @@ from mirror_pipeline.replication.task_memory import (
     rss,
     use_allocator_settings,
 )
+from mirror_pipeline.replication.throttling import ThrottleWatch
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class _GroupCopy:
         self.consumers: list[Consumer] = []
         # By a failed record's (topic, partition), which confluent-kafka types Optional.
         self.failures: dict[tuple[str | None, int | None], KafkaError] = {}
+        self.throttles = ThrottleWatch()
         self.retakes: dict[int, int] = defaultdict(int)
         self.window_s = reservations.window_s(ctx.writer_delivery_timeout_ms)
         self.next_due = math.inf  # when the next reservation's window ends (`time.monotonic`)
@@ -224,7 +226,9 @@ class _GroupCopy:
 
         # Each producer may queue a whole round: a round is one chunk however it is spread over
         # them, so together they hold no more than one producer did.
-        settings = writer_settings(ctx, self.link, max_message_bytes, memory.writer_settings(), on_delivery)
+        settings = self.throttles.watching(
+            writer_settings(ctx, self.link, max_message_bytes, memory.writer_settings(), on_delivery)
+        )
         self.out = ProducerSet(lambda: kc.producer(settings), producers_for(len(self.parts)))
         return reader
 
@@ -310,7 +314,7 @@ class _GroupCopy:
                     if remaining
                     else self.failures[key].str()
                 )
-                self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}")
+                self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}{self.throttles.why_late()}")
                 continue
             self._landed(part, Segment(part.dest_end, runs[id(part)], part.position), stamps[id(part)], acked_ms)
         for slot in fenced:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,12 +36,12 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
 from mirror_pipeline.cli.common import ensure_dagster_home
-from mirror_pipeline.local.jars import java_command
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.run_launcher import process_alive, run_worker
 from tests.cli_process import UiProcess, run_cli
 from tests.config_files import write_pair_config
 from tests.faults.harness import LiveSource, assert_clean, log_ends, preload
+from tests.kafka_tools import WriteQuota
 from tests.ports import free_port
 
 LINK = "orchestrator"
@@ -136,38 +135,6 @@ def mirror(deployment, source_bootstrap, destination_bootstrap, create_topic):
             live.stop()
     finally:
         quota.lift()
-
-
-class WriteQuota:
-    """A produce quota for `client_id` on the cluster at `bootstrap` (kafka-configs), from `put` until `lift`."""
-
-    def __init__(self, bootstrap: str, client_id: str):
-        self.bootstrap, self.client_id = bootstrap, client_id
-        self.on = False
-
-    def put(self, bytes_per_s: int) -> None:
-        self._alter("--add-config", f"producer_byte_rate={bytes_per_s}")
-        self.on = True
-
-    def lift(self) -> None:
-        if self.on:
-            self._alter("--delete-config", "producer_byte_rate")
-            self.on = False
-
-    def _alter(self, *change: str) -> None:
-        command = java_command(
-            "kafka.admin.ConfigCommand",
-            "--bootstrap-server",
-            self.bootstrap,
-            "--alter",
-            *change,
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            self.client_id,
-        )
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.timeout(RUN_START_S + 2 * RECOVERY_S + 300)

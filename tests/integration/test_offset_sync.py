@@ -23,11 +23,11 @@ from confluent_kafka import Consumer, Producer
 from mirror_pipeline import engine
 from mirror_pipeline.cli.lifecycle import _render_preview
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.local.jars import java_command
 from mirror_pipeline.sync import committed_offsets as listing
 from mirror_pipeline.sync import offset_groups, offset_sync
 from tests.integration.conftest import LINK
 from tests.kafka_records import commit, committed, read_partition
+from tests.kafka_tools import run_kafka_tool
 
 # --- helpers ----------------------------------------------------------------------------
 
@@ -404,7 +404,7 @@ def test_a_group_ahead_of_the_mirror_lands_on_its_log_end(
 
 
 def reset_from_file(bootstrap: str, plan, *group_args: str) -> str:
-    cmd = java_command(
+    return run_kafka_tool(
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
         "--bootstrap-server",
         bootstrap,
@@ -414,9 +414,6 @@ def reset_from_file(bootstrap: str, plan, *group_args: str) -> str:
         *group_args,
         "--execute",
     )
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def test_exported_plan_applied_with_kafka_consumer_groups_puts_groups_where_translated(
