@@ -13,19 +13,41 @@ throttle says so, naming the quota's client id and what to change.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+# Throttles older than this say nothing of a failure now (a follow-mode task lives for a whole epoch).
+RECENT_S = 60.0
 
 
 class ThrottleWatch:
-    """The longest throttle the destination's brokers reported to a task's writers
+    """The throttles the destination's brokers reported to a task's writers lately
     (librdkafka's `throttle_cb`, served by the writers' `poll` and `flush`)."""
 
-    def __init__(self) -> None:
-        self.longest_ms = 0
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.client_id = ""
+        self._recent: deque[tuple[float, int]] = deque()  # (when, throttle ms), oldest first
+        self._lock = threading.Lock()  # a task's producers may be polled from more than one thread
 
     def __call__(self, event: Any) -> None:
-        self.longest_ms = max(self.longest_ms, int(event.throttle_time * 1000))
+        with self._lock:
+            self._recent.append((self.clock(), int(event.throttle_time * 1000)))
+            self._forget_old()
+
+    @property
+    def longest_ms(self) -> int:
+        """The longest throttle reported in the last `RECENT_S` seconds (0: none)."""
+        with self._lock:
+            self._forget_old()
+            return max((ms for _, ms in self._recent), default=0)
+
+    def _forget_old(self) -> None:
+        while self._recent and self._recent[0][0] < self.clock() - RECENT_S:
+            self._recent.popleft()
 
     def watching(self, settings: dict[str, Any]) -> dict[str, Any]:
         """`settings` of a writer, with this watch as their throttle callback."""
@@ -33,11 +55,12 @@ class ThrottleWatch:
         return {**settings, "throttle_cb": self}
 
     def why_late(self) -> str:
-        """What to add to a write failure: '' when no broker throttled the writers."""
-        if not self.longest_ms:
+        """What to add to a write failure: '' when no broker throttled the writers lately."""
+        longest = self.longest_ms
+        if not longest:
             return ""
         return (
-            f"; the destination throttled this link's writers for up to {self.longest_ms} ms (a produce quota on "
+            f"; the destination throttled this link's writers for up to {longest} ms (a produce quota on "
             f"client id '{self.client_id}'), and records a broker holds back can land after "
             f"mirror.writer.fence.wait.ms, to be flagged FOREIGN_WRITE: raise the quota, or the fence wait above "
             f"the throttle"
