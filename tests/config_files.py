@@ -10,6 +10,11 @@ import yaml
 from mirror_pipeline.config.loader import parse_config
 from mirror_pipeline.model.errors import ConfigError
 
+#: The tests' `mirror.writer.fence.wait.ms`: tests kill writers on purpose and need not wait the default 16 s.
+#: A chunk's announcement and records must land within half of it, and a loaded CI machine took over 2 s for
+#: one announcement with a 4 s wait (a cycle failed "announcing a chunk took over 2000 ms"): 8 s leaves 4 s.
+TEST_FENCE_WAIT_MS = 8000
+
 
 def write_pair_config(
     path: Path,
@@ -25,8 +30,7 @@ def write_pair_config(
             "us-west": {"bootstrap.servers": source_bootstrap},
             "us-east": {"bootstrap.servers": destination_bootstrap},
         },
-        # Short fence wait: tests kill writers on purpose and need not wait 16 s.
-        "defaults": {"mirror.writer.fence.wait.ms": 4000, **(defaults or {})},
+        "defaults": {"mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS, **(defaults or {})},
         "links": {link: {"source": "us-west", "destination": "us-east", **(link_settings or {})}},
         "spark": {"master": "local[2]"},
     }
@@ -59,7 +63,7 @@ def write_two_way_config(
             "us-west": {"bootstrap.servers": west_bootstrap},
             "us-east": {"bootstrap.servers": east_bootstrap},
         },
-        "defaults": {"mirror.writer.fence.wait.ms": 4000, **(defaults or {})},
+        "defaults": {"mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS, **(defaults or {})},
         "links": {forward: link("us-west", "us-east", "we"), back: link("us-east", "us-west", "ew")},
         "spark": {"master": "local[2]"},
     }

@@ -18,6 +18,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka import acls
 from mirror_pipeline.link.required_acls import bindings, grants_from_dicts
+from tests.config_files import TEST_FENCE_WAIT_MS
 from tests.kafka_records import commit
 
 LINK = "secured"
@@ -50,7 +51,7 @@ def write_config(
         clusters[alias] = {**props, "sasl.password": "${" + var + "}", **(overrides or {}).get(alias, {})}
     data = {
         "clusters": clusters,
-        "defaults": {"mirror.writer.fence.wait.ms": 4000},
+        "defaults": {"mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS},
         "links": {
             LINK: {
                 "source": "us-west",

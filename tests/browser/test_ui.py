@@ -57,6 +57,7 @@ from mirror_pipeline_dagster.lifecycle_jobs import PROMOTE_JOB, stop_run_config
 from mirror_pipeline_dagster.link_stop_jobs import link_stop_run_config
 from mirror_pipeline_dagster.naming import LinkNames
 from tests.cli_process import UiProcess
+from tests.config_files import TEST_FENCE_WAIT_MS
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -287,7 +288,7 @@ def write_config(path: Path, source: str, destination: str, tag: str) -> Path:
 
     data = {
         "clusters": {"us-west": {"bootstrap.servers": source}, "us-east": {"bootstrap.servers": destination}},
-        "defaults": {"mirror.writer.fence.wait.ms": 4000},
+        "defaults": {"mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS},
         # The first link's schedule and sensors stay off: nothing but the UI may copy while it is watched.
         "links": {LINK: link("a"), AUTO_LINK: link("b", **{"dagster.automation.running": True})},
         "spark": {"master": "local[2]"},

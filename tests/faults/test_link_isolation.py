@@ -25,6 +25,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
+from tests.config_files import TEST_FENCE_WAIT_MS
 from tests.kafka_records import assert_identical, read_topic
 
 # The killed writer's transaction outlives the test's cycles by far: the broker
@@ -56,7 +57,7 @@ def _two_links(path: Path, source: str, destination: str, one: str, two: str) ->
         yaml.safe_dump(
             {
                 "clusters": {"us-west": {"bootstrap.servers": source}, "us-east": {"bootstrap.servers": destination}},
-                "defaults": {"mirror.writer.fence.wait.ms": 4000},
+                "defaults": {"mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS},
                 "links": {one: dict(link), two: dict(link)},
                 "spark": {"master": "local[2]"},
             },

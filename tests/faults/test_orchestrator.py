@@ -76,7 +76,7 @@ class Deployment:
 def automated_link_config(root: Path, source_bootstrap: str, destination_bootstrap: str, link: str) -> Path:
     """The link with its automation on and a 5 s lag sensor, on internal topics of its own.
 
-    Its fence wait is the default, not the other tests' 4 s: a broker throttling a writer (the quota of
+    Its fence wait is the default, not the other tests' shorter one: a broker throttling a writer (the quota of
     `WRITE_QUOTA_BYTES_S`) holds the requests it already sent for the throttle time, and a request held
     past the fence wait lands after the repair, where the next cycle finds records the link did not write."""
     own_topics = {

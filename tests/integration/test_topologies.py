@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import PipelineConfig, load_config
+from tests.config_files import TEST_FENCE_WAIT_MS
 from tests.kafka_records import assert_identical, read_topic
 
 # name -> (source, destination); us-east is the destination of `west-to-east` only.
@@ -64,7 +65,7 @@ def topology(tmp_path: Path, bootstraps, unique_name):
                     "defaults": {
                         "mirror.state.topic": f"_mirror-pipeline.{tag}.state",
                         "mirror.offset.map.topic": f"_mirror-pipeline.{tag}.offset-map",
-                        "mirror.writer.fence.wait.ms": 4000,
+                        "mirror.writer.fence.wait.ms": TEST_FENCE_WAIT_MS,
                     },
                     "links": links,
                     "spark": {"master": "local[2]"},
