@@ -284,12 +284,13 @@ def _wait_until_answering(kafka: LocalKafka, cluster: str) -> None:
     started = time.monotonic()
     if answers_metadata(probe, ANSWER_AT_ONCE_S):
         return
-    while not answers_metadata(probe, 5.0) and time.monotonic() - started < ANSWER_WAIT_S:
-        pass
+    while not (answered := answers_metadata(probe, 5.0)) and time.monotonic() - started < ANSWER_WAIT_S:
+        time.sleep(0.25)
+    waited = f"{time.monotonic() - started:.0f} s"
+    outcome = f"answered a metadata request after {waited}" if answered else f"did not answer metadata for {waited}"
     load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
     warnings.warn(
-        f"local Kafka cluster {cluster} ({layout.bootstrap}) took {time.monotonic() - started:.0f} s to answer "
-        f"a metadata request before this test (load average {load})",
+        f"local Kafka cluster {cluster} ({layout.bootstrap}) {outcome} before this test (load average {load})",
         stacklevel=1,
     )
 

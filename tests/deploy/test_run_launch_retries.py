@@ -48,6 +48,14 @@ def queued_follow_run(instance: dg.DagsterInstance) -> str:
     return run.run_id
 
 
+def dequeue(daemon: QueuedRunCoordinatorDaemon, instance: dg.DagsterInstance, run_id: str, now: float) -> bool:
+    """The daemon's own dequeue of the run at time `now`: whether it was handed to the run launcher."""
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    workspace = None  # only the run launcher reads it, and the tests replace the launcher's launch_run
+    return daemon._dequeue_run(instance, workspace, run, instance.get_concurrency_config(), now)  # type: ignore[arg-type]
+
+
 def test_a_launch_that_timed_out_is_queued_again_until_the_retries_are_spent(instance, monkeypatch) -> None:
     run_id = queued_follow_run(instance)
     launches: list[str] = []
@@ -65,13 +73,13 @@ def test_a_launch_that_timed_out_is_queued_again_until_the_retries_are_spent(ins
     now = 1_800_000_000.0
     with QueuedRunCoordinatorDaemon(interval_seconds=1) as daemon:
         for attempt in range(retries):
-            assert not daemon._dequeue_run(instance, None, instance.get_run_by_id(run_id), queue, now)  # type: ignore[arg-type]
+            assert not dequeue(daemon, instance, run_id, now)
             assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.QUEUED, f"after try {attempt + 1}"
             # The code location gets the delay to recover: no launch is tried before it has passed.
-            assert not daemon._dequeue_run(instance, None, instance.get_run_by_id(run_id), queue, now + 1)  # type: ignore[arg-type]
+            assert not dequeue(daemon, instance, run_id, now + 1)
             assert len(launches) == attempt + 1
             now += delay + 1
-        assert not daemon._dequeue_run(instance, None, instance.get_run_by_id(run_id), queue, now)  # type: ignore[arg-type]
+        assert not dequeue(daemon, instance, run_id, now)
 
     assert len(launches) == retries + 1
     assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
@@ -93,6 +101,6 @@ def test_a_launch_that_timed_out_once_starts_on_the_next_try(instance, monkeypat
     queue = instance.get_concurrency_config()
     delay = queue.run_queue_config.user_code_failure_retry_delay
     with QueuedRunCoordinatorDaemon(interval_seconds=1) as daemon:
-        assert not daemon._dequeue_run(instance, None, instance.get_run_by_id(run_id), queue, 1_800_000_000.0)  # type: ignore[arg-type]
-        assert daemon._dequeue_run(instance, None, instance.get_run_by_id(run_id), queue, 1_800_000_001.0 + delay)  # type: ignore[arg-type]
+        assert not dequeue(daemon, instance, run_id, 1_800_000_000.0)
+        assert dequeue(daemon, instance, run_id, 1_800_000_001.0 + delay)
     assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTING  # handed to the launcher
