@@ -39,6 +39,7 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
         "bytes": MetadataValue.int(copy.bytes),
         "lag_after": MetadataValue.int(copy.lag_after),
         "partitions_added": MetadataValue.int(copy.partitions_added),
+        **left_to_next_epoch_metadata(copy),
         **latency_metadata(copy),
         "lineage": MetadataValue.md(lineage_table(copy)),
         "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
@@ -60,6 +61,20 @@ def latency_metadata(copy: MirrorCopyResult) -> dict:
     }
 
 
+def left_to_next_epoch_metadata(copy: MirrorCopyResult) -> dict:
+    """Follow mode: the partitions this epoch did not copy because their task was ready too late."""
+    left = sorted(p.partition for p in copy.partitions if p.left_to_next_epoch)
+    if not left:
+        return {}
+    return {
+        "partitions_left_to_next_epoch": MetadataValue.int(len(left)),
+        "note": MetadataValue.text(
+            f"partition(s) {', '.join(map(str, left))} left to the next epoch: their task was ready too late to "
+            "take over this one, so the next epoch copies them from where the mirror ends"
+        ),
+    }
+
+
 def lineage_table(copy: MirrorCopyResult) -> str:
     rows = [
         "| partition | source offsets read | mirror offsets written | records | bytes | lag after | max latency ms |",
@@ -67,8 +82,9 @@ def lineage_table(copy: MirrorCopyResult) -> str:
     ]
     for p in sorted(copy.partitions, key=lambda p: p.partition):
         latency = p.latency_max_ms if p.latency_records else "–"
+        read = "left to the next epoch" if p.left_to_next_epoch else f"[{p.source_from}, {p.source_until})"
         rows.append(
-            f"| {p.partition} | [{p.source_from}, {p.source_until}) | [{p.dest_from}, {p.dest_until}) "
+            f"| {p.partition} | {read} | [{p.dest_from}, {p.dest_until}) "
             f"| {p.records} | {p.bytes} | {p.lag_after} | {latency} |"
         )
     if not copy.partitions:
@@ -87,5 +103,10 @@ def cycle_metadata(result: CycleResult) -> dict:
         "byte-rate": MetadataValue.float(round(result.bytes / result.duration_s, 1) if result.duration_s > 0 else 0.0),
         "cycle_mirrors": MetadataValue.int(len(result.mirrors)),
         "cycle_work_units": MetadataValue.int(result.work_units),
+        **(
+            {"cycle_partitions_left_to_next_epoch": MetadataValue.int(result.left_to_next_epoch)}
+            if result.left_to_next_epoch
+            else {}
+        ),
         "cycle_started_at": MetadataValue.timestamp(result.started_at),
     }

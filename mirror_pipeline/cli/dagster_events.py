@@ -80,8 +80,13 @@ def copy_checks_overview(config: PipelineConfig, link: str) -> Overview | None:
 
 
 def changed_mirrors(result, named: Sequence[str] = ()) -> list[str]:
-    """The mirrors a cycle copied to or grew, and those named, in order."""
-    changed = {m for m, c in result.mirrors.items() if c.records or c.partitions_added}
+    """The mirrors a cycle copied to or grew, those a follow epoch left partitions of to the next epoch (a task
+    ready too late: the epoch's record says so), and those named, in order."""
+    changed = {
+        m
+        for m, c in result.mirrors.items()
+        if c.records or c.partitions_added or any(p.left_to_next_epoch for p in c.partitions)
+    }
     return sorted(changed | set(named))
 
 

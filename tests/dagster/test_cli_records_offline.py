@@ -139,6 +139,51 @@ def test_the_demo_records_its_copy_and_its_offset_sync(config_file: Path, home: 
         assert check.event.dagster_event.event_specific_data.passed
 
 
+def test_a_follow_epoch_records_the_partitions_it_left_to_the_next_epoch(config_file: Path, home: Path) -> None:
+    """A task ready too late copies nothing in its epoch: the mirror is still recorded, saying which partitions."""
+    left, all_left = (
+        PartitionCopy(1, 5, 5, 3, 3, 0, 0, 4, left_to_next_epoch=True),
+        PartitionCopy(0, 3, 3, 3, 3, 0, 0, 2, left_to_next_epoch=True),
+    )
+    epoch = CycleResult(
+        LINK,
+        1_767_225_600.0,
+        5.0,
+        2,
+        {
+            "orders": MirrorCopyResult("orders", "orders", (PartitionCopy(0, 0, 10, 0, 10, 10, 100, 0), left)),
+            "refunds": MirrorCopyResult("refunds", "refunds", (all_left,)),
+        },
+    )
+
+    dagster_events.record_cycle(load_config(config_file), LINK, epoch, origin=f"run --link {LINK} --follow (epoch 7)")
+
+    with dg.DagsterInstance.from_config(str(home)) as recorded:
+        records = recorded.fetch_materializations(NAMES.mirror_data_key, limit=10).records
+        metadata = {r.asset_materialization.partition: r.asset_materialization.metadata for r in records}
+    assert sorted(metadata) == ["orders", "refunds"]  # refunds copied nothing, and is recorded all the same
+    orders, refunds = metadata["orders"], metadata["refunds"]
+    assert orders["partitions_left_to_next_epoch"].value == 1 and refunds["partitions_left_to_next_epoch"].value == 1
+    assert orders["note"].value.startswith("partition(s) 1 left to the next epoch: their task was ready too late")
+    assert refunds["records"].value == 0 and refunds["note"].value.startswith("partition(s) 0 left to the next epoch")
+    assert "| 1 | left to the next epoch | [3, 3) | 0 | 0 | 4 | – |" in orders["lineage"].value
+    assert "| 0 | [0, 10) | [0, 10) | 10 | 100 | 0 | – |" in orders["lineage"].value
+    assert orders["cycle_partitions_left_to_next_epoch"].value == 2
+    assert "partitions_left_to_next_epoch" not in recorded_cycle_metadata(config_file, home)
+
+
+def recorded_cycle_metadata(config_file: Path, home: Path) -> dict:
+    """The metadata `run --link` records for CYCLE (no follow epoch: nothing left to a next one)."""
+    dagster_events.record_cycle(load_config(config_file), LINK, CYCLE, origin=f"run --link {LINK}")
+    with dg.DagsterInstance.from_config(str(home)) as recorded:
+        (latest,) = recorded.fetch_materializations(
+            dg.AssetRecordsFilter(NAMES.mirror_data_key, asset_partitions=["refunds"]), limit=1
+        ).records
+    metadata = latest.asset_materialization.metadata
+    assert "cycle_partitions_left_to_next_epoch" not in metadata and "note" not in metadata
+    return metadata
+
+
 def test_secrets_never_reach_a_warning() -> None:
     error = RuntimeError("could not open postgresql://dagster:hunter2@db:5432/dagster with s3cr3t")
     said = dagster_events.reason(error, ["s3cr3t"])
