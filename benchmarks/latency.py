@@ -94,15 +94,25 @@ ON_STANDALONE = ("follow-standalone", "cycles-connect", "sensor")
 LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst"}
 
 
-def write_config(path: Path, a: str, b: str, spark: dict[str, Any], links: dict[str, dict] | None = None) -> Path:
+def write_config(
+    path: Path,
+    a: str,
+    b: str,
+    spark: dict[str, Any],
+    links: dict[str, dict] | None = None,
+    every_link: dict | None = None,
+) -> Path:
     """A link per mode, so each `run --link` sees its own mirror only; auto-create stays off (its default).
 
-    `links`: each link's own settings (the sensor mode's config).
+    `links`: each link's own settings (the sensor mode's config); `every_link`: settings of them all.
     """
     links = links if links is not None else {link: {} for link in LINKS.values()}
     data = {
         "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
-        "links": {link: {"source": "a", "destination": "b", **settings} for link, settings in links.items()},
+        "links": {
+            link: {"source": "a", "destination": "b", **(every_link or {}), **settings}
+            for link, settings in links.items()
+        },
         "spark": spark,
     }
     path.write_text(f"# Written by benchmarks/latency.py\n{yaml.safe_dump(data, sort_keys=False)}")
@@ -117,14 +127,15 @@ class Bench:
         self.a_admin = admin_for(a)
         self.b_admin = admin_for(b)
         spark = {"master": args.spark_master} if args.spark_master else {}
-        self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark)
+        every = {"mirror.writer.slots": args.writer_slots} if args.writer_slots else {}
+        self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark, every_link=every)
         standalone = {
             "master": f"spark://127.0.0.1:{args.spark_master_port}",
             "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM},
         }
-        self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone)
+        self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone, every_link=every)
         connect = {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"}
-        self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect)
+        self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect, every_link=every)
         # Every link stays in it (one with mirrors cannot leave the config); only the sensor's runs by itself.
         sensor = {"dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": args.sensor_interval}
         self.sensor_config = write_config(
@@ -133,6 +144,7 @@ class Bench:
             b,
             connect,
             {link: {} for link in LINKS.values()} | {LINKS["sensor"]: sensor},
+            every,
         )
 
     def source_topic(self, mode: str) -> str:
@@ -320,6 +332,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
     ap.add_argument("--skip", default="", help="modes to leave out, comma separated")
     ap.add_argument("--epoch-seconds", type=float, default=None, help="follow's --epoch-seconds (default: the CLI's)")
+    ap.add_argument("--writer-slots", type=int, default=None, help="every link's mirror.writer.slots (default: 64)")
     ap.add_argument("--schedule-seconds", type=float, default=60, help="cadence of the scheduled mode (default 60)")
     ap.add_argument("--burst-records", type=int, default=200_000, help="burst after follow's run; 0: none")
     ap.add_argument("--drain-timeout", type=float, default=300, help="after the load, wait this long for the rest")
@@ -384,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             "sensor_interval": args.sensor_interval,
             "burst_records": args.burst_records,
             "epoch_seconds": args.epoch_seconds,
+            "writer_slots": args.writer_slots or 64,
             "cli_follow": follow,
             "cpus": os.cpu_count(),
             "spark_master": args.spark_master or default_local_master(),

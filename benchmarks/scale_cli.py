@@ -60,7 +60,7 @@ GROUP_PREFIX = "scale-group-"
 GROUP_OFFSET = 3
 
 
-def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
+def write_config(path: Path, a: str, b: str, spark_master: str | None, writer_slots: int | None = None) -> Path:
     data: dict = {
         "clusters": {"a": {"bootstrap.servers": a}, "b": {"bootstrap.servers": b}},
         "links": {
@@ -79,6 +79,8 @@ def write_config(path: Path, a: str, b: str, spark_master: str | None) -> Path:
     }
     if spark_master:
         data["spark"] = {"master": spark_master}
+    if writer_slots:
+        data["links"][LINK]["mirror.writer.slots"] = writer_slots
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -228,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b is +10000 ({BASE_PORT})")
     ap.add_argument("--root", type=Path, default=BENCH_ROOT, help=f"the clusters' directory ({BENCH_ROOT})")
     ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's)")
+    ap.add_argument("--writer-slots", type=int, default=None, help="the link's mirror.writer.slots (default: 64)")
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running at the end")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     args = ap.parse_args(argv)
@@ -240,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": partitions,
             "initial_records": args.initial_records,
             "spark_master": args.spark_master or "engine default",
+            "writer_slots": args.writer_slots or 64,
         }
     }
     seconds: dict[str, float] = {}
@@ -257,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             f"setup: {args.topics} topics x {args.partitions} partitions, {args.initial_records} records each, "
             f"in {time.perf_counter() - t0:.0f} s"
         )
-        config_path = write_config(root.parent / f"{root.name}.yaml", a, b, args.spark_master)
+        config_path = write_config(root.parent / f"{root.name}.yaml", a, b, args.spark_master, args.writer_slots)
         run = ("run", "--link", LINK)
         seconds["first_run"] = command(config_path, *run)
         seconds["list"] = command(config_path, "mirror", "list", "--link", LINK)

@@ -130,6 +130,13 @@ def list_mirrors(config: PipelineConfig, link: str) -> list[MirrorInfo]:
     return mirrors.list_mirrors(LinkContext.open(config, link))
 
 
+def link_mirrors(config: PipelineConfig, link: str) -> tuple[list[MirrorInfo], int]:
+    """`list_mirrors`, and the writer slot count the link works under (its record's while it has
+    live mirrors, which may differ from an unset setting's default)."""
+    ctx = LinkContext.open(config, link)
+    return mirrors.list_mirrors(ctx), ctx.writer_slots
+
+
 def describe_mirror(config: PipelineConfig, link: str, mirror_topic: str) -> MirrorDescription:
     return mirrors.describe_mirror(LinkContext.open(config, link), mirror_topic)
 

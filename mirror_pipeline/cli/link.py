@@ -66,7 +66,8 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
     # The settings are known without any cluster: a destination that does not
     # answer leaves only the mirrors unknown, said as such.
     try:
-        mirrors, mirrors_unknown = [m.to_dict() for m in engine.list_mirrors(config, name)], ""
+        listed, settings["mirror.writer.slots"] = engine.link_mirrors(config, name)
+        mirrors, mirrors_unknown = [m.to_dict() for m in listed], ""
     except ClusterUnreachable as exc:
         mirrors, mirrors_unknown = None, str(exc)
     data = {

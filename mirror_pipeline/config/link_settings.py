@@ -44,6 +44,7 @@ from mirror_pipeline.config.setting_types import (
     TopicFilters,
     TopicName,
     UnitMaxBytes,
+    WriterSlots,
 )
 from mirror_pipeline.config.validation_messages import validation_problems
 from mirror_pipeline.model.errors import ConfigError
@@ -193,6 +194,11 @@ class LinkSettings(BaseModel):
             "how long a cycle waits for a fenced writer's last records before repairing; a copy task's "
             "chunk must land within half of it"
         ),
+    )
+    writer_slots: WriterSlots = Field(
+        values.DEFAULT_WRITER_SLOTS,
+        alias="mirror.writer.slots",
+        description="writer identities partitions are fenced under, held by copy tasks; fixed while mirrors live",
     )
     state_topic: TopicName = Field(
         None,

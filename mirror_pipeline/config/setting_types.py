@@ -26,6 +26,7 @@ from mirror_pipeline.config.setting_values import (
     SYNC_MS,
     TASK_MEMORY_BYTES,
     UNIT_MAX_BYTES,
+    WRITER_SLOTS,
     Bounds,
     boolean,
     filters,
@@ -49,6 +50,7 @@ LagSensorIntervalS = Annotated[
 ]
 FreshnessMs = Annotated[int, BeforeValidator(whole_number(*FRESHNESS_MS)), Bounds(*FRESHNESS_MS)]
 RunMaxRuntimeS = Annotated[int, BeforeValidator(whole_number(*RUN_MAX_RUNTIME_S)), Bounds(*RUN_MAX_RUNTIME_S)]
+WriterSlots = Annotated[int, BeforeValidator(whole_number(*WRITER_SLOTS)), Bounds(*WRITER_SLOTS)]
 TaskMemoryBytes = Annotated[int, BeforeValidator(whole_number(*TASK_MEMORY_BYTES)), Bounds(*TASK_MEMORY_BYTES)]
 Bool = Annotated[bool, BeforeValidator(boolean)]
 Prefix = Annotated[str | None, BeforeValidator(topic_part(empty_is_none=True))]

@@ -52,6 +52,11 @@ ALIGNMENT_MAX_RECORDS = (
     "placeholders are produced in one go: they must fit the writer's queue and land within a minute",
 )
 FENCE_WAIT_MS = (0, 3_600_000, "one hour; the writer's delivery.timeout.ms is derived from it")
+# Each slot is a transactional writer a cycle may fence and a stop fences for each partition it serves.
+# A copy task holds a writer (a librdkafka client of 3-4 threads) per slot it serves: with the default
+# master's four task slots, follow mode's two tasks hold 8 writers each (`replication.task_groups`).
+DEFAULT_WRITER_SLOTS = 16
+WRITER_SLOTS = (1, 1024, "each is a transactional id on the destination, all fenced by a wide cycle")
 LAG_ALERT_RECORDS = (0, 2**63 - 1, "Kafka offsets are 64-bit")
 # The Dagster daemon evaluates a sensor at most every 5 s (its sensor loop's floor), so less means nothing.
 LAG_SENSOR_INTERVAL_S = (5, 3600, "an hour; the replicate schedule runs every minute")

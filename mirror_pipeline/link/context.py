@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,9 +23,13 @@ from mirror_pipeline.config.replication_policy import (
     reserved_names,
 )
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_keys import LEGACY_WRITER_SLOTS
 from mirror_pipeline.link.state_store import StateStore
+from mirror_pipeline.link.state_writers import SegmentWriter, fenced_batches, fenced_writers
 from mirror_pipeline.model.errors import ConfigError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
+
+SegmentWriters = dict[tuple[str, int], SegmentWriter]  # (mirror, partition) -> its slot's writer, fenced
 
 # Read-only verbs ask a cluster this long whether it answers before they say
 # what they know without it: an operator facing a dead cluster wants an answer in seconds.
@@ -41,6 +47,8 @@ class LinkContext:
     # The link's per-link internal topics (kind -> name): configured ones at once,
     # the others once the registry tells which names the link's state is under.
     _internal: dict[str, str] = field(default_factory=dict, repr=False)
+    # The link's writer slot count, once the registry told whether its record holds it to one.
+    _writer_slots: int | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, config: PipelineConfig, link_name: str) -> LinkContext:
@@ -71,6 +79,37 @@ class LinkContext:
     def _settle(self, kind: str) -> None:
         if kind not in self._internal:
             self.registry()  # tells which names the link's state is under
+
+    @property
+    def writer_slots(self) -> int:
+        """How many writer identities the link's partitions are fenced under (`state_keys.writer_slot`)."""
+        if self._writer_slots is None:
+            self.registry()  # tells whether the link's record holds it to a count
+        assert self._writer_slots is not None
+        return self._writer_slots
+
+    def fenced_writers(self, partitions: Iterable[tuple[str, int]]) -> AbstractContextManager[SegmentWriters]:
+        """`state_writers.fenced_writers` of this link's (mirror, partition)s (a context manager)."""
+        return fenced_writers(
+            self.store.dest_properties, self.link.name, self.store.offset_map_topic, partitions, self.writer_slots
+        )
+
+    def fenced_batches(self, partitions: Sequence[tuple[str, int]]) -> Iterator[SegmentWriters]:
+        """`state_writers.fenced_batches` of this link's (mirror, partition)s."""
+        return fenced_batches(
+            self.store.dest_properties, self.link.name, self.store.offset_map_topic, partitions, self.writer_slots
+        )
+
+    def segment_writer(self, mirror: str, partition: int) -> SegmentWriter:
+        """A writer of its own for one mirror partition's slot (fencing it fences the whole slot)."""
+        return SegmentWriter(
+            self.store.dest_properties,
+            self.link.name,
+            mirror,
+            partition,
+            self.store.offset_map_topic,
+            self.writer_slots,
+        )
 
     def source_conf(self, role: str, **overrides: Any) -> dict[str, Any]:
         return kc.client_config(self.source.properties, self.link.name, role, **overrides)
@@ -125,6 +164,7 @@ class LinkContext:
         self._recorded_naming = state.links.get(self.link.name)
         self._check_naming(self._recorded_naming, mine)
         self._settle_internal_topics(self._recorded_naming or {}, mine)
+        self._settle_writer_slots(self._recorded_naming or {}, mine)
         return mine
 
     def select(self, topics: list[str] | None) -> list[MirrorInfo]:
@@ -149,6 +189,7 @@ class LinkContext:
             **naming_record(self.link),
             **self._declared_by(),
             **{_setting(self.link, kind): name for kind, name in self._internal.items()},
+            WRITER_SLOTS_KEY: self.writer_slots,
         }
         if getattr(self, "_recorded_naming", None) != record:
             self.store.put_link_record(record)
@@ -171,7 +212,7 @@ class LinkContext:
 
     def _check_naming(self, recorded: dict[str, Any] | None, mirrors: dict[str, MirrorInfo]) -> None:
         """A prefix or policy change on a link that has mirrors would orphan them (R-CFG-4)."""
-        live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
+        live = _live(mirrors)
         if recorded is None or not live:
             return
         current = naming_record(self.link)
@@ -196,7 +237,7 @@ class LinkContext:
         written before links had topics of their own) the shared name it used then;
         otherwise the link's own default.
         """
-        live = sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
+        live = _live(mirrors)
         for kind in PER_LINK_KINDS:
             key = _setting(self.link, kind)
             configured, kept = configured_internal_names(self.link).get(kind), recorded.get(key)
@@ -214,6 +255,33 @@ class LinkContext:
             else:
                 self._internal[kind] = self.naming.internal_topic(kind)
         self.store.offset_map_topic = self._internal["offset-map"]
+
+    def _settle_writer_slots(self, recorded: dict[str, Any], mirrors: dict[str, MirrorInfo]) -> None:
+        """The link's writer slot count: the configured one (or the default), unless the link has
+        live mirrors, whose partitions stay under the count they were written under (the record's;
+        LEGACY_WRITER_SLOTS for a record from before the setting). A zombie writer is fenced only by
+        a writer of its own identity, so a new count would leave the old count's writers free to
+        announce: a configured count that differs is refused, an unset one follows the record."""
+        live = _live(mirrors)
+        configured = self.link.writer_slots
+        kept = recorded.get(WRITER_SLOTS_KEY, LEGACY_WRITER_SLOTS) if live else configured
+        if configured != kept and "writer_slots" in self.link.model_fields_set:
+            raise ConfigError(
+                f"{self.config.path or 'the config'}: links.{self.link.name}.{WRITER_SLOTS_KEY}: cannot change "
+                f"from {kept} to {configured}: the link's partitions are fenced under {kept} writers on cluster "
+                f"'{self.dest.alias}' (mirrors {', '.join(live)}). Put the old value back, or delete, promote or "
+                f"fail over those mirrors first"
+            )
+        self._writer_slots = kept
+
+
+# The link record's key (and the setting's name) for the writer slot count.
+WRITER_SLOTS_KEY = "mirror.writer.slots"
+
+
+def _live(mirrors: dict[str, MirrorInfo]) -> list[str]:
+    """The mirrors whose partitions a writer may still announce for (every one not STOPPED), by name."""
+    return sorted(m for m, info in mirrors.items() if info.state != "STOPPED")
 
 
 def _setting(link: LinkConfig, kind: str) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import zlib
 
-# A link's segments are written under this many writer identities (slots), each
-# serving every mirror partition that maps to it (`writer_slot`). A cycle then
-# fences at most this many writers however wide the link, and a stop fences the
-# slots of its mirror's partitions. It is fixed: a zombie writer is only fenced
-# by a writer of the same identity, so the mapping must never change under a link.
-WRITER_SLOTS = 64
+# A link's segments are written under a fixed number of writer identities (slots),
+# each serving every mirror partition that maps to it (`writer_slot`): the link's
+# `mirror.writer.slots`. A cycle then fences at most that many writers however
+# wide the link, and a stop fences the slots of its mirror's partitions. The count
+# never changes under a link with live mirrors: a zombie writer is only fenced by
+# a writer of the same identity (`LinkContext.writer_slots` holds a link to the
+# count its record keeps). Links whose record predates the setting had this many:
+LEGACY_WRITER_SLOTS = 64
 
 
 def segment_key(link: str, mirror: str, partition: int, dest_start: int) -> str:
@@ -35,10 +37,10 @@ def acl_key(link: str) -> str:
     return f"acl/{link}"
 
 
-def writer_slot(mirror: str, partition: int) -> int:
-    """The writer slot of a mirror partition: a mirror's partitions take consecutive slots
-    (so up to WRITER_SLOTS of them never share one), from a start its name decides."""
-    return (zlib.crc32(mirror.encode()) + partition) % WRITER_SLOTS
+def writer_slot(mirror: str, partition: int, slots: int) -> int:
+    """The writer slot of a mirror partition on a link of `slots` slots: a mirror's partitions
+    take consecutive slots (so up to `slots` of them never share one), from a start its name decides."""
+    return (zlib.crc32(mirror.encode()) + partition) % slots
 
 
 def slot_transactional_id(link: str, slot: int) -> str:
@@ -50,9 +52,9 @@ def slot_transactional_id(link: str, slot: int) -> str:
     return f"mirror-pipeline/{link}/writer/{slot}"
 
 
-def transactional_id(link: str, mirror: str, partition: int) -> str:
+def transactional_id(link: str, mirror: str, partition: int, slots: int) -> str:
     """The writer identity that announces a mirror partition's chunks (its slot's)."""
-    return slot_transactional_id(link, writer_slot(mirror, partition))
+    return slot_transactional_id(link, writer_slot(mirror, partition, slots))
 
 
 def state_writer_id(link: str) -> str:

@@ -158,11 +158,12 @@ class SegmentWriter:
         mirror: str,
         partition: int,
         offset_map_topic: str,
+        slots: int,
         slot_writer: SlotWriter | None = None,
     ):
         self._owned = slot_writer is None
         self.slot_writer = slot_writer or SlotWriter(
-            dest_properties, link, writer_slot(mirror, partition), offset_map_topic
+            dest_properties, link, writer_slot(mirror, partition, slots), offset_map_topic
         )
         self.link, self.mirror, self.partition = link, mirror, partition
         self.where = f"mirror '{mirror}' partition {partition}"
@@ -184,34 +185,45 @@ class SegmentWriter:
 
 @contextmanager
 def fenced_writers(
-    dest_properties: dict[str, Any], link: str, offset_map_topic: str, partitions: Iterable[tuple[str, int]]
+    dest_properties: dict[str, Any],
+    link: str,
+    offset_map_topic: str,
+    partitions: Iterable[tuple[str, int]],
+    slots: int,
 ) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
-    """The writers of (mirror, partition)s, fenced: one writer per slot, shared by its partitions;
-    all closed on exit (see `fenced_batches` for the invariant a caller keeps).
+    """The writers of (mirror, partition)s on a link of `slots` writer slots, fenced: one writer
+    per slot, shared by its partitions; all closed on exit (see `fenced_batches` for the
+    invariant a caller keeps).
 
     The slots are fenced side by side: one after another, a stop of a wide link waited on 64
     round trips to the transaction coordinator (about 0.27 s each here) before it wrote anything.
     """
-    slots: dict[int, SlotWriter] = {}
+    fenced: dict[int, SlotWriter] = {}
     try:
         writers = {}
         for mirror, p in partitions:
-            slot = writer_slot(mirror, p)
-            if slot not in slots:
-                slots[slot] = SlotWriter(dest_properties, link, slot, offset_map_topic)
-            writers[(mirror, p)] = SegmentWriter(dest_properties, link, mirror, p, offset_map_topic, slots[slot])
-        with ThreadPoolExecutor(min(FENCE_THREADS, max(1, len(slots))), thread_name_prefix="fence") as pool:
-            fences = [pool.submit(w.fence, learn_cluster=True) for w in slots.values()]
-        for fenced in fences:
-            fenced.result()  # the first failure, once every fence has ended
+            slot = writer_slot(mirror, p, slots)
+            if slot not in fenced:
+                fenced[slot] = SlotWriter(dest_properties, link, slot, offset_map_topic)
+            writers[(mirror, p)] = SegmentWriter(
+                dest_properties, link, mirror, p, offset_map_topic, slots, fenced[slot]
+            )
+        with ThreadPoolExecutor(min(FENCE_THREADS, max(1, len(fenced))), thread_name_prefix="fence") as pool:
+            fences = [pool.submit(w.fence, learn_cluster=True) for w in fenced.values()]
+        for done in fences:
+            done.result()  # the first failure, once every fence has ended
         yield writers
     finally:
-        for writer in slots.values():
+        for writer in fenced.values():
             writer.close()
 
 
 def fenced_batches(
-    dest_properties: dict[str, Any], link: str, offset_map_topic: str, partitions: Sequence[tuple[str, int]]
+    dest_properties: dict[str, Any],
+    link: str,
+    offset_map_topic: str,
+    partitions: Sequence[tuple[str, int]],
+    slots: int,
 ) -> Iterator[dict[tuple[str, int], SegmentWriter]]:
     """The segment writers of (mirror, partition)s, fenced, FENCE_BATCH slots at a time; a batch's
     writers are closed before the next batch is fenced.
@@ -224,9 +236,9 @@ def fenced_batches(
     """
     by_slot: dict[int, list[tuple[str, int]]] = {}
     for mirror, p in partitions:
-        by_slot.setdefault(writer_slot(mirror, p), []).append((mirror, p))
-    slots = sorted(by_slot)
-    for i in range(0, len(slots), FENCE_BATCH):
-        batch = [tp for slot in slots[i : i + FENCE_BATCH] for tp in by_slot[slot]]
-        with fenced_writers(dest_properties, link, offset_map_topic, batch) as writers:
+        by_slot.setdefault(writer_slot(mirror, p, slots), []).append((mirror, p))
+    in_order = sorted(by_slot)
+    for i in range(0, len(in_order), FENCE_BATCH):
+        batch = [tp for slot in in_order[i : i + FENCE_BATCH] for tp in by_slot[slot]]
+        with fenced_writers(dest_properties, link, offset_map_topic, batch, slots) as writers:
             yield writers

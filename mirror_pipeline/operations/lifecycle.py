@@ -17,7 +17,6 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_keys import segment_key
-from mirror_pipeline.link.state_writers import fenced_batches
 from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
@@ -131,9 +130,7 @@ def rewrite_map(
     """
     pins = pins or {}
     parts = set(partitions) | {p for (_, p) in ctx.store.read_segments([name]).segments} | set(pins)
-    for writers in fenced_batches(
-        ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in sorted(parts)]
-    ):
+    for writers in ctx.fenced_batches([(name, p) for p in sorted(parts)]):
         old = ctx.store.read_segments([name]).segments
         for (_, p), writer in writers.items():
             pin = pins.get(p)
@@ -145,9 +142,7 @@ def rewrite_map(
 
 def _fence_partitions(ctx: LinkContext, name: str) -> None:
     parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
-    for _ in fenced_batches(
-        ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in range(parts)]
-    ):
+    for _ in ctx.fenced_batches([(name, p) for p in range(parts)]):
         pass  # fencing is all a pause needs
 
 

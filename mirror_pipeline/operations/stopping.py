@@ -12,7 +12,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_writers import SegmentWriter, fenced_writers
+from mirror_pipeline.link.state_writers import SegmentWriter
 from mirror_pipeline.model.errors import ClusterUnreachable, ConcurrentWriter, MirrorError, MirrorRefused
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import resolve_keyed
@@ -91,9 +91,7 @@ def _fence_and_settle(ctx: LinkContext, info: MirrorInfo, attempts: int = 5) -> 
     for attempt in range(attempts):
         parts = kc.topic_partitions(ctx.dest_admin, name, ctx.dest.alias) or 0
         try:
-            with fenced_writers(
-                ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, [(name, p) for p in range(parts)]
-            ) as writers:
+            with ctx.fenced_writers([(name, p) for p in range(parts)]) as writers:
                 return _settle(ctx, info, parts, writers)
         except ConcurrentWriter:
             # A planner, a copy task or a consolidation fenced a slot after us (it

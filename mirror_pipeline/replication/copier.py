@@ -42,7 +42,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
+from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES, DEFAULT_WRITER_SLOTS
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
@@ -93,6 +93,8 @@ class WorkUnit:
     # A continuing unit planned at an open reservation (the epoch before's task still copying under
     # it): unless that task closes it before the hand-over, its records may still be landing.
     continues_open: bool = False
+    # The link's writer slot count (`LinkContext.writer_slots`): which slot's writer announces the unit.
+    writer_slots: int = DEFAULT_WRITER_SLOTS
 
     @property
     def follows(self) -> bool:
@@ -195,7 +197,9 @@ class InTurn(list[WorkUnit]):
 
 
 def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
-    writer = SegmentWriter(ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic)
+    writer = SegmentWriter(
+        ctx.dest_properties, unit.link, unit.mirror_topic, unit.partition, ctx.offset_map_topic, unit.writer_slots
+    )
     try:
         writer.fence(learn_cluster=True)
         _check_still_copying(unit, ctx)

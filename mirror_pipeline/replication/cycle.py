@@ -17,7 +17,7 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.health import track_source_failures, track_source_reachability
 from mirror_pipeline.link.state_keys import segment_key, writer_slot
-from mirror_pipeline.link.state_writers import SlotWriter, fenced_batches
+from mirror_pipeline.link.state_writers import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import Segment, pack, resolve_keyed
@@ -117,9 +117,11 @@ def outcome(
     errors = dict(plan.errors)
     if any(r.error for r in results):
         registry = ctx.store.read_mirrors()
-        stopped_slots = {writer_slot(m, p) for (m, p) in plan.partitions if not may_copy(registry.get(m))}
+        stopped_slots = {
+            writer_slot(m, p, ctx.writer_slots) for (m, p) in plan.partitions if not may_copy(registry.get(m))
+        }
         for r in results:
-            if r.error and _a_verb_won(r, registry.get(r.mirror_topic), stopped_slots):
+            if r.error and _a_verb_won(r, registry.get(r.mirror_topic), stopped_slots, ctx.writer_slots):
                 r.error_kind = StateChanged.__name__
     for r in results:
         if r.error_kind == StateChanged.__name__:
@@ -154,7 +156,7 @@ def copy_context(ctx: LinkContext) -> CopyContext:
     )
 
 
-def _a_verb_won(failed: UnitResult, now: MirrorInfo | None, stopped_slots: set[int]) -> bool:
+def _a_verb_won(failed: UnitResult, now: MirrorInfo | None, stopped_slots: set[int], writer_slots: int) -> bool:
     """Whether a copy task's failure is a verb winning the race against it, not a failure of the cycle.
 
     A pause or a stop fences the writer slots of a mirror it marked (the task
@@ -167,7 +169,7 @@ def _a_verb_won(failed: UnitResult, now: MirrorInfo | None, stopped_slots: set[i
         return True
     if failed.error_kind != ConcurrentWriter.__name__:
         return False
-    return not may_copy(now) or writer_slot(failed.mirror_topic, failed.partition) in stopped_slots
+    return not may_copy(now) or writer_slot(failed.mirror_topic, failed.partition, writer_slots) in stopped_slots
 
 
 def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], started: float) -> CycleResult:
@@ -228,7 +230,7 @@ def _consolidate(ctx: LinkContext, plan: Plan) -> None:
     crowded = [tp for tp, keyed in ctx.store.read_segments(copied).segments.items() if len(keyed) > CONSOLIDATE_AFTER]
     if not crowded:
         return
-    for writers in fenced_batches(ctx.store.dest_properties, ctx.link.name, ctx.store.offset_map_topic, crowded):
+    for writers in ctx.fenced_batches(crowded):
         # After fencing, the state decides: a stopping mirror's map is the stop's to write.
         copyable = ctx.store.copyable()
         mine = [tp for tp in writers if tp[0] in copyable]

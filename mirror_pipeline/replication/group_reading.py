@@ -54,7 +54,7 @@ class Member:
 
     @property
     def slot(self) -> int:
-        return writer_slot(self.unit.mirror_topic, self.unit.partition)
+        return writer_slot(self.unit.mirror_topic, self.unit.partition, self.unit.writer_slots)
 
     @property
     def failed(self) -> bool:

@@ -29,8 +29,6 @@ from mirror_pipeline.link.partitions import (
     grow_partitions,
     settled_partitions,
 )
-from mirror_pipeline.link.state_store import SegmentWriter
-from mirror_pipeline.link.state_writers import fenced_writers
 from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolve_keyed
@@ -265,6 +263,7 @@ def _unit(ctx: LinkContext, pp: PartitionPlan, snapshot_end: int, max_message_by
         max_bytes=ctx.link.unit_max_bytes,
         chunk_records=ctx.link.chunk_max_records,
         max_message_bytes=max_message_bytes,
+        writer_slots=ctx.writer_slots,
     )
 
 
@@ -278,12 +277,7 @@ def _repair_in_doubt(
     ctx: LinkContext, in_doubt: list[tuple[MirrorInfo, int, list[tuple[str, Segment]]]]
 ) -> dict[tuple[str, int], Settled]:
     """Fence every in-doubt partition, then settle it (see `repair`)."""
-    with fenced_writers(
-        ctx.store.dest_properties,
-        ctx.link.name,
-        ctx.store.offset_map_topic,
-        [(info.mirror_topic, p) for info, p, _ in in_doubt],
-    ) as writers:
+    with ctx.fenced_writers([(info.mirror_topic, p) for info, p, _ in in_doubt]) as writers:
         # After fencing, the state decides: a mirror a stop has marked is the stop's to settle.
         copyable = ctx.store.copyable()
         # And so do the segments: the planner's snapshot came before the fence, and
@@ -308,9 +302,7 @@ def _align_log_start(ctx: LinkContext, info: MirrorInfo, partition: int, source_
     if source_start > ctx.link.alignment_max_records:
         return OffsetMap(next_source_offset=source_start)
     segment = Segment(0, (), source_start, padding=source_start, written_at=time.time())
-    writer = SegmentWriter(
-        ctx.store.dest_properties, ctx.link.name, info.mirror_topic, partition, ctx.store.offset_map_topic
-    )
+    writer = ctx.segment_writer(info.mirror_topic, partition)
     try:
         writer.fence()
         if info.mirror_topic not in ctx.store.copyable():

@@ -62,7 +62,7 @@ def _by_writer_slot(units: Sequence[WorkUnit]) -> list[Bundle]:
     """The units of each writer slot, in the order their first unit comes."""
     bundles: dict[int, Bundle] = {}
     for unit in units:
-        bundles.setdefault(writer_slot(unit.mirror_topic, unit.partition), []).append(unit)
+        bundles.setdefault(writer_slot(unit.mirror_topic, unit.partition, unit.writer_slots), []).append(unit)
     return list(bundles.values())
 
 

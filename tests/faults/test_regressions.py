@@ -22,7 +22,6 @@ from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.health import track_source_failures
-from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import FOREIGN_WRITE
 from tests.faults.conftest import LINK
@@ -58,7 +57,7 @@ def source_records(bootstrap: str, topic: str, count: int) -> list:
 def announce(path, topic: str, segment: Segment) -> None:
     """A writer's segment for partition 0, as a copy task writes it before producing the chunk."""
     ctx = LinkContext.open(load_config(path), LINK)
-    writer = SegmentWriter(ctx.store.dest_properties, LINK, topic, 0, ctx.store.offset_map_topic)
+    writer = ctx.segment_writer(topic, 0)
     try:
         writer.fence()
         writer.write(puts=[segment])

@@ -13,7 +13,6 @@ from confluent_kafka import Consumer, Producer
 from mirror_pipeline import engine
 from mirror_pipeline.kafka.clients import watermark
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication.copier import CopyContext, WorkUnit, copy_unit
 from tests.integration.conftest import LINK
@@ -40,7 +39,7 @@ def test_unit_refuses_when_another_writer_wrote_after_the_plan(
     snapshot_end = ctx.store.read_segments([topic]).end_offset
     unit = WorkUnit(LINK, topic, topic, 0, 0, 25, 0, snapshot_end, 1 << 30, 1000, 1048588)
     # Another writer announces a chunk of this partition after the plan was made.
-    other = SegmentWriter(ctx.store.dest_properties, LINK, topic, 0, ctx.store.offset_map_topic)
+    other = ctx.segment_writer(topic, 0)
     other.fence()
     other.write(puts=[Segment(0, ((0, 10),), 10)])
     other.close()

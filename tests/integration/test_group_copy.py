@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_keys import writer_slot
+from mirror_pipeline.link.state_keys import LEGACY_WRITER_SLOTS, writer_slot
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.states import WATCHED
 from mirror_pipeline.replication import group_copy
@@ -25,9 +27,11 @@ RECORDS = 3000
 CHUNK = 500
 
 
-def slot_sharing_names(base: str) -> tuple[str, str]:
-    """Two topic names whose partition 0 maps to the same writer slot."""
-    other = next(f"{base}-b{i}" for i in range(10_000) if writer_slot(f"{base}-b{i}", 0) == writer_slot(base, 0))
+def slot_sharing_names(base: str, slots: int) -> tuple[str, str]:
+    """Two topic names whose partition 0 maps to the same writer slot on a link of `slots` slots."""
+    other = next(
+        f"{base}-b{i}" for i in range(10_000) if writer_slot(f"{base}-b{i}", 0, slots) == writer_slot(base, 0, slots)
+    )
     return base, other
 
 
@@ -37,11 +41,23 @@ def plan(config, topics: list[str]):
     return ctx, plan_cycle(ctx, selected)
 
 
+# A link of many slots and one of a few: the pause must fence the slot the link's own count gives.
+@pytest.mark.parametrize("slots", [LEGACY_WRITER_SLOTS, 4])
 def test_a_pause_of_a_mirror_sharing_the_slot_stops_only_that_mirror(
-    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+    write_config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch, slots
 ):
-    config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
-    paused, going_on = slot_sharing_names(unique_name())
+    tag = unique_name("slots")
+    config = load_config(
+        write_config(
+            {
+                "mirror.chunk.max.records": CHUNK,
+                "mirror.writer.slots": slots,
+                "mirror.state.topic": f"_{tag}.state",
+                "mirror.offset.map.topic": f"_{tag}.map",
+            }
+        )
+    )
+    paused, going_on = slot_sharing_names(unique_name(), slots)
     for topic in (paused, going_on):
         create_topic(source_bootstrap, topic, partitions=1)
         load_source(source_bootstrap, topic, records=RECORDS, partitions=1)

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link import compacted_view
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter, ensure_internal_topics, read_topic, segment_key
+from mirror_pipeline.link.state_store import ensure_internal_topics, read_topic, segment_key
 from mirror_pipeline.link.topic_reading import topic_identity
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
@@ -50,7 +50,7 @@ def full_read(ctx: LinkContext, topic: str) -> dict[str, bytes]:
 
 
 def write_segments(ctx: LinkContext, mirror: str, partition: int, starts: list[int], deletes=()) -> None:
-    writer = SegmentWriter(ctx.store.dest_properties, LINK, mirror, partition, ctx.store.offset_map_topic)
+    writer = ctx.segment_writer(mirror, partition)
     try:
         writer.fence()
         writer.write(

@@ -19,7 +19,6 @@ from confluent_kafka.admin import NewPartitions
 from mirror_pipeline import engine
 from mirror_pipeline.cli import cli
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.state_store import SegmentWriter
 from mirror_pipeline.model.errors import MirrorRefused
 from mirror_pipeline.model.offset_map import Segment, runs_of
 from tests.integration.conftest import LINK
@@ -215,7 +214,7 @@ def fabricate(config, source_bootstrap: str, destination_bootstrap: str, topic: 
     source = read_partition(source_bootstrap, topic, 0)
     records, offsets = alter(list(source))
     ctx = LinkContext.open(config, LINK)
-    writer = SegmentWriter(dict(config.cluster("us-east").properties), LINK, topic, 0, ctx.store.offset_map_topic)
+    writer = ctx.segment_writer(topic, 0)
     try:
         writer.fence()
         writer.write(puts=[Segment(0, tuple(runs_of(offsets)), source[-1].offset + 1, written_at=time.time())])

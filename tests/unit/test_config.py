@@ -473,6 +473,12 @@ def test_the_lag_sensor_never_looks_more_often_than_the_dagster_daemon_can():
     assert "at most 3600" in problem(base(**{"dagster.lag.sensor.interval.seconds": 7200}))
 
 
+def test_the_writer_slot_count_is_a_whole_number_from_1_to_1024():
+    assert parse_config(base(), SRC, {}).link("l").writer_slots == 16
+    assert "must be greater than 0" in problem(base(**{"mirror.writer.slots": 0}))
+    assert "at most 1024" in problem(base(**{"mirror.writer.slots": 4096}))
+
+
 def test_every_property_key_maps_to_its_attribute():
     settings = {
         "cluster.link.prefix": "p.",
@@ -491,6 +497,7 @@ def test_every_property_key_maps_to_its_attribute():
         "mirror.chunk.max.records": 5,
         "mirror.log.start.alignment.max.records": 6,
         "mirror.writer.fence.wait.ms": 7,
+        "mirror.writer.slots": 16,
         "mirror.state.topic": "_state",
         "mirror.offset.map.topic": "_omap",
         "mirror.lag.alert.records": 8,
@@ -525,7 +532,7 @@ def test_every_property_key_maps_to_its_attribute():
     assert (link.checkpoints_topic, link.heartbeats_topic, link.link_principal) == ("_cp", "_hb", "User:m")
     assert link.freshness_ms == 120000 and link.task_memory_bytes == 64 * 1024 * 1024
     assert (link.heartbeats_enabled, link.heartbeats_interval_s, link.lag_sensor_interval_s) == (True, 5, 5)
-    assert link.run_max_runtime_s == 600
+    assert link.run_max_runtime_s == 600 and link.writer_slots == 16
     out = link.to_dict()
     assert out["source"] == "a" and out["destination"] == "b" and "name" not in out
     assert out["consumer.offset.group.filters"] == {

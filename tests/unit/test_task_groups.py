@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirror_pipeline.config.setting_values import MIN_TASK_MEMORY_BYTES
-from mirror_pipeline.link.state_keys import WRITER_SLOTS, writer_slot
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS, MIN_TASK_MEMORY_BYTES
+from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.replication import copier, group_copy
 from mirror_pipeline.replication.copier import InTurn, WorkUnit
 from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
@@ -20,7 +20,7 @@ def units(topics: int, partitions: int) -> list[WorkUnit]:
 
 
 def slots_of(group) -> set[int]:
-    return {writer_slot(u.mirror_topic, u.partition) for u in group}
+    return {writer_slot(u.mirror_topic, u.partition, u.writer_slots) for u in group}
 
 
 def assert_no_slot_in_two_tasks(groups) -> None:
@@ -35,14 +35,15 @@ def assert_no_slot_in_two_tasks(groups) -> None:
 def test_every_partition_goes_to_exactly_one_task_and_there_are_no_more_tasks_than_slots(slots, topics, partitions):
     work = units(topics, partitions)
     groups = follow_groups(work, slots)
-    assert len(groups) == min(slots, len({writer_slot(u.mirror_topic, u.partition) for u in work}))
+    assert len(groups) == min(slots, len({writer_slot(u.mirror_topic, u.partition, u.writer_slots) for u in work}))
     assert sorted((u.mirror_topic, u.partition) for g in groups for u in g) == sorted(
         (u.mirror_topic, u.partition) for u in work
     )
     assert_no_slot_in_two_tasks(groups)
     sizes = [len(g) for g in groups]
     largest_slot = max(
-        len([u for u in work if writer_slot(u.mirror_topic, u.partition) == s]) for s in range(WRITER_SLOTS)
+        len([u for u in work if writer_slot(u.mirror_topic, u.partition, u.writer_slots) == s])
+        for s in range(DEFAULT_WRITER_SLOTS)
     )
     assert max(sizes) - min(sizes) <= largest_slot, "the partitions are spread evenly"
 
@@ -71,8 +72,9 @@ CHUNK = 20_000
 
 
 def ranged(sizes: list[int]) -> list[WorkUnit]:
-    """A cycle's units of one topic, partition p copying sizes[p] records in chunks of CHUNK."""
-    return [WorkUnit("l", "t", "t", p, 100, 100 + n, 0, 0, 1, CHUNK, 1) for p, n in enumerate(sizes)]
+    """A cycle's units of one topic, partition p copying sizes[p] records in chunks of CHUNK, on a
+    link of 64 writer slots (so that up to 64 partitions each have a slot of their own)."""
+    return [WorkUnit("l", "t", "t", p, 100, 100 + n, 0, 0, 1, CHUNK, 1, writer_slots=64) for p, n in enumerate(sizes)]
 
 
 def keys(groups: list[list[WorkUnit]]) -> list[int]:
