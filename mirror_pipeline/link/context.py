@@ -275,8 +275,8 @@ class LinkContext:
         self._writer_slots = kept
 
 
-# The link record's key (and the setting's name) for the writer slot count.
-WRITER_SLOTS_KEY = "mirror.writer.slots"
+# The link record's key for the writer slot count: the setting's property name.
+WRITER_SLOTS_KEY = str(LinkConfig.model_fields["writer_slots"].alias)
 
 
 def _live(mirrors: dict[str, MirrorInfo]) -> list[str]:

@@ -37,12 +37,12 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES, DEFAULT_WRITER_SLOTS
+from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
@@ -94,7 +94,8 @@ class WorkUnit:
     # it): unless that task closes it before the hand-over, its records may still be landing.
     continues_open: bool = False
     # The link's writer slot count (`LinkContext.writer_slots`): which slot's writer announces the unit.
-    writer_slots: int = DEFAULT_WRITER_SLOTS
+    # No default: a unit under another count than its link's would not be fenced by the link's writers.
+    writer_slots: int = field(kw_only=True)
 
     @property
     def follows(self) -> bool:

@@ -37,7 +37,9 @@ def test_unit_refuses_when_another_writer_wrote_after_the_plan(
     engine.create_mirror(config, LINK, topic)
     ctx = LinkContext.open(config, LINK)
     snapshot_end = ctx.store.read_segments([topic]).end_offset
-    unit = WorkUnit(LINK, topic, topic, 0, 0, 25, 0, snapshot_end, 1 << 30, 1000, 1048588)
+    unit = WorkUnit(
+        LINK, topic, topic, 0, 0, 25, 0, snapshot_end, 1 << 30, 1000, 1048588, writer_slots=ctx.writer_slots
+    )
     # Another writer announces a chunk of this partition after the plan was made.
     other = ctx.segment_writer(topic, 0)
     other.fence()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_checks import _continue_from_map
@@ -18,7 +19,9 @@ TP = ("mirror", 0)
 
 
 def part(dest_start: int = 100, source_from: int = 200, continues_open: bool = False) -> Member:
-    unit = WorkUnit("l", "src", "mirror", 0, source_from, 2**63 - 1, dest_start, 0, 1 << 20, 100, 1 << 20, 3.0)
+    unit = WorkUnit(
+        "l", "src", "mirror", 0, source_from, 2**63 - 1, dest_start, 0, 1 << 20, 100, 1 << 20, 3.0, writer_slots=SLOTS
+    )
     unit = replace(unit, continues=True, continues_open=continues_open)
     return Member(
         unit, UnitResult("mirror", 0, source_from, source_from, dest_start, dest_start), source_from, dest_start

@@ -14,6 +14,7 @@ import time
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.model.offset_map import runs_of
 from mirror_pipeline.replication import task_memory
 from mirror_pipeline.replication.chunks import (
@@ -79,7 +80,7 @@ class FakeConsumer:
 
 
 def unit(until: int, chunk_records: int = 1000) -> WorkUnit:
-    return WorkUnit("l", "src", "mirror", 0, 0, until, 0, 0, 1 << 40, chunk_records, 1048588)
+    return WorkUnit("l", "src", "mirror", 0, 0, until, 0, 0, 1 << 40, chunk_records, 1048588, writer_slots=SLOTS)
 
 
 def read_all(reader: ChunkReader, until: int) -> list[tuple[list[Message], int]]:

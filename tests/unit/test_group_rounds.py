@@ -15,6 +15,7 @@ import random
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
 
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.replication import group_reading
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import ROUND_PARTITIONS, Member, RoundReader
@@ -77,7 +78,9 @@ class InterleavingConsumer:
 def members(ranges: dict[int, tuple[int, int]], chunk_records: int) -> list[Member]:
     out = []
     for p, (start, until) in ranges.items():
-        unit = WorkUnit("l", "src", "mirror", p, start, until, 0, 0, 1 << 40, chunk_records, 1048588)
+        unit = WorkUnit(
+            "l", "src", "mirror", p, start, until, 0, 0, 1 << 40, chunk_records, 1048588, writer_slots=SLOTS
+        )
         out.append(Member(unit, UnitResult("mirror", p, start, start, 0, 0), start, 0))
     return out
 
@@ -188,7 +191,9 @@ class TricklingConsumer(InterleavingConsumer):
 def follow_members(starts: dict[int, int]) -> list[Member]:
     out = []
     for p, start in starts.items():
-        unit = WorkUnit("l", "src", "mirror", p, start, 2**63 - 1, 0, 0, 1 << 40, 1000, 1048588, follow_s=3.0)
+        unit = WorkUnit(
+            "l", "src", "mirror", p, start, 2**63 - 1, 0, 0, 1 << 40, 1000, 1048588, follow_s=3.0, writer_slots=SLOTS
+        )
         out.append(Member(unit, UnitResult("mirror", p, start, start, 0, 0), start, 0))
     return out
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import Member
 from mirror_pipeline.replication.hand_over import (
@@ -23,7 +24,22 @@ HAND_OVER = 1_000_000.0
 
 
 def unit(partition: int = 0, starts_at: float = 0.0, follow_s: float = 0.0) -> WorkUnit:
-    return WorkUnit("l", "src", "mirror", partition, 0, 2**63 - 1, 0, 0, 1 << 20, 100, 1 << 20, follow_s, starts_at)
+    return WorkUnit(
+        "l",
+        "src",
+        "mirror",
+        partition,
+        0,
+        2**63 - 1,
+        0,
+        0,
+        1 << 20,
+        100,
+        1 << 20,
+        follow_s,
+        starts_at,
+        writer_slots=SLOTS,
+    )
 
 
 def member(u: WorkUnit) -> Member:

@@ -3,6 +3,7 @@ readers of the offset map make of an open one (`replication.reservations`, `mode
 
 from __future__ import annotations
 
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.model.offset_map import Segment, resolve
 from mirror_pipeline.replication import reservations
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
@@ -12,7 +13,9 @@ CHUNK = 100
 
 
 def member(dest_end: int = 50, position: int = 1050) -> Member:
-    unit = WorkUnit("l", "src", "m", 0, position, 2**62, dest_end, 0, 2**40, CHUNK, 1 << 20, follow_s=30.0)
+    unit = WorkUnit(
+        "l", "src", "m", 0, position, 2**62, dest_end, 0, 2**40, CHUNK, 1 << 20, follow_s=30.0, writer_slots=SLOTS
+    )
     return Member(unit, UnitResult("m", 0, position, position, dest_end, dest_end), position, dest_end)
 
 

@@ -13,7 +13,7 @@ from mirror_pipeline.replication.task_groups import cycle_groups, follow_groups
 
 def units(topics: int, partitions: int) -> list[WorkUnit]:
     return [
-        WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_s=1.0)
+        WorkUnit("l", f"t{t}", f"t{t}", p, 0, 2**63 - 1, 0, 0, 1, 1, 1, follow_s=1.0, writer_slots=DEFAULT_WRITER_SLOTS)
         for t in range(topics)
         for p in range(partitions)
     ]
@@ -61,7 +61,20 @@ def test_a_writer_slots_units_always_share_a_task():
 
 
 def replace_range(unit: WorkUnit, records: int) -> WorkUnit:
-    return WorkUnit(unit.link, unit.source_topic, unit.mirror_topic, unit.partition, 0, records, 0, 0, 1, CHUNK, 1)
+    return WorkUnit(
+        unit.link,
+        unit.source_topic,
+        unit.mirror_topic,
+        unit.partition,
+        0,
+        records,
+        0,
+        0,
+        1,
+        CHUNK,
+        1,
+        writer_slots=unit.writer_slots,
+    )
 
 
 def test_no_work_no_task():
