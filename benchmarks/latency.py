@@ -78,6 +78,7 @@ from benchmarks.latency_sensor import SensorRuns  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS  # noqa: E402
 from mirror_pipeline.config.spark_requirements import QUICK_JVM, default_local_master  # noqa: E402
 from mirror_pipeline.local.spark_cluster import LocalSpark  # noqa: E402
 
@@ -332,7 +333,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
     ap.add_argument("--skip", default="", help="modes to leave out, comma separated")
     ap.add_argument("--epoch-seconds", type=float, default=None, help="follow's --epoch-seconds (default: the CLI's)")
-    ap.add_argument("--writer-slots", type=int, default=None, help="every link's mirror.writer.slots (default: 64)")
+    ap.add_argument(
+        "--writer-slots", type=int, default=None, help="every link's mirror.writer.slots (default: the setting's, 16)"
+    )
     ap.add_argument("--schedule-seconds", type=float, default=60, help="cadence of the scheduled mode (default 60)")
     ap.add_argument("--burst-records", type=int, default=200_000, help="burst after follow's run; 0: none")
     ap.add_argument("--drain-timeout", type=float, default=300, help="after the load, wait this long for the rest")
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             "sensor_interval": args.sensor_interval,
             "burst_records": args.burst_records,
             "epoch_seconds": args.epoch_seconds,
-            "writer_slots": args.writer_slots or 64,
+            "writer_slots": args.writer_slots or DEFAULT_WRITER_SLOTS,
             "cli_follow": follow,
             "cpus": os.cpu_count(),
             "spark_master": args.spark_master or default_local_master(),

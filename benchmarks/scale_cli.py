@@ -48,6 +48,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 
 from benchmarks.common import QUIET, admin_for, local_clusters, say, warm_up  # noqa: E402
 from benchmarks.scale import Loader, topic_names  # noqa: E402
+from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS  # noqa: E402
 from mirror_pipeline.kafka import clients as kc  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench-scale-cli"
@@ -230,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-port", type=int, default=BASE_PORT, help=f"cluster a's port; b is +10000 ({BASE_PORT})")
     ap.add_argument("--root", type=Path, default=BENCH_ROOT, help=f"the clusters' directory ({BENCH_ROOT})")
     ap.add_argument("--spark-master", default=None, help="spark.master (default: the engine's)")
-    ap.add_argument("--writer-slots", type=int, default=None, help="the link's mirror.writer.slots (default: 64)")
+    ap.add_argument(
+        "--writer-slots", type=int, default=None, help="the link's mirror.writer.slots (default: the setting's, 16)"
+    )
     ap.add_argument("--keep-clusters", action="store_true", help="leave the pair running at the end")
     ap.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
     args = ap.parse_args(argv)
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": partitions,
             "initial_records": args.initial_records,
             "spark_master": args.spark_master or "engine default",
-            "writer_slots": args.writer_slots or 64,
+            "writer_slots": args.writer_slots or DEFAULT_WRITER_SLOTS,
         }
     }
     seconds: dict[str, float] = {}

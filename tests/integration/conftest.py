@@ -25,3 +25,11 @@ def write_config(tmp_path: Path, source_bootstrap: str, destination_bootstrap: s
 @pytest.fixture
 def config(write_config):
     return load_config(write_config())
+
+
+@pytest.fixture
+def own_state(unique_name) -> dict:
+    """Link settings that keep this test's registry and offset maps in topics of its own, so the
+    link record it writes never meets another test's link of the same name on the shared clusters."""
+    tag = unique_name()
+    return {"mirror.state.topic": f"ops.state.{tag}"[:249], "mirror.offset.map.topic": f"ops.omap.{tag}"[:249]}

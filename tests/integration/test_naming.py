@@ -17,13 +17,6 @@ from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, read_partition, read_topic
 
 
-@pytest.fixture
-def own_state(unique_name) -> dict:
-    """Link settings that keep this test's registry and offset maps in topics of its own."""
-    tag = unique_name()
-    return {"mirror.state.topic": f"ops.state.{tag}"[:249], "mirror.offset.map.topic": f"ops.omap.{tag}"[:249]}
-
-
 def produce(bootstrap: str, topic: str, count: int) -> None:
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(count):

@@ -24,12 +24,6 @@ from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, load_source, read_topic
 
 
-@pytest.fixture
-def own_state(unique_name) -> dict:
-    tag = unique_name()
-    return {"mirror.state.topic": f"ops.state.{tag}"[:249], "mirror.offset.map.topic": f"ops.omap.{tag}"[:249]}
-
-
 def link_record(config) -> dict:
     ctx = LinkContext.open(config, LINK)
     return ctx.store.read_registry().links[LINK]
