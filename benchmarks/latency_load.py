@@ -117,6 +117,9 @@ class SentLog:
     def __init__(self) -> None:
         self.ts = array("q")
         self.acked = bytearray()
+        # When the source acknowledged each record (ms; 0: not yet), as this process saw the report:
+        # a copier cannot read a record before the source holds it.
+        self.acked_ms = array("d")
         self.failed = 0
         self.failed_seqs: set[int] = set()
 
@@ -150,6 +153,7 @@ class Load:
             log.failed_seqs.add(int(key[1:]))
         else:
             log.acked[int(key[1:])] = 1
+            log.acked_ms[int(key[1:])] = now_ms()
 
     def send(self, phase: bytes, seq: int | None = None) -> None:
         log = self.logs[phase]
@@ -157,6 +161,7 @@ class Load:
         ts = int(now_ms())
         log.ts.append(ts)
         log.acked.append(0)
+        log.acked_ms.append(0.0)
         key = phase + b"%0*d" % (KEY_DIGITS, seq)
         while True:
             try:
@@ -383,6 +388,11 @@ def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10
             "mean_ms": round(float(latency.mean()), 1),
         }
     )
+    source = np.frombuffer(sent.acked_ms, dtype=np.float64)[:n]
+    reported = source > 0  # a burst's records are marked acknowledged without a report each
+    if reported.any():
+        q50, q99 = np.percentile(source[reported] - ts[reported], [50, 99], method="inverted_cdf")
+        out.update({"source_ack_p50_ms": round(float(q50), 1), "source_ack_p99_ms": round(float(q99), 1)})
     out["timeline"] = _timeline(ts[got] - ts[0], latency, window_s)
     out["gaps"] = _arrival_gaps(arrival, float(ts[0]))
     return out

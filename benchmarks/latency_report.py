@@ -110,11 +110,17 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
 
 
 def _load_note(m: dict[str, Any]) -> str:
-    ld = m.get("load") or {}
+    ld, p = m.get("load") or {}, m.get("latency") or {}
+    source = (
+        f"the source acknowledged them p50 {p['source_ack_p50_ms']:.0f} ms, p99 {p['source_ack_p99_ms']:.0f} ms "
+        f"after sending; "
+        if "source_ack_p50_ms" in p
+        else ""
+    )
     return (
         f"load {ld.get('records', 0):,} records in {ld.get('seconds')} s ({ld.get('rate', 0):,.0f}/s, at most "
         f"{ld.get('max_behind_schedule_ms')} ms behind schedule at {ld.get('max_behind_at_s')} s, "
-        f"{ld.get('failed', 0)} failed); "
+        f"{ld.get('failed', 0)} failed); {source}"
         f"all arrived {m.get('drain_s')} s after the load ended"
     )
 

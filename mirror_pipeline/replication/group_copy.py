@@ -15,13 +15,14 @@ The protocol is `copier`'s, kept per partition:
 3. Round by round: read what the consumer has for the units (up to each
    unit's end; at most one chunk's records and memory for all of them),
    announce each partition's part of the round as its segment (in follow
-   mode, a reservation for many rounds: `reservations`), the segments
-   of a slot in one transaction, produce every record with one idempotent
-   producer, and wait until all are acknowledged. A round is announced only
-   once every record of the round before is acknowledged: after a crash at
-   most the last segment of each partition is in doubt (`repair`), as with
-   one unit. A crash between two partitions' records leaves each partition
-   with its own announced, partly landed segment, which the next plan settles.
+   mode, a reservation for many rounds, whose later rounds are sent while the
+   round's transactions commit: `reservations`), the segments of a slot in one
+   transaction, produce every record with idempotent producers, and wait
+   until all are acknowledged. A round is announced only once every record
+   of the round before is acknowledged: after a crash at most the last
+   segment of each partition is in doubt (`repair`), as with one unit. A
+   crash between two partitions' records leaves each partition with its own
+   announced, partly landed segment, which the next plan settles.
 4. Verify every partition's log end is where its last segment ends (R-MT-9).
 
 A slot whose writer was fenced (a pause or stop of a mirror it also serves,
@@ -262,7 +263,9 @@ class _GroupCopy:
                 self.rounds.follow_until = self.times.follow_until
 
     def _write_round(self, news: list[Member]) -> None:
-        """Announce, produce and land one round (step 3 of the module)."""
+        """Announce, produce and land one round (step 3 of the module). Parts under their reservation
+        are sent first, while the round's transactions commit: the others' announcements and the
+        closings of reservations whose window is over (one transaction per slot a round, not two)."""
         ctx = self.ctx
         started = time.monotonic()
         land_by = started + ctx.writer_delivery_timeout_ms / 1000
@@ -273,37 +276,21 @@ class _GroupCopy:
         fresh = {id(p): reservations.announcement(p, runs[id(p)], now, reserving) for p in news}
         for part in under:
             del fresh[id(part)]
+        in_round = {id(p) for p in news}
+        due = [p for p in reservations.due(self.parts, started) if id(p) not in in_round]
 
         def note(part: Member, closed: Segment | None) -> None:
-            reservations.announced(part, closed, fresh[id(part)], started, self.window_s, land_by)
-            if part.reservation is not None:
-                self.next_due = min(self.next_due, part.reserved_until)
+            if id(part) in fresh:
+                reservations.announced(part, closed, fresh[id(part)], started, self.window_s, land_by)
+            else:
+                reservations.closed(part, closed)
 
-        announced, fenced = self._announce([p for p in news if id(p) in fresh], lambda p: fresh[id(p)], note)
-        stamps = {}
+        stamps: dict[int, list[tuple[int, int]]] = {}
         produced: list[Member] = []
-        flush_by = land_by
-        for part in under + announced:
-            # Checked before each partition's records: a task stalled past the deadline (between
-            # two partitions, say) sends none after it; a repair may have settled them meanwhile.
-            if time.monotonic() >= (deadline := reservations.deadline(part, land_by)):
-                self.rounds.stop(
-                    part,
-                    MirrorError.__name__,
-                    f"a round's records were not sent within {ctx.writer_delivery_timeout_ms} ms of announcing "
-                    f"them; none was sent after",
-                )
-                continue
-            flush_by = min(flush_by, deadline)
-            stamps[id(part)] = list(map(timestamp_of, part.chunk))
-            produce_chunk(
-                self.out.of(part.slot),
-                part.unit.mirror_topic,
-                part.unit.partition,
-                part.chunk,
-                chunk_timestamps(stamps[id(part)])[0],
-            )
-            produced.append(part)
+        flush_by = self._send(under, land_by, stamps, produced)
+        announced, fenced = self._announce([p for p in news if id(p) in fresh] + due, lambda p: fresh.get(id(p)), note)
+        flush_by = min(flush_by, self._send([p for p in announced if id(p) in fresh], land_by, stamps, produced))
+        self.next_due = reservations.next_due(self.parts)
         remaining = self.out.land_by(flush_by)
         acked_ms = int(time.time() * 1000)
         for part in produced:
@@ -319,6 +306,29 @@ class _GroupCopy:
             self._landed(part, Segment(part.dest_end, runs[id(part)], part.position), stamps[id(part)], acked_ms)
         for slot in fenced:
             self._retake(slot)
+
+    def _send(
+        self, parts: list[Member], land_by: float, stamps: dict[int, list[tuple[int, int]]], produced: list[Member]
+    ) -> float:
+        """Produce each part's round, noted in `produced`; the earliest deadline of those sent."""
+        flush_by = land_by
+        for part in parts:
+            # Checked before each partition's records: a task stalled past the deadline (between
+            # two partitions, say) sends none after it; a repair may have settled them meanwhile.
+            if time.monotonic() >= (deadline := reservations.deadline(part, land_by)):
+                self.rounds.stop(
+                    part,
+                    MirrorError.__name__,
+                    f"a round's records were not sent within {self.ctx.writer_delivery_timeout_ms} ms of announcing "
+                    f"them; none was sent after",
+                )
+                continue
+            flush_by = min(flush_by, deadline)
+            stamps[id(part)] = list(map(timestamp_of, part.chunk))
+            chunk_ts = chunk_timestamps(stamps[id(part)])[0]
+            produce_chunk(self.out.of(part.slot), part.unit.mirror_topic, part.unit.partition, part.chunk, chunk_ts)
+            produced.append(part)
+        return flush_by
 
     def _close_reservations(self, parts: list[Member]) -> None:
         """Close the open reservations of `parts` (see `reservations`)."""

@@ -9,8 +9,11 @@ where the partition's mirror ends. Rounds whose records continue it are
 written under it without a transaction, for `window_s` after it was
 announced; the next announcement of the partition (a gap in the source
 offsets, the reservation full or its window over) closes it in the same
-transaction, cut where its records ended, and so does a task with nothing
-more to write under it (`due`), before its hand-over and at its end.
+transaction, cut where its records ended. A reservation with nothing more
+to write under it once its window is over (`due`) is closed in the task's
+next round's transactions (a partition with no records in that round), or
+on its own when no round comes, and every one before a hand-over and at the
+task's end.
 
 Why this is as safe as a segment per round (`repair`, `chunks.chunk_delivery_timeout_ms`):
 - every record written under a reservation is sent before the deadline of
