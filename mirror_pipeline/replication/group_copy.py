@@ -276,8 +276,7 @@ class _GroupCopy:
         fresh = {id(p): reservations.announcement(p, runs[id(p)], now, reserving) for p in news}
         for part in under:
             del fresh[id(part)]
-        in_round = {id(p) for p in news}
-        due = [p for p in reservations.due(self.parts, started) if id(p) not in in_round]
+        due = reservations.due_beside(self.parts, news, started)
 
         def note(part: Member, closed: Segment | None) -> None:
             if id(part) in fresh:

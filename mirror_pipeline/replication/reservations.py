@@ -105,6 +105,13 @@ def due(parts: Sequence[Member], now: float) -> list[Member]:
     return [p for p in parts if p.reservation is not None and not p.failed and now >= p.reserved_until]
 
 
+def due_beside(parts: Sequence[Member], round_parts: Sequence[Member], now: float) -> list[Member]:
+    """Parts that are `due` and have no records in the round: their closings go in the round's
+    transactions (a part of the round has its reservation closed by its own announcement)."""
+    in_round = {id(p) for p in round_parts}
+    return [p for p in due(parts, now) if id(p) not in in_round]
+
+
 def next_due(parts: Sequence[Member]) -> float:
     """When the next reservation's window ends (`time.monotonic`), inf when none is open."""
     return min((p.reserved_until for p in parts if p.reservation is not None and not p.failed), default=math.inf)

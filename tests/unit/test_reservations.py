@@ -85,6 +85,16 @@ def test_only_parts_with_an_open_reservation_are_due_and_the_earliest_decides_th
     assert reservations.due([early, late, none], now=3.0) == [early]
 
 
+def test_a_round_closes_the_due_reservations_of_partitions_it_has_no_records_for():
+    quiet, busy, open_still = member(), member(), member()
+    for part in (quiet, busy):
+        reserve(part, ((1050, 1),), now=1.0)
+    reserve(open_still, ((1050, 1),), now=5.0)
+    # `busy` has records in the round: its own announcement closes its reservation.
+    assert reservations.due_beside([quiet, busy, open_still], [busy], now=3.0) == [quiet]
+    assert reservations.due_beside([quiet, busy, open_still], [quiet, busy], now=3.0) == []
+
+
 def test_the_window_leaves_half_the_delivery_timeout_to_land():
     assert reservations.window_s(8000) == reservations.RESERVATION_S
     assert reservations.window_s(1000) == 0.5
