@@ -120,3 +120,12 @@ def load_source(bootstrap: str, topic: str, records: int, partitions: int = 4) -
         if i % 10000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
+
+
+def produce_records(bootstrap: Cluster, topic: str, records: list[Record]) -> None:
+    """`records` (read from another topic) produced again, content for content, into `topic`."""
+    p = Producer({**client_settings(bootstrap), "enable.idempotence": True})
+    for r in records:
+        headers = list(r.headers) if r.headers is not None else None
+        p.produce(topic, key=r.key, value=r.value, headers=headers, timestamp=r.timestamp, partition=r.partition)
+    assert p.flush(30) == 0

@@ -82,7 +82,8 @@ def _epoch_line(epoch: Epoch, d: dict | None) -> str:
     if d.get("left_to_next_epoch"):
         text += (
             f"; {d['left_to_next_epoch']:,} partition(s) left to the next epoch "
-            "(their copy task started too late to take over in this one)"
+            "(their copy task started too late to take over in this one, or waited out the records of the task "
+            "before it)"
         )
     return text + (f"; {epoch.error}" if epoch.error else "")
 

@@ -91,8 +91,9 @@ class WorkUnit:
     # map says after fencing, once what it says has landed, not at `source_from`/`dest_start`.
     continues: bool = False
     # A continuing unit planned at an open reservation (the epoch before's task still copying under
-    # it): unless that task closes it before the hand-over, its records may still be landing.
-    continues_open: bool = False
+    # it), that reservation: unless that task closes it before the hand-over, its records may still
+    # be landing (`left_open`).
+    continues_open: Segment | None = None
     # The link's writer slot count (`LinkContext.writer_slots`): which slot's writer announces the unit.
     # No default: a unit under another count than its link's would not be fenced by the link's writers.
     writer_slots: int = field(kw_only=True)

@@ -125,7 +125,9 @@ def continue_from(
                 max_message_bytes=max_bytes[mirror],
                 follow_s=follow_s,
                 continues=True,
-                continues_open=newest is not None and newest.open and newest.sure_end()[0] >= dest_start,
+                continues_open=(
+                    newest if newest is not None and newest.open and newest.sure_end()[0] >= dest_start else None
+                ),
             )
         )
         lineage = running.plan.partitions[(mirror, p)]

@@ -5,8 +5,9 @@ after fencing (step 2: state, offset map and log ends as planned) and at the end
 A follow-mode unit that *continues* (planned while the epoch before still
 copied its partition) takes its start from the offset map instead: the
 newest segment announced since its plan, once the mirror's log end has
-reached it (the epoch before's last round may still be landing); not at all
-when that segment is a reservation the task before left open.
+reached it (the epoch before's last round may still be landing); when that
+segment is a reservation the task before left open, once the task has
+settled it (`left_open`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mirror_pipeline.link.state_store import StateStore, live_segments, newest_s
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, StateChanged
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import PAUSED, may_copy
+from mirror_pipeline.replication import left_open
 from mirror_pipeline.replication.copier import CopyContext
 from mirror_pipeline.replication.group_reading import Member
 
@@ -76,8 +78,9 @@ def check_after_fencing(
         writes = announced.result()
     continuing = [p for p in live if p.unit.continues and starting]
     if continuing:
-        _continue_from_map(continuing, live_segments(writes))
-        live = [p for p in live if not p.failed]
+        _continue_from_map(continuing, live_segments(writes), ctx.writer_delivery_timeout_ms)
+        live = [p for p in live if not p.failed and p.left_open is None]  # a held part is checked as it is settled
+        continuing = [p for p in continuing if p.left_open is None]
         ends.update(_landed_ends(ctx, admin, [p for p in continuing if not p.failed and ends[_tp(p)] < p.dest_end]))
     newer = newest_starts(writes)
     for part in live:
@@ -98,25 +101,23 @@ def check_after_fencing(
             )
 
 
-def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], list[Segment]]) -> None:
+def _continue_from_map(
+    parts: list[Member], announced: dict[tuple[str, int], list[Segment]], delivery_timeout_ms: int
+) -> None:
     """Each part starts where the newest segment announced since its plan ends, if one does
     later than its plan; those segments are its to pack (`group_copy._pack`), with its own.
 
-    A part whose newest segment is a reservation still open fails: the task before ended without
-    closing it (killed, or fenced first), so records it sent may land after this check, among this
-    task's. The next plan repairs the partition (it waits out that writer's fence wait first).
+    A part whose newest segment is a reservation still open is held (`left_open`): the task before
+    ended without closing it (killed, or fenced first), so records it sent may still land, and the
+    part is read only once the task has settled the reservation at what landed.
     """
     for part in parts:
         segments = announced.get(_tp(part), [])
         newest = max(segments, key=lambda s: s.dest_start, default=None)
-        if _left_open(part, newest):
-            start = newest.dest_start if newest is not None else part.dest_end
-            part.fail(
-                ConcurrentWriter.__name__,
-                f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: the task before left its "
-                f"reservation at mirror offset {start} open (it ended without closing it), and records it sent "
-                f"may still land; this unit stopped without writing, and the next plan repairs the partition",
-            )
+        left = newest if newest is not None else part.unit.continues_open
+        if left is not None and left.open:
+            part.announced = list(segments)
+            left_open.hold(part, left, delivery_timeout_ms)
             continue
         if newest is None:
             continue
@@ -128,12 +129,6 @@ def _continue_from_map(parts: list[Member], announced: dict[tuple[str, int], lis
             result.source_from = result.source_until = part.position
             result.dest_from = result.dest_until = part.dest_end
         part.announced = list(segments)
-
-
-def _left_open(part: Member, newest: Segment | None) -> bool:
-    """Whether the task before left `part`'s partition under an open reservation: the newest
-    segment announced since the plan, or, with none announced, the one the plan started at."""
-    return newest.open if newest is not None else part.unit.continues_open
 
 
 def _landed_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> dict[tuple[str, int], int]:

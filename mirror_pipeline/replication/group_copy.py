@@ -54,9 +54,10 @@ from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
-from mirror_pipeline.replication import reservations
+from mirror_pipeline.replication import left_open, reservations
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
+    POLL_S,
     ProducerSet,
     chunk_runs,
     chunk_timestamps,
@@ -70,7 +71,6 @@ from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
 from mirror_pipeline.replication.slot_announcing import announce_by_slot
 from mirror_pipeline.replication.task_memory import (
-    RECORD_OVERHEAD_BYTES,
     MemoryPlan,
     memory_plan,
     return_free_memory,
@@ -171,7 +171,7 @@ class _GroupCopy:
             self._fence()
             self.admin = admin.result()
             check_after_fencing(self.ctx, self.link, self.admin, self.parts)
-            if all(p.ended for p in self.parts):
+            if all(p.ended for p in self.parts) and not left_open.held(self.parts):
                 return
             if self.follow_s:
                 self.times = FollowTimes.from_now(units)
@@ -184,6 +184,7 @@ class _GroupCopy:
                 follow_until=self.times.follow_until,
             )
             self._copy_rounds()
+            left_open.leave(self.parts)
             self._close_reservations(self.parts)
             if not self.times.hand_over_at:
                 # Handed over, the next epoch's task checks the log ends after fencing (or the next
@@ -238,19 +239,17 @@ class _GroupCopy:
     def _copy_rounds(self) -> None:
         idle_since = time.monotonic()
         rounds = self.rounds
-        while rounds.reading() or rounds.news():
+        while rounds.reading() or rounds.news() or left_open.held(self.parts):
+            if settling := left_open.due(self.parts, time.time()):
+                self._settle(settling)
+            elif not rounds.reading():  # only held parts: nothing to read until one is settled
+                time.sleep(min(POLL_S, max(0.0, left_open.next_settling(self.parts) - time.time())))
             news = rounds.read_round()
             if news:
                 idle_since = time.monotonic()
                 self._write_round(news)
             elif not self.times.follow_until and time.monotonic() - idle_since > IDLE_TIMEOUT_S:
-                for part in rounds.reading():
-                    part.fail(
-                        MirrorError.__name__,
-                        f"source topic '{part.unit.source_topic}' partition "
-                        f"{part.unit.partition}: no progress at offset {part.position} for "
-                        f"{IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})",
-                    )
+                rounds.fail_stalled()
             if self.times.follow_until and time.time() >= self.times.follow_until:
                 return
             if time.monotonic() >= self.next_due:
@@ -302,7 +301,7 @@ class _GroupCopy:
                 )
                 self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}{self.throttles.why_late()}")
                 continue
-            self._landed(part, Segment(part.dest_end, runs[id(part)], part.position), stamps[id(part)], acked_ms)
+            part.landed(Segment(part.dest_end, runs[id(part)], part.position).dest_end, stamps[id(part)], acked_ms)
         for slot in fenced:
             self._retake(slot)
 
@@ -338,12 +337,30 @@ class _GroupCopy:
     def _announce(
         self, parts: list[Member], segment_of: Callable[[Member], Segment | None], note: Callable[..., None]
     ) -> tuple[list[Member], list[int]]:
-        """`announce_by_slot`, timed for the stop before a hand-over (`FollowTimes.settle_stop`)."""
+        """`announce_by_slot`, timed for the stop before a hand-over (`FollowTimes.settle_stop`). A slot
+        whose transaction failed at the hand-over counts as fenced: the next epoch's fence met it (which
+        librdkafka may call UNKNOWN or _CONFLICT), and that epoch's task settles its parts (`left_open`)."""
         started = time.monotonic()
-        outcome = announce_by_slot(self.pool, self.writers, parts, segment_of, note, self.rounds.stop)
+        at_hand_over: set[int] = set()
+
+        def stop(part: Member, kind: str, message: str) -> None:
+            if self.times.taken_over():
+                at_hand_over.add(part.slot)
+            else:
+                self.rounds.stop(part, kind, message)
+
+        done, fenced = announce_by_slot(self.pool, self.writers, parts, segment_of, note, stop)
         if parts:
             self.times.note_announcement(time.monotonic() - started)
-        return outcome
+        return done, sorted(set(fenced) | at_hand_over)
+
+    def _settle(self, parts: list[Member]) -> None:
+        """Settle reservations the task before left open (`left_open`); read on from where they end."""
+        settled, fenced = left_open.settle(self.ctx, self.link, self.admin, self.writers, parts)
+        for part in settled:
+            self.rounds.take_up(part)
+        for slot in fenced:
+            self._retake(slot)
 
     def _retake(self, slot: int) -> None:
         """A slot's writer was fenced mid-copy: by a pause or stop of a mirror the slot also
@@ -351,6 +368,7 @@ class _GroupCopy:
         (against where each one's copy ends now); those that may go on read their round
         again, the others stop. At most RETAKES_PER_SLOT times a slot, then its parts stop."""
         members = [p for p in self.parts if p.slot == slot and not p.failed]
+        left_open.release(members)  # the writer that fenced this one settles them
         for part in members:
             part.reserved_until = 0.0  # fenced: the next round announces anew, closing the reservation
         self.next_due = 0.0
@@ -379,21 +397,3 @@ class _GroupCopy:
         for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])
-
-    def _landed(self, part: Member, segment: Segment, stamps: list[tuple[int, int]], acked_ms: int) -> None:
-        result = part.result
-        chunk = part.chunk
-        if chunk:
-            valid_ts = chunk_timestamps(stamps)[1]
-            if result.first_timestamp < 0 and valid_ts:
-                result.first_timestamp = valid_ts[0]
-            result.last_timestamp = stamps[-1][1]
-            part.latency.add(valid_ts, acked_ms)
-        result.records += len(chunk)
-        result.bytes += part.held - len(chunk) * RECORD_OVERHEAD_BYTES
-        result.source_until = part.position
-        result.dest_until = part.dest_end = segment.dest_end
-        (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
-            part.latency.figures()
-        )
-        part.chunk, part.held = [], 0

@@ -23,8 +23,10 @@ from mirror_pipeline.replication.chunks import (
     CONSUME_BATCH,
     FIRST_CONSUME_BATCH,
     FOLLOW_WAIT_S,
+    IDLE_TIMEOUT_S,
     POLL_S,
     Latency,
+    chunk_timestamps,
     offset_of,
     without_errors,
 )
@@ -50,6 +52,10 @@ class Member:
     reserved_until: float = 0.0
     reservation_deadline: float = 0.0
     paused: bool = False  # its mirror was found paused after a fence (`group_checks`)
+    # Follow mode: the reservation the task before left open, not read until it is settled at
+    # `settle_at` (`time.time`), once none of its records can still land (`left_open`).
+    left_open: Segment | None = None
+    settle_at: float = 0.0
     latency: Latency = field(default_factory=Latency)
 
     @property
@@ -70,6 +76,25 @@ class Member:
         self.ended = True
         self.chunk = []
         self.held = 0
+
+    def landed(self, dest_end: int, stamps: list[tuple[int, int]], acked_ms: int) -> None:
+        """The round in hand was acknowledged, the mirror partition now ending at `dest_end`; `stamps`
+        are its records' (type, timestamp)s, `acked_ms` when it was acknowledged (its latency)."""
+        result, chunk = self.result, self.chunk
+        if chunk:
+            valid_ts = chunk_timestamps(stamps)[1]
+            if result.first_timestamp < 0 and valid_ts:
+                result.first_timestamp = valid_ts[0]
+            result.last_timestamp = stamps[-1][1]
+            self.latency.add(valid_ts, acked_ms)
+        result.records += len(chunk)
+        result.bytes += self.held - len(chunk) * RECORD_OVERHEAD_BYTES
+        result.source_until = self.position
+        result.dest_until = self.dest_end = dest_end
+        (result.latency_min_ms, result.latency_max_ms, result.latency_sum_ms, result.latency_records) = (
+            self.latency.figures()
+        )
+        self.chunk, self.held = [], 0
 
     def has_news(self) -> bool:
         """Whether the round has something to announce: records, or (a bounded unit) a read
@@ -132,6 +157,12 @@ class RoundReader:
         member.chunk, member.held, member.ended = [], 0, True
         self.reader.pause([member.source_tp])
 
+    def take_up(self, member: Member) -> None:
+        """Read a member held until now (`left_open`, never assigned) from its position."""
+        member.ended = False
+        unit = member.unit
+        self.reader.incremental_assign([TopicPartition(unit.source_topic, unit.partition, member.position)])
+
     def rewind(self, member: Member) -> None:
         """Read a member again from where its last landed round ended (its round in hand was never announced)."""
         member.chunk, member.held, member.ended = [], 0, False
@@ -145,6 +176,15 @@ class RoundReader:
         except KafkaException:  # a partition not fetched from yet cannot be sought: assign it anew
             self.reader.incremental_unassign([member.source_tp])
             self.reader.incremental_assign([tp])
+
+    def fail_stalled(self) -> None:
+        """Bounded units that read nothing for IDLE_TIMEOUT_S though the plan expected records."""
+        for part in self.reading():
+            part.fail(
+                MirrorError.__name__,
+                f"source topic '{part.unit.source_topic}' partition {part.unit.partition}: no progress at offset "
+                f"{part.position} for {IDLE_TIMEOUT_S:.0f}s (the plan expected records up to {part.unit.source_until})",
+            )
 
     def read_round(self) -> list[Member]:
         """Read records into the live partitions' chunks until the round holds a chunk's records or

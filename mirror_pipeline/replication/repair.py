@@ -94,7 +94,22 @@ def settle_in_doubt(
 
 
 def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
-    """'' when the records that landed of `kept` are the source records it maps, else what differs.
+    """'' when the records that landed of `kept` are the source records it maps, else what differs."""
+    return landed_problem(
+        ctx.dest_conf("reader"), ctx.source_conf("reader"), item.mirror_topic, item.source_topic, item.partition, kept
+    )
+
+
+def landed_problem(
+    dest_conf: dict[str, Any],
+    source_conf: dict[str, Any],
+    mirror_topic: str,
+    source_topic: str,
+    partition: int,
+    kept: Segment,
+) -> str:
+    """'' when the records that landed of `kept` (a segment cut at the log end) are the source
+    records it maps, else what differs.
 
     When the source does not answer (a failover in a disaster), nothing can be
     compared: the cut is kept as it is, and the log says so.
@@ -104,14 +119,10 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
     if not sources:
         return ""
     try:
-        mirror = _read_range(
-            ctx.dest_conf("reader"), item.mirror_topic, item.partition, first, first + len(sources) - 1
-        )
-        source = _read_range(ctx.source_conf("reader"), item.source_topic, item.partition, sources[0], sources[-1])
+        mirror = _read_range(dest_conf, mirror_topic, partition, first, first + len(sources) - 1)
+        source = _read_range(source_conf, source_topic, partition, sources[0], sources[-1])
     except MirrorError as exc:
-        log.warning(
-            "%s[%d]: the last chunk's landed records could not be verified: %s", item.mirror_topic, item.partition, exc
-        )
+        log.warning("%s[%d]: the last chunk's landed records could not be verified: %s", mirror_topic, partition, exc)
         return ""
     for offset, source_offset in zip(range(first, first + len(sources)), sources, strict=True):
         m, s = mirror.get(offset), source.get(source_offset)
@@ -119,7 +130,7 @@ def verify_landed(ctx: LinkContext, item: InDoubt, kept: Segment) -> str:
             continue  # compacted away on the source since it was copied: nothing to compare
         if m is None or _content(m) != _content(s):
             return (
-                f"mirror '{item.mirror_topic}' partition {item.partition}: the record at mirror offset {offset} is "
+                f"mirror '{mirror_topic}' partition {partition}: the record at mirror offset {offset} is "
                 f"not source offset {source_offset} (records of the last chunk went missing while it was written); "
                 f"the mirror is no longer identical to its source"
             )

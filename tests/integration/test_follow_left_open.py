@@ -1,0 +1,102 @@
+"""A reservation the task before left open, settled by the follow-mode task that took over (`left_open`).
+
+The task before announced a reservation, landed some of its records and was
+fenced before it could close it (killed, or the next epoch's fence met its
+last transaction). The continuing unit's task holds the partition until none
+of those records can still land, checks what landed against the source,
+closes the reservation there and copies on: the partition is not left to a
+full plan two epochs later. The copy runs in this process (no Spark), so the
+reservation can be left open at an exact place.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.link.context import LinkContext
+from mirror_pipeline.model.offset_map import Segment, resolve_keyed
+from mirror_pipeline.replication import epochs, group_copy
+from mirror_pipeline.replication.cycle import copy_context
+from mirror_pipeline.replication.planner import plan_cycle
+from tests.integration.conftest import LINK
+from tests.kafka_records import assert_identical, load_source, produce_records, read_partition, read_topic
+
+FOLLOW_S = 8.0
+# The writers' delivery timeout is half of it: the held partition is settled 2 + 2 s (clock skew)
+# after the reservation was written.
+FENCE_WAIT_MS = 2000
+
+
+def _left_open_by_the_task_before(config, spark, source_bootstrap, destination_bootstrap, create_topic, name, landed):
+    """A mirror copied to offset 50 of a source of 100, and a unit continuing it planned before the
+    task before announced a reservation for source offsets 50.. and landed `landed` records under it."""
+    create_topic(source_bootstrap, name, partitions=1)
+    load_source(source_bootstrap, name, records=50, partitions=1)
+    engine.create_mirror(config, LINK, name)
+    assert engine.run_cycle(config, LINK, spark, mirrors=[name]).lag_after == 0
+    load_source(source_bootstrap, name, records=50, partitions=1)
+    ctx = LinkContext.open(config, LINK)
+    mirror = [m for m in ctx.registry().values() if m.mirror_topic == name]
+    unit = plan_cycle(ctx, mirror, follow_s=FOLLOW_S).units[0]
+    unit = replace(unit, continues=True, map_snapshot_end=epochs.offset_map_end(ctx))
+    reservation = Segment(50, ((50, 30),), 80, written_at=time.time(), open=True)
+    writer = ctx.segment_writer(name, 0)
+    try:
+        writer.fence()
+        writer.write(puts=[reservation])
+    finally:
+        writer.close()
+    produce_records(destination_bootstrap, name, landed(read_partition(source_bootstrap, name, 0)))
+    return ctx, unit
+
+
+def _segments(ctx: LinkContext, topic: str):
+    return ctx.store.read_segments([topic]).segments[(topic, 0)]
+
+
+def test_the_task_that_took_over_settles_it_at_what_landed_and_copies_on(
+    write_config, own_state, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    config = load_config(write_config({**own_state, "mirror.writer.fence.wait.ms": FENCE_WAIT_MS}))
+    topic = unique_name()
+    ctx, unit = _left_open_by_the_task_before(
+        config, spark, source_bootstrap, destination_bootstrap, create_topic, topic, lambda source: source[50:60]
+    )
+
+    [result] = group_copy.copy_group([unit], copy_context(ctx))
+
+    assert not result.error, result.error
+    assert not result.left_to_next_epoch
+    # Its copy starts where the reservation's landed records end, and copies the rest once.
+    assert (result.source_from, result.dest_from, result.records) == (60, 60, 40)
+    assert_identical(read_topic(source_bootstrap, topic, 1), read_topic(destination_bootstrap, topic, 1))
+    segments = _segments(ctx, topic)
+    assert not [s for _, s in segments if s.open], "the reservation was closed"
+    assert resolve_keyed(segments, 100).offset_map.dest_end == 100
+
+
+def test_landed_records_that_are_not_the_source_stop_the_unit_unwritten(
+    write_config, own_state, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    config = load_config(write_config({**own_state, "mirror.writer.fence.wait.ms": FENCE_WAIT_MS}))
+    topic = unique_name()
+    # A batch of the task before timed out and a later one landed: source offset 55 is missing.
+    ctx, unit = _left_open_by_the_task_before(
+        config,
+        spark,
+        source_bootstrap,
+        destination_bootstrap,
+        create_topic,
+        topic,
+        lambda source: source[50:55] + source[56:61],
+    )
+
+    [result] = group_copy.copy_group([unit], copy_context(ctx))
+
+    assert result.error_kind == "MirrorDiverged"
+    assert "the record at mirror offset 55 is not source offset 55" in result.error
+    assert len(read_partition(destination_bootstrap, topic, 0)) == 60, "nothing more was written to it"
+    assert [s for _, s in _segments(ctx, topic) if s.open], "the reservation is left for the next plan's repair"
