@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 W = 18  # mode column
 FROM = 41  # "measured from" column
+# In a follow epoch's line: how many of its partitions waited for the next epoch.
+LEFT_TO_NEXT_EPOCH = r"; ([\d,]+) partition\(s\) left to the next epoch"
 
 
 def render_table(r: dict[str, Any]) -> str:
@@ -152,6 +155,7 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     if "stop_s" in c:
         out.append(f"{c.get('stopped_with', 'SIGTERM')} -> exit code {c['exit_code']} after {c['stop_s']} s")
     if c.get("epochs"):
+        out.append(_epoch_summary([e["line"] for e in c["epochs"]]))
         out.append("its output, stamped in s from the measured load's start:")
         out += [f"  {e['at_s']:+8.1f} s  {e['line']}" for e in c["epochs"]]
     for key in ("died", "killed"):
@@ -160,6 +164,15 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
     if "log_tail" in c:
         out.append("log tail:\n    " + c["log_tail"].replace("\n", "\n    "))
     return out
+
+
+def _epoch_summary(lines: list[str]) -> str:
+    """How many epochs failed something or left partitions to the next: one raced hand-over can set
+    a run's tail, so a reader must know whether the figures include one."""
+    epochs = [line for line in lines if re.match(r"epoch \d+:", line)]
+    failed = [line for line in epochs if "not fully copied" in line or ": not run:" in line]
+    left = sum(int(n.replace(",", "")) for line in epochs for n in re.findall(LEFT_TO_NEXT_EPOCH, line))
+    return f"epochs reported: {len(epochs)}; with a failure: {len(failed)}; partitions left to the next epoch: {left}"
 
 
 def _bursts(follow: dict[str, Any] | None, cycle: dict[str, Any] | None) -> list[str]:
