@@ -113,22 +113,13 @@ def _continue_from_map(
     """
     for part in parts:
         segments = announced.get(_tp(part), [])
+        part.announced = list(segments)
         newest = max(segments, key=lambda s: s.dest_start, default=None)
         left = newest if newest is not None else part.unit.continues_open
         if left is not None and left.open:
-            part.announced = list(segments)
             left_open.hold(part, left, delivery_timeout_ms)
-            continue
-        if newest is None:
-            continue
-        dest_end, source_end = newest.sure_end()
-        if dest_end > part.dest_end:
-            part.position = source_end
-            part.dest_end = dest_end
-            result = part.result
-            result.source_from = result.source_until = part.position
-            result.dest_from = result.dest_until = part.dest_end
-        part.announced = list(segments)
+        elif newest is not None and newest.sure_end()[0] > part.dest_end:
+            part.start_at(*newest.sure_end())
 
 
 def _landed_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> dict[tuple[str, int], int]:

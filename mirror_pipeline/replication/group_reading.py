@@ -77,6 +77,13 @@ class Member:
         self.chunk = []
         self.held = 0
 
+    def start_at(self, dest_end: int, position: int) -> None:
+        """Copy from mirror offset `dest_end`, source offset `position`, rather than where planned."""
+        self.dest_end, self.position = dest_end, position
+        result = self.result
+        result.source_from = result.source_until = position
+        result.dest_from = result.dest_until = dest_end
+
     def landed(self, dest_end: int, stamps: list[tuple[int, int]], acked_ms: int) -> None:
         """The round in hand was acknowledged, the mirror partition now ending at `dest_end`; `stamps`
         are its records' (type, timestamp)s, `acked_ms` when it was acknowledged (its latency)."""

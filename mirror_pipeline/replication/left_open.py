@@ -48,8 +48,7 @@ def hold(part: Member, reservation: Segment, delivery_timeout_ms: int) -> None:
     written_at = reservation.written_at or time.time()
     part.left_open = reservation
     part.settle_at = written_at + 2 * delivery_timeout_ms / 1000 + HAND_OVER_SKEW_S
-    part.dest_end, part.position = reservation.sure_end()
-    _starts_at(part)
+    part.start_at(*reservation.sure_end())
     part.ended = True  # not read until settled
     # The merge of the epoch's segments (`hand_over.pack_announced`) takes closed ones only.
     part.announced = [s for s in part.announced if not s.open]
@@ -146,17 +145,10 @@ def settle(
 def _settled(part: Member, kept: Segment | None) -> None:
     """The part goes on where the closed reservation ends (where it started, when nothing landed)."""
     assert part.left_open is not None
-    part.dest_end, part.position = kept.sure_end() if kept is not None else part.left_open.sure_end()
+    part.start_at(*(kept.sure_end() if kept is not None else part.left_open.sure_end()))
     if kept is not None:
         part.announced.append(kept)
     part.left_open = None
-    _starts_at(part)
-
-
-def _starts_at(part: Member) -> None:
-    result = part.result
-    result.source_from = result.source_until = part.position
-    result.dest_from = result.dest_until = part.dest_end
 
 
 def _key(link: str, part: Member) -> str:

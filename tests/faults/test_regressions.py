@@ -26,6 +26,7 @@ from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import FOREIGN_WRITE
 from tests.faults.conftest import LINK
 from tests.faults.harness import assert_clean, log_ends, preload
+from tests.offset_maps import announce as announce_segment
 
 
 @pytest.fixture
@@ -56,13 +57,7 @@ def source_records(bootstrap: str, topic: str, count: int) -> list:
 
 def announce(path, topic: str, segment: Segment) -> None:
     """A writer's segment for partition 0, as a copy task writes it before producing the chunk."""
-    ctx = LinkContext.open(load_config(path), LINK)
-    writer = ctx.segment_writer(topic, 0)
-    try:
-        writer.fence()
-        writer.write(puts=[segment])
-    finally:
-        writer.close()
+    announce_segment(LinkContext.open(load_config(path), LINK), topic, segment)
 
 
 def produce_copies(bootstrap: str, topic: str, records: list) -> None:

@@ -23,6 +23,7 @@ from mirror_pipeline.replication.cycle import copy_context
 from mirror_pipeline.replication.planner import plan_cycle
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, load_source, produce_records, read_partition, read_topic
+from tests.offset_maps import announce
 
 FOLLOW_S = 8.0
 # The writers' delivery timeout is half of it: the held partition is settled 2 + 2 s (clock skew)
@@ -43,12 +44,7 @@ def _left_open_by_the_task_before(config, spark, source_bootstrap, destination_b
     unit = plan_cycle(ctx, mirror, follow_s=FOLLOW_S).units[0]
     unit = replace(unit, continues=True, map_snapshot_end=epochs.offset_map_end(ctx))
     reservation = Segment(50, ((50, 30),), 80, written_at=time.time(), open=True)
-    writer = ctx.segment_writer(name, 0)
-    try:
-        writer.fence()
-        writer.write(puts=[reservation])
-    finally:
-        writer.close()
+    announce(ctx, name, reservation)
     produce_records(destination_bootstrap, name, landed(read_partition(source_bootstrap, name, 0)))
     return ctx, unit
 
