@@ -38,8 +38,11 @@ def committed_records(
         with kc.kafka_errors(f"'{topic}' partition {partition}: reading from offset {start} failed"):
             cons.assign([TopicPartition(topic, partition, start)])
             idle_since = time.monotonic()
+            reached = start
             while True:
-                msgs = cons.consume(10000, 0.2)
+                # No more than the range can still hold: consume() returns once it has that many,
+                # instead of waiting out its timeout for records a short range never gets.
+                msgs = cons.consume(max(1, min(10000, end - reached)), 0.2)
                 for msg in msgs:
                     if (err := msg.error()) is not None:
                         raise MirrorError(
@@ -48,6 +51,7 @@ def committed_records(
                     offset = msg.offset()
                     if offset is not None and offset >= end:  # a consumed record has an offset
                         return
+                    reached = max(reached, (offset or 0) + 1)
                     yield msg
                 if msgs:
                     idle_since = time.monotonic()
