@@ -67,7 +67,7 @@ from mirror_pipeline.replication.chunks import (
 )
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit, writer_settings
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
-from mirror_pipeline.replication.group_reading import Member, RoundReader
+from mirror_pipeline.replication.group_reading import Member, RoundReader, follow_fetch_settings
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
 from mirror_pipeline.replication.slot_announcing import announce_by_slot
 from mirror_pipeline.replication.task_memory import (
@@ -218,7 +218,8 @@ class _GroupCopy:
     def _open_clients(self, memory: MemoryPlan, max_message_bytes: int) -> Consumer:
         """The task's producers (`self.out`) and its consumer (returned)."""
         ctx = self.ctx
-        reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **memory.reader_settings()))
+        reading = memory.reader_settings() | follow_fetch_settings(self.parts, ctx.source_properties)
+        reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **reading))
         self.consumers.append(reader)
         kc.learn_cluster(reader)
 

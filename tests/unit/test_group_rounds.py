@@ -85,6 +85,11 @@ def members(ranges: dict[int, tuple[int, int]], chunk_records: int) -> list[Memb
     return out
 
 
+def following(group: list[Member], follow_s: float = 120.0) -> list[Member]:
+    """The same members as follow mode's, in epochs of `follow_s`."""
+    return [Member(WorkUnit(**{**m.unit.__dict__, "follow_s": follow_s}), m.result, m.position, 0) for m in group]
+
+
 def drain(reader: RoundReader) -> list[dict[int, list[int]]]:
     """Every round's offsets per partition, as the group copy would announce them."""
     rounds = []
@@ -135,8 +140,7 @@ def test_a_range_ending_in_markers_ends_at_its_end_with_a_round_that_has_no_reco
 
 def test_a_follow_round_is_what_has_arrived_and_never_ends_a_partition():
     ranges = {0: (0, 2**63 - 1), 1: (5, 2**63 - 1)}
-    group = members(ranges, 1000)
-    group = [Member(WorkUnit(**{**m.unit.__dict__, "follow_s": 3.0}), m.result, m.position, 0) for m in group]
+    group = following(members(ranges, 1000), 3.0)
     records = {0: [record(0, o) for o in range(3)], 1: [record(1, o) for o in range(5, 6)]}
     reader = RoundReader(
         InterleavingConsumer(records, {0: 3, 1: 6}, 0), group, 1 << 20, 1000, 1048588, follow_until=4e9
@@ -250,3 +254,16 @@ def test_a_round_writes_to_round_partitions_at_most(monkeypatch):
     rounds = drain(reader)
     assert all(len([p for p, v in r.items() if v]) <= 4 for r in rounds)
     assert {p: [o for r in rounds for o in r.get(p, [])] for p in ranges} == {p: [0, 1, 2] for p in ranges}
+
+
+def test_only_a_wide_follow_task_waits_on_the_broker_for_its_fetches():
+    wide = {p: (0, 10) for p in range(group_reading.WIDE_FOLLOW_PARTITIONS + 1)}
+    narrow = {p: (0, 10) for p in range(group_reading.WIDE_FOLLOW_PARTITIONS)}
+    settings = group_reading.follow_fetch_settings(following(members(wide, 100)), {})
+    assert settings == {"fetch.wait.max.ms": group_reading.WIDE_FETCH_WAIT_MS, "fetch.min.bytes": 1 << 20}
+    # A bounded copy, and a task of few partitions, fetch with librdkafka's defaults.
+    assert group_reading.follow_fetch_settings(members(wide, 100), {}) == {}
+    assert group_reading.follow_fetch_settings(following(members(narrow, 100)), {}) == {}
+    # What the source cluster's own properties set stays theirs.
+    chosen = group_reading.follow_fetch_settings(following(members(wide, 100)), {"fetch.wait.max.ms": "5"})
+    assert chosen == {"fetch.min.bytes": 1 << 20}
