@@ -230,7 +230,11 @@ def drive(bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: boo
     out["load"] = load.paced(args.rate, args.seconds)
     copier.ended_load()
     t0 = time.monotonic()
-    out["drained"] = copier.drain(tracker, load, args.drain_timeout)
+    # An overloaded source may still owe acknowledgements when the load ends: the drain waits for
+    # them too, or a record acknowledged after it would count as lost.
+    if out["load"]["unacknowledged"]:
+        out["load"]["unacknowledged_after_drain"] = load.await_acks(args.drain_timeout)
+    out["drained"] = copier.drain(tracker, load, max(0.0, args.drain_timeout - (time.monotonic() - t0)))
     out["drain_s"] = round(time.monotonic() - t0, 2)
     say(f"{copier.name}: load done; everything mirrored: {out['drained']} ({out['drain_s']}s after the load)")
     if burst and out["drained"] and copier.alive():

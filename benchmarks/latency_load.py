@@ -253,6 +253,10 @@ class Load:
             "failed": self.logs[BURST].failed,
         }
 
+    def await_acks(self, timeout_s: float) -> int:
+        """Wait for the acknowledgements the source still owes; how many it still owes after `timeout_s`."""
+        return self.producer.flush(timeout_s)
+
     def close(self) -> None:
         self.producer.flush(30)
 

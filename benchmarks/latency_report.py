@@ -123,9 +123,17 @@ def _load_note(m: dict[str, Any]) -> str:
     return (
         f"load {ld.get('records', 0):,} records in {ld.get('seconds')} s ({ld.get('rate', 0):,.0f}/s, at most "
         f"{ld.get('max_behind_schedule_ms')} ms behind schedule at {ld.get('max_behind_at_s')} s, "
-        f"{ld.get('failed', 0)} failed); {source}"
+        f"{ld.get('failed', 0)} failed); {source}{_owed(ld)}"
         f"all arrived {m.get('drain_s')} s after the load ended"
     )
+
+
+def _owed(ld: dict[str, Any]) -> str:
+    """The acknowledgements the source still owed when the load ended (the drain waited for them)."""
+    if not ld.get("unacknowledged"):
+        return ""
+    after = ld.get("unacknowledged_after_drain")
+    return f"{ld['unacknowledged']:,} still unacknowledged when it ended ({after:,} after the drain's wait); "
 
 
 def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:

@@ -117,10 +117,13 @@ class Member:
 ROUND_PARTITIONS = 256
 # Follow mode: the shortest time from one round's cut to the next's (see `RoundReader._first_of_round`).
 FOLLOW_ROUND_S = 0.005
-# Follow mode, a task reading more partitions than this: its fetches wait on the source broker for
-# up to WIDE_FETCH_WAIT_MS, or until a MiB has come (librdkafka's defaults: 500 ms, or one byte).
+# Follow mode, a task reading more partitions than this: its fetches wait on the source broker
+# until a MiB has come, or for a tenth of a millisecond per partition, WIDE_FETCH_WAIT_MS at least
+# and librdkafka's default 500 ms at most (librdkafka's defaults: one byte, or 500 ms).
 WIDE_FOLLOW_PARTITIONS = 64
 WIDE_FETCH_WAIT_MS = 50
+MAX_FETCH_WAIT_MS = 500
+PARTITIONS_FETCHED_PER_MS = 10
 
 
 def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
@@ -134,11 +137,14 @@ def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[s
     sending (7 ms while MirrorMaker 2 read the same load); with a fetch every 50 ms at most,
     11-18 ms, and follow mode's latency fell from p50 458-626 ms to 142-198 (four runs each,
     `benchmarks/latency.py`). A fetch of a few partitions costs the broker little, and there a
-    record should leave at once.
+    record should leave at once. A wider task waits longer, so that while records trickle in or
+    none come the broker reads about 10,000 partitions a second for it however wide it is: at
+    5,000 partitions and more, a fetch every 500 ms, as librdkafka's defaults when idle.
     """
     if len(parts) <= WIDE_FOLLOW_PARTITIONS or not any(p.unit.follow_s for p in parts):
         return {}
-    wide = {"fetch.wait.max.ms": WIDE_FETCH_WAIT_MS, "fetch.min.bytes": 1 << 20}
+    wait_ms = min(MAX_FETCH_WAIT_MS, max(WIDE_FETCH_WAIT_MS, len(parts) // PARTITIONS_FETCHED_PER_MS))
+    wide = {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1 << 20}
     return {key: value for key, value in wide.items() if key not in cluster_properties}
 
 

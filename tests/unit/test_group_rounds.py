@@ -264,6 +264,10 @@ def test_only_a_wide_follow_task_waits_on_the_broker_for_its_fetches():
     # A bounded copy, and a task of few partitions, fetch with librdkafka's defaults.
     assert group_reading.follow_fetch_settings(members(wide, 100), {}) == {}
     assert group_reading.follow_fetch_settings(following(members(narrow, 100)), {}) == {}
+    # Wider, it waits longer: the broker reads about as many partitions a second for it.
+    for partitions, wait_ms in ((1_000, 100), (5_000, 500), (20_000, 500)):
+        wider = following(members({p: (0, 10) for p in range(partitions)}, 100))
+        assert group_reading.follow_fetch_settings(wider, {})["fetch.wait.max.ms"] == wait_ms
     # What the source cluster's own properties set stays theirs.
     chosen = group_reading.follow_fetch_settings(following(members(wide, 100)), {"fetch.wait.max.ms": "5"})
     assert chosen == {"fetch.min.bytes": 1 << 20}
