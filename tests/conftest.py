@@ -41,6 +41,7 @@ from mirror_pipeline.local.clusters import PERFORMANCE_ENV, LocalKafka
 from mirror_pipeline.local.layout import ClusterLayout
 from mirror_pipeline.local.postgres import PostgresServer, PostgresUnavailable, local_postgres
 from mirror_pipeline.local.processes import admin_client, answers_metadata, exit_code, tail_file
+from tests.fuzzing import case_file
 
 # Fixtures of the secured pair's link (`principals`, `secured_link`), for any test module that asks.
 pytest_plugins = ["tests.secured_link"]
@@ -142,6 +143,16 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
             "and pytest-xdist do not work together; see the pytest pin in pyproject.toml",
             returncode=pytest.ExitCode.USAGE_ERROR,
         )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:
+    """A worker that died in a fuzz test (an abort inside librdkafka, say): its report shows the case."""
+    noted = case_file(os.getpid(), report.node.gateway.id)  # type: ignore[attr-defined]
+    if noted.exists():
+        case = noted.read_text(errors="backslashreplace")[:20_000]
+        noted.unlink()
+        report.longrepr = f"{report.longrepr}\n\nthe fuzz case it was running (tests/fuzzing.note_case):\n{case}"
 
 
 @pytest.fixture(scope="session")

@@ -70,7 +70,7 @@ from mirror_pipeline.cli.values import MAX_OFFSET, MAX_PARTITION, MAX_TIMEOUT_S,
 from mirror_pipeline.config.loader import PipelineConfig, SparkSettings
 from mirror_pipeline.model.errors import MirrorError
 from tests.config_files import write_pair_config
-from tests.fuzzing import time_limit
+from tests.fuzzing import forget_case, note_case, time_limit
 
 # `mirror_pipeline.cli` binds its commands over these module names (`cli.run` is the command): by module path.
 cli_demo, cli_local, cli_run = (importlib.import_module(f"mirror_pipeline.cli.{m}") for m in ("demo", "local", "run"))
@@ -803,6 +803,7 @@ def test_every_argv_ends_as_one_clear_outcome(offline):
         template, expect_json, tame = drawn
         argv = materialize(template, offline)
         CALLS.clear()
+        note_case(repr(argv))
         with time_limit(CASE_SECONDS, CaseTimeout):
             result = runner.invoke(cli, argv, catch_exceptions=True)
         calls = list(CALLS)
@@ -823,6 +824,7 @@ def test_every_argv_ends_as_one_clear_outcome(offline):
         )
 
     case()
+    forget_case()
     # The generator is not degenerate: it made successes, failures, usage errors and engine calls.
     assert {0, 1, 2} <= set(STATS["exit"]), STATS["exit"]
     assert STATS["reached"]["cases"] > 0, STATS["reached"]

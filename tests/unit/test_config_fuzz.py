@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from mirror_pipeline.config.link_settings import LinkSettings
 from mirror_pipeline.config.loader import PipelineConfig, load_config, parse_config
 from mirror_pipeline.model.errors import ConfigError
-from tests.fuzzing import time_limit
+from tests.fuzzing import described, forget_case, note_case, time_limit
 
 CASES = int(os.environ.get("MIRROR_PIPELINE_FUZZ_CASES", "300"))
 CASE_SECONDS = 10
@@ -281,9 +281,11 @@ def test_every_mutated_file_is_valid_or_one_clear_error(workdir):
     def case(drawn):
         text, env, secrets = drawn
         path.write_text(text)
+        note_case(f"{text}\n# environment: {env!r}")
         OUTCOMES[outcome(lambda: load_config(path, env), str(path), secrets)] += 1
 
     case()
+    forget_case()
     # The generator is not degenerate: it produced accepted files and refused ones.
     kinds = {kind.split(":")[0] for kind in OUTCOMES if not kind.startswith("python")}
     assert {"accepted", "refused"} <= kinds, OUTCOMES
@@ -326,6 +328,8 @@ def test_parsed_mappings_with_python_values_are_valid_or_one_clear_error(workdir
         if cyclic:
             data["links"]["l"]["acl.filters"] = loop = {}
             loop["self"] = loop
+        note_case(described(data))
         OUTCOMES["python: " + outcome(lambda: parse_config(data, "cfg", {}), "cfg", [secret])] += 1
 
     case()
+    forget_case()
