@@ -118,32 +118,33 @@ ROUND_PARTITIONS = 256
 # Follow mode: the shortest time from one round's cut to the next's (see `RoundReader._first_of_round`).
 FOLLOW_ROUND_S = 0.005
 # Follow mode, a task reading more partitions than this: its fetches wait on the source broker
-# until a MiB has come, or for a tenth of a millisecond per partition, WIDE_FETCH_WAIT_MS at least
-# and librdkafka's default 500 ms at most (librdkafka's defaults: one byte, or 500 ms).
+# until a MiB has come, or for half a millisecond per partition, up to librdkafka's default 500 ms
+# (librdkafka's defaults: one byte, or 500 ms).
 WIDE_FOLLOW_PARTITIONS = 64
-WIDE_FETCH_WAIT_MS = 50
+PARTITIONS_FETCHED_PER_S = 2_000
 MAX_FETCH_WAIT_MS = 500
-PARTITIONS_FETCHED_PER_MS = 10
 
 
 def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
     """The fetch settings of a wide follow-mode task's consumer; none the source cluster's own
     properties set, and none for a bounded copy or a task of few partitions (librdkafka's defaults).
 
-    With the defaults a fetch is answered as soon as a record arrives in any of its partitions,
-    so a wide consumer sends a fetch of all its partitions (librdkafka has no incremental fetch
-    sessions) about as often as records come. At 2,000 records/s over 1,000 partitions (two
-    tasks of 500) the source broker then acknowledged the load's own records p50 94-105 ms after
-    sending (7 ms while MirrorMaker 2 read the same load); with a fetch every 50 ms at most,
-    11-18 ms, and follow mode's latency fell from p50 458-626 ms to 142-198 (four runs each,
-    `benchmarks/latency.py`). A fetch of a few partitions costs the broker little, and there a
-    record should leave at once. A wider task waits longer, so that while records trickle in or
-    none come the broker reads about 10,000 partitions a second for it however wide it is: at
-    5,000 partitions and more, a fetch every 500 ms, as librdkafka's defaults when idle.
+    librdkafka has no incremental fetch sessions: every fetch names all of the consumer's
+    partitions, and the broker reads each. With the defaults a fetch is answered as soon as a
+    record arrives in any of them, so a wide consumer fetched about as often as records came:
+    at 2,000 records/s over 1,000 partitions (two tasks of 500) the source broker acknowledged
+    the load's own records p50 94-105 ms after sending (7 ms while MirrorMaker 2 read the same
+    load), and follow mode's p50 was 458-626 ms. A fetch that waits for a MiB or a time is cheap
+    under load but costs the broker the same while nothing comes: 50 ms gave p50 142-198 ms,
+    and 0.40 of a core on the source broker for the same 1,000 partitions idle (the defaults:
+    0.07). The wait is set so the broker reads about PARTITIONS_FETCHED_PER_S partitions a
+    second for a task whatever its width: 250 ms at 500 partitions, p50 244-257 ms under that
+    load, acknowledgements p50 6-7 ms, and 0.08 of a core idle (`benchmarks/latency.py`; benchmarks/README).
+    A fetch of a few partitions costs the broker little, and there a record should leave at once.
     """
     if len(parts) <= WIDE_FOLLOW_PARTITIONS or not any(p.unit.follow_s for p in parts):
         return {}
-    wait_ms = min(MAX_FETCH_WAIT_MS, max(WIDE_FETCH_WAIT_MS, len(parts) // PARTITIONS_FETCHED_PER_MS))
+    wait_ms = min(MAX_FETCH_WAIT_MS, len(parts) * 1000 // PARTITIONS_FETCHED_PER_S)
     wide = {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1 << 20}
     return {key: value for key, value in wide.items() if key not in cluster_properties}
 
