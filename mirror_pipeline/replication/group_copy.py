@@ -15,10 +15,10 @@ The protocol is `copier`'s, kept per partition:
 3. Round by round: read what the consumer has for the units (up to each
    unit's end; at most one chunk's records and memory for all of them),
    announce each partition's part of the round as its segment (in follow
-   mode, a reservation for many rounds, whose later rounds are sent while the
-   round's transactions commit: `reservations`), the segments of a slot in one
-   transaction, produce every record with idempotent producers, and wait
-   until all are acknowledged. A round is announced only once every record
+   mode, a reservation for many rounds, sent without a transaction and renewed
+   in one no round waits for: `reservations`, `renewals`), the segments of a
+   slot in one transaction, produce every record with idempotent producers,
+   and wait until all are acknowledged. A round is announced only once every record
    of the round before is acknowledged: after a crash at most the last
    segment of each partition is in doubt (`repair`), as with one unit. A
    crash between two partitions' records leaves each partition with its own
@@ -47,31 +47,28 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
-from mirror_pipeline.replication import left_open, reservations
+from mirror_pipeline.replication import left_open, reservations, slot_announcing
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
     POLL_S,
-    ProducerSet,
     chunk_runs,
     chunk_timestamps,
     produce_chunk,
-    producers_for,
     timestamp_of,
 )
-from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit, writer_settings
+from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
-from mirror_pipeline.replication.group_reading import Member, RoundReader, follow_fetch_settings
+from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
-from mirror_pipeline.replication.slot_announcing import announce_by_slot
+from mirror_pipeline.replication.renewals import Renewals
+from mirror_pipeline.replication.task_clients import Failures, open_admin, open_producers, open_reader, open_writers
 from mirror_pipeline.replication.task_memory import (
-    MemoryPlan,
     memory_plan,
     return_free_memory,
     rss,
@@ -143,8 +140,7 @@ class _GroupCopy:
         self.times = FollowTimes(0.0)  # follow mode's, set once the task is ready to copy
         self.writers: dict[int, SlotWriter] = {}
         self.consumers: list[Consumer] = []
-        # By a failed record's (topic, partition), which confluent-kafka types Optional.
-        self.failures: dict[tuple[str | None, int | None], KafkaError] = {}
+        self.failures: Failures = {}
         self.throttles = ThrottleWatch()
         self.retakes: dict[int, int] = defaultdict(int)
         self.window_s = reservations.window_s(ctx.writer_delivery_timeout_ms)
@@ -155,8 +151,9 @@ class _GroupCopy:
     def run(self) -> None:
         # The slot writers' round trips (fences, a round's transactions) overlap in it.
         self.pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="slot-writer")
+        self.renewals = Renewals(self.pool, self.writers, self.window_s, self.ctx.writer_delivery_timeout_ms)
         try:
-            admin = self.pool.submit(self._open_admin)  # beside the fences: it writes nothing
+            admin = self.pool.submit(open_admin, self.ctx, self.link)  # beside the fences: it writes nothing
             units = [p.unit for p in self.parts]
             memory = memory_plan(
                 self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units), max(u.chunk_records for u in units)
@@ -164,11 +161,13 @@ class _GroupCopy:
             use_allocator_settings(memory)
             # Opened before fencing, since they write nothing: the next epoch's task of follow
             # mode opens them while the epoch before still copies, and fences at its start.
-            reader = self._open_clients(memory, min(u.max_message_bytes for u in units))
-            self._open_writers()
+            self.consumers.append(reader := open_reader(self.ctx, self.link, self.parts, memory))
+            self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
+            self.writers.update(open_writers(self.pool, self.ctx, self.link, {p.slot for p in self.parts}))
             if not wait_for_start(self.parts):
                 return
-            self._fence()
+            for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
+                done.result()
             self.admin = admin.result()
             check_after_fencing(self.ctx, self.link, self.admin, self.parts)
             if all(p.ended for p in self.parts) and not left_open.held(self.parts):
@@ -193,47 +192,12 @@ class _GroupCopy:
                 if self.times.follow_until:
                     pack_announced(self.parts, self.writers)
         finally:
+            self.renewals.end()
             for consumer in self.consumers:
                 consumer.close()
             for writer in self.writers.values():
                 writer.close()
             self.pool.shutdown()
-
-    def _open_writers(self) -> None:
-        """The slots' writers, their cluster learned: at the fence, only the fences' round trips are left."""
-        for slot in sorted({p.slot for p in self.parts}):
-            self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
-        for done in [self.pool.submit(w.learn_cluster) for w in self.writers.values()]:
-            done.result()
-
-    def _fence(self) -> None:
-        for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
-            done.result()
-
-    def _open_admin(self) -> AdminClient:
-        admin = kc.admin_client(kc.client_config(self.ctx.dest_properties, self.link, "admin"))
-        kc.learn_cluster(admin, self.ctx.offset_map_topic)
-        return admin
-
-    def _open_clients(self, memory: MemoryPlan, max_message_bytes: int) -> Consumer:
-        """The task's producers (`self.out`) and its consumer (returned)."""
-        ctx = self.ctx
-        reading = memory.reader_settings() | follow_fetch_settings(self.parts, ctx.source_properties)
-        reader = kc.consumer(kc.client_config(ctx.source_properties, self.link, "reader", **reading))
-        self.consumers.append(reader)
-        kc.learn_cluster(reader)
-
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                self.failures.setdefault((msg.topic(), msg.partition()), err)
-
-        # Each producer may queue a whole round: a round is one chunk however it is spread over
-        # them, so together they hold no more than one producer did.
-        settings = self.throttles.watching(
-            writer_settings(ctx, self.link, max_message_bytes, memory.writer_settings(), on_delivery)
-        )
-        self.out = ProducerSet(lambda: kc.producer(settings), producers_for(len(self.parts)))
-        return reader
 
     # --- rounds ---------------------------------------------------------------------------
 
@@ -241,6 +205,7 @@ class _GroupCopy:
         idle_since = time.monotonic()
         rounds = self.rounds
         while rounds.reading() or rounds.news() or left_open.held(self.parts):
+            self._collect_renewal(wait=False)
             if settling := left_open.due(self.parts, time.time()):
                 self._settle(settling)
             elif not rounds.reading():  # only held parts: nothing to read until one is settled
@@ -254,6 +219,7 @@ class _GroupCopy:
             if self.times.follow_until and time.time() >= self.times.follow_until:
                 return
             if time.monotonic() >= self.next_due:
+                self._collect_renewal(wait=True)
                 self._close_reservations(reservations.due(self.parts, time.monotonic()))
                 self.next_due = reservations.next_due(self.parts)
             if self.times.pack_due():
@@ -264,19 +230,28 @@ class _GroupCopy:
 
     def _write_round(self, news: list[Member]) -> None:
         """Announce, produce and land one round (step 3 of the module). Parts under their reservation
-        are sent first, while the round's transactions commit: the others' announcements and the
-        closings of reservations whose window is over (one transaction per slot a round, not two)."""
+        are sent first, while the round's transactions commit: the others' announcements, the closings
+        of reservations whose window is over (one transaction per slot a round, not two) and the
+        renewals of those whose window ends soon; a round with nothing else to announce leaves its
+        renewals in flight (`renewals`)."""
         ctx = self.ctx
         started = time.monotonic()
         land_by = started + ctx.writer_delivery_timeout_ms / 1000
         now = time.time()
         runs = {id(p): chunk_runs(p.chunk) for p in news}
-        under = [p for p in news if reservations.fits(p, runs[id(p)], started)]
+        under, due = reservations.split_round(self.parts, news, runs, started)
+        if self.renewals.in_flight is not None and (len(under) < len(news) or due):
+            self._collect_renewal(wait=True)  # the round's announcements need the slots' writers
+            under, due = reservations.split_round(self.parts, news, runs, started)
         reserving = bool(self.times.follow_until) and not self.times.packed
-        fresh = {id(p): reservations.announcement(p, runs[id(p)], now, reserving) for p in news}
-        for part in under:
-            del fresh[id(part)]
-        due = reservations.due_beside(self.parts, news, started)
+        sent = {id(p) for p in under}
+        fresh = {id(p): reservations.announcement(p, runs[id(p)], now, reserving) for p in news if id(p) not in sent}
+        unsent = set(fresh)
+        renewing = []
+        if reserving:
+            renewing = self.renewals.choose(self.parts, news, sent, started, self.times.follow_until, self.next_due)
+        for part in renewing:  # from the round's first record, or (none in the round) from the next one
+            fresh[id(part)] = reservations.announcement(part, runs.get(id(part), ((part.position, 0),)), now, True)
 
         def note(part: Member, closed: Segment | None) -> None:
             if id(part) in fresh:
@@ -287,8 +262,12 @@ class _GroupCopy:
         stamps: dict[int, list[tuple[int, int]]] = {}
         produced: list[Member] = []
         flush_by = self._send(under, land_by, stamps, produced)
-        announced, fenced = self._announce([p for p in news if id(p) in fresh] + due, lambda p: fresh.get(id(p)), note)
-        flush_by = min(flush_by, self._send([p for p in announced if id(p) in fresh], land_by, stamps, produced))
+        if renewing and not unsent and not due:
+            self.renewals.start(renewing, fresh, started)
+            renewing = []
+        announcing = [p for p in news if id(p) in unsent] + renewing + due
+        announced, fenced = self._announce(announcing, lambda p: fresh.get(id(p)), note)
+        flush_by = min(flush_by, self._send([p for p in announced if id(p) in unsent], land_by, stamps, produced))
         self.next_due = reservations.next_due(self.parts)
         remaining = self.out.land_by(flush_by)
         acked_ms = int(time.time() * 1000)
@@ -305,6 +284,15 @@ class _GroupCopy:
             part.landed(Segment(part.dest_end, runs[id(part)], part.position).dest_end, stamps[id(part)], acked_ms)
         for slot in fenced:
             self._retake(slot)
+
+    def _collect_renewal(self, wait: bool) -> None:
+        """`Renewals.collect`; a slot fenced under it is taken back."""
+        at_hand_over: set[int] = set()
+        if collected := self.renewals.collect(wait, self._stop_unless_handed_over(at_hand_over)):
+            self.times.note_announcement(collected[1])
+            self.next_due = reservations.next_due(self.parts)
+            for slot in sorted(set(collected[0]) | at_hand_over):
+                self._retake(slot)
 
     def _send(
         self, parts: list[Member], land_by: float, stamps: dict[int, list[tuple[int, int]]], produced: list[Member]
@@ -331,6 +319,7 @@ class _GroupCopy:
 
     def _close_reservations(self, parts: list[Member]) -> None:
         """Close the open reservations of `parts` (see `reservations`)."""
+        self._collect_renewal(wait=True)  # it may have renewed them
         parts = [p for p in parts if p.reservation is not None and not p.failed]
         for slot in self._announce(parts, lambda p: None, reservations.closed)[1]:
             self._retake(slot)
@@ -338,11 +327,22 @@ class _GroupCopy:
     def _announce(
         self, parts: list[Member], segment_of: Callable[[Member], Segment | None], note: Callable[..., None]
     ) -> tuple[list[Member], list[int]]:
-        """`announce_by_slot`, timed for the stop before a hand-over (`FollowTimes.settle_stop`). A slot
-        whose transaction failed at the hand-over counts as fenced: the next epoch's fence met it (which
-        librdkafka may call UNKNOWN or _CONFLICT), and that epoch's task settles its parts (`left_open`)."""
+        """`announce_by_slot` once the renewal in flight is collected, timed for the stop before a
+        hand-over (`FollowTimes.settle_stop`). A slot whose transaction failed at the hand-over counts
+        as fenced: the next epoch's fence met it (which librdkafka may call UNKNOWN or _CONFLICT), and
+        that epoch's task settles its parts (`left_open`)."""
+        if parts:
+            self._collect_renewal(wait=True)
         started = time.monotonic()
         at_hand_over: set[int] = set()
+        stop = self._stop_unless_handed_over(at_hand_over)
+        done, fenced = slot_announcing.announce_by_slot(self.pool, self.writers, parts, segment_of, note, stop)
+        if parts:
+            self.times.note_announcement(time.monotonic() - started)
+        return done, sorted(set(fenced) | at_hand_over)
+
+    def _stop_unless_handed_over(self, at_hand_over: set[int]) -> Callable[[Member, str, str], None]:
+        """Stop a part whose announcement failed; at the hand-over, note its slot in `at_hand_over`."""
 
         def stop(part: Member, kind: str, message: str) -> None:
             if self.times.taken_over():
@@ -350,13 +350,11 @@ class _GroupCopy:
             else:
                 self.rounds.stop(part, kind, message)
 
-        done, fenced = announce_by_slot(self.pool, self.writers, parts, segment_of, note, stop)
-        if parts:
-            self.times.note_announcement(time.monotonic() - started)
-        return done, sorted(set(fenced) | at_hand_over)
+        return stop
 
     def _settle(self, parts: list[Member]) -> None:
         """Settle reservations the task before left open (`left_open`); read on from where they end."""
+        self._collect_renewal(wait=True)
         settled, fenced = left_open.settle(self.ctx, self.link, self.admin, self.writers, parts)
         for part in settled:
             self.rounds.take_up(part)
@@ -394,7 +392,9 @@ class _GroupCopy:
         # A paused mirror's reservations are closed at what landed (every round of them was
         # acknowledged): its resume then finds nothing in doubt, and waits no fence wait.
         paused = [p for p in again if p.paused and p.reservation is not None]
-        announce_by_slot(self.pool, self.writers, paused, lambda p: None, reservations.closed, lambda *_: None)
+        slot_announcing.announce_by_slot(
+            self.pool, self.writers, paused, lambda p: None, reservations.closed, lambda *_: None
+        )
         for part in again:
             if part.failed:
                 self.rounds.reader.pause([part.source_tp])

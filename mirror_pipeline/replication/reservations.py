@@ -15,6 +15,16 @@ next round's transactions (a partition with no records in that round), or
 on its own when no round comes, and every one before a hand-over and at the
 task's end.
 
+A partition with records in every round renews its reservation before the
+window ends (`renewal_due`), in a transaction its rounds do not wait for: it
+closes the reservation where its acknowledged records end and opens the next
+one there, while the round's records (and those of the rounds until it
+commits) still go under the old one. Whichever of the two is in the offset
+map after a crash, its landed part is exactly its records up to the log end:
+both cover the records sent meanwhile, as consecutive source offsets from
+the same place. Waiting for that transaction had held up a round every
+second (a few percent of the records, follow mode's p99 at 8 partitions).
+
 Why this is as safe as a segment per round (`repair`, `chunks.chunk_delivery_timeout_ms`):
 - every record written under a reservation is sent before the deadline of
   the round that announced it, counted from before that announcement, so a
@@ -41,6 +51,9 @@ from mirror_pipeline.replication.group_reading import Member
 
 # How long rounds may go under one reservation: at most one transaction per partition in this time.
 RESERVATION_S = 1.0
+# A reservation is renewed when this share of its window is left: time for the renewal to commit
+# (10-35 ms on this machine, longer under load) before a round would have to wait for it.
+RENEW_WITH_WINDOW_LEFT = 0.1
 
 
 def window_s(delivery_timeout_ms: int) -> float:
@@ -57,6 +70,17 @@ def fits(part: Member, runs: tuple[tuple[int, int], ...], now: float) -> bool:
     start, count = runs[0]
     written = part.dest_end - held.dest_start
     return start == held.runs[0][0] + written and part.dest_end + count <= held.dest_end
+
+
+def renewal_due(part: Member, now: float, window: float) -> bool:
+    """Whether the part's reservation, which its round goes under, is renewed with it: little of its
+    window is left, and records landed under it (the renewal closes it where they end)."""
+    held = part.reservation
+    return (
+        held is not None
+        and now >= part.reserved_until - RENEW_WITH_WINDOW_LEFT * window
+        and part.dest_end > held.dest_start
+    )
 
 
 def announcement(part: Member, runs: tuple[tuple[int, int], ...], written_at: float, reserving: bool) -> Segment:
@@ -103,6 +127,14 @@ def deadline(part: Member, round_deadline: float) -> float:
 def due(parts: Sequence[Member], now: float) -> list[Member]:
     """Parts whose reservation's window is over: closed without waiting for their next round."""
     return [p for p in parts if p.reservation is not None and not p.failed and now >= p.reserved_until]
+
+
+def split_round(
+    parts: Sequence[Member], round_parts: Sequence[Member], runs: dict[int, tuple[tuple[int, int], ...]], now: float
+) -> tuple[list[Member], list[Member]]:
+    """The parts of a round that go under their reservation (`runs`: by id of a part), and the
+    reservations to close beside the round (`due_beside`)."""
+    return [p for p in round_parts if fits(p, runs[id(p)], now)], due_beside(parts, round_parts, now)
 
 
 def due_beside(parts: Sequence[Member], round_parts: Sequence[Member], now: float) -> list[Member]:

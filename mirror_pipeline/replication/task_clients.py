@@ -1,0 +1,79 @@
+"""A group copy's clients (see `group_copy`): its consumer, producers, admin client and slot writers.
+
+A task opens them before it fences (they write nothing until then): the next
+epoch's task of follow mode opens them while the epoch before still copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, wait
+
+from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.link.state_store import SlotWriter
+from mirror_pipeline.replication.chunks import ProducerSet, producers_for
+from mirror_pipeline.replication.copier import CopyContext, writer_settings
+from mirror_pipeline.replication.group_reading import Member, follow_fetch_settings
+from mirror_pipeline.replication.task_memory import MemoryPlan
+from mirror_pipeline.replication.throttling import ThrottleWatch
+
+# By a failed record's (topic, partition), which confluent-kafka types Optional.
+Failures = dict[tuple[str | None, int | None], KafkaError]
+
+
+def open_admin(ctx: CopyContext, link: str) -> AdminClient:
+    """The destination's admin client, its cluster learned."""
+    admin = kc.admin_client(kc.client_config(ctx.dest_properties, link, "admin"))
+    kc.learn_cluster(admin, ctx.offset_map_topic)
+    return admin
+
+
+def open_reader(ctx: CopyContext, link: str, parts: Sequence[Member], memory: MemoryPlan) -> Consumer:
+    """The task's consumer of the source, its cluster learned."""
+    reading = memory.reader_settings() | follow_fetch_settings(parts, ctx.source_properties)
+    reader = kc.consumer(kc.client_config(ctx.source_properties, link, "reader", **reading))
+    try:
+        kc.learn_cluster(reader)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
+
+
+def open_producers(
+    ctx: CopyContext,
+    link: str,
+    parts: Sequence[Member],
+    memory: MemoryPlan,
+    failures: Failures,
+    throttles: ThrottleWatch,
+) -> ProducerSet:
+    """The task's idempotent producers to the mirrors; a record that fails is noted in `failures`."""
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            failures.setdefault((msg.topic(), msg.partition()), err)
+
+    # Each producer may queue a whole round: a round is one chunk however it is spread over
+    # them, so together they hold no more than one producer did.
+    max_message_bytes = min(p.unit.max_message_bytes for p in parts)
+    settings = throttles.watching(writer_settings(ctx, link, max_message_bytes, memory.writer_settings(), on_delivery))
+    return ProducerSet(lambda: kc.producer(settings), producers_for(len(parts)))
+
+
+def open_writers(pool: Executor, ctx: CopyContext, link: str, slots: Iterable[int]) -> dict[int, SlotWriter]:
+    """The slots' writers, their cluster learned in `pool`: at the fence, only its round trips are left."""
+    writers = {slot: SlotWriter(ctx.dest_properties, link, slot, ctx.offset_map_topic) for slot in sorted(slots)}
+    learning = [pool.submit(w.learn_cluster) for w in writers.values()]
+    wait(learning)  # all of them, before any writer is closed
+    try:
+        for done in learning:
+            done.result()
+    except BaseException:
+        for writer in writers.values():
+            writer.close()
+        raise
+    return writers
