@@ -249,9 +249,9 @@ class _GroupCopy:
         unsent = set(fresh)
         renewing = []
         if reserving:
-            renewing = self.renewals.choose(self.parts, news, sent, started, self.times.follow_until, self.next_due)
-        for part in renewing:  # from the round's first record, or (none in the round) from the next one
-            fresh[id(part)] = reservations.announcement(part, runs.get(id(part), ((part.position, 0),)), now, True)
+            renewing = self.renewals.choose(news, sent, started, self.times.follow_until, self.next_due)
+        for part in renewing:  # the next reservation, from the round's first record
+            fresh[id(part)] = reservations.announcement(part, runs[id(part)], now, True)
 
         def note(part: Member, closed: Segment | None) -> None:
             if id(part) in fresh:

@@ -1,9 +1,9 @@
 """Follow mode: reservations renewed in transactions no round waits for (see `reservations`).
 
 A round whose parts all go under their reservations announces nothing, so it
-need not wait for a transaction: the renewals of the reservations whose
-window ends soon are started in the task's slot-writer threads, and the
-rounds go on under the old reservations until they commit. Anything else
+need not wait for a transaction: the renewals of its parts' reservations
+whose window ends soon are started in the task's slot-writer threads, and
+the rounds go on under the old reservations until they commit. Anything else
 that uses a slot's writer (an announcement, a closing, a settling, a packing,
 the task's end) collects them first: a transactional writer has one
 transaction at a time.
@@ -49,7 +49,6 @@ class Renewals:
 
     def choose(
         self,
-        parts: Sequence[Member],
         news: Sequence[Member],
         sent: set[int],
         now: float,
@@ -57,19 +56,14 @@ class Renewals:
         next_due: float,
     ) -> list[Member]:
         """The reservations to renew with a round, all at once (a transaction per slot) once one is
-        `due`: of the round's parts, those `sent` under theirs; of the parts without records in it,
-        those whose window is not over (the round closes the others). `next_due`: when the first
-        window ends (`reservations.next_due`), or earlier."""
+        `due`: those of the round's parts `sent` under theirs. Not those of parts without records in
+        the round: renewed, a partition that went quiet would leave an empty reservation open, which
+        a closing cannot cut (nothing landed) and the next epoch's task would hold the partition
+        for (`left_open`); the round closes them once their window is over. `next_due`: when the
+        first window ends (`reservations.next_due`), or earlier."""
         if now < next_due - reservations.RENEW_WITH_WINDOW_LEFT * self.window_s:
             return []
-        in_round = {id(p) for p in news}
-        return [
-            p
-            for p in parts
-            if not (p.failed or p.ended)
-            and (id(p) in sent or (id(p) not in in_round and now < p.reserved_until))
-            and self.due(p, now, follow_until)
-        ]
+        return [p for p in news if id(p) in sent and not (p.failed or p.ended) and self.due(p, now, follow_until)]
 
     def start(self, parts: list[Member], segments: dict[int, Segment], started: float) -> None:
         """Renew the reservations of `parts`, whose round was sent under them: each closed where its

@@ -15,11 +15,11 @@ next round's transactions (a partition with no records in that round), or
 on its own when no round comes, and every one before a hand-over and at the
 task's end.
 
-A partition with records in every round renews its reservation before the
-window ends (`renewal_due`), in a transaction its rounds do not wait for: it
-closes the reservation where its acknowledged records end and opens the next
-one there, while the round's records (and those of the rounds until it
-commits) still go under the old one. Whichever of the two is in the offset
+A partition with records in a round late in its reservation's window renews
+it (`renewal_due`), with the round's others, in a transaction its rounds do
+not wait for (`renewals`): it closes the reservation where its acknowledged
+records end and opens the next one there, while the round's records (and
+those of the rounds until it commits) still go under the old one. Whichever of the two is in the offset
 map after a crash, its landed part is exactly its records up to the log end:
 both cover the records sent meanwhile, as consecutive source offsets from
 the same place. Waiting for that transaction had held up a round every

@@ -125,18 +125,17 @@ def test_a_renewal_whose_writer_was_fenced_leaves_the_old_reservation_and_names_
     assert part.reservation == old and renewals.in_flight is None
 
 
-def test_renewals_go_together_with_the_round_including_quiet_partitions_whose_window_is_not_over(pool):
-    in_round, quiet, over, fresh_one = member(), member(), member(), member()
-    for part, at in ((in_round, 100.0), (quiet, 100.05), (over, 99.0), (fresh_one, 100.5)):
+def test_the_round_renews_its_own_parts_together_and_leaves_quiet_ones_to_be_closed(pool):
+    in_round, also, quiet, fresh_one = member(), member(), member(), member()
+    for part, at in ((in_round, 100.0), (also, 100.05), (quiet, 100.0), (fresh_one, 100.5)):
         reserve(part, ((1050, 10),), now=at)
         landed(part, 10)
     renewals = Renewals(pool, {}, WINDOW, 8000)
-    parts = [in_round, quiet, over, fresh_one]
-    later = time.time() + 5.0
-    assert renewals.choose(parts, [in_round], {id(in_round)}, 100.85, later, next_due=101.0) == []  # too early
-    # `over`'s window ended: the round closes it. `fresh_one` has most of its window left.
-    assert renewals.choose(parts, [in_round], {id(in_round)}, 100.96, later, next_due=100.0) == [in_round, quiet]
+    news, later = [in_round, also, fresh_one], time.time() + 5.0
+    sent = {id(p) for p in news}
+    assert renewals.choose(news, sent, 100.85, later, next_due=101.0) == []  # too early
+    # `quiet` has no records in the round: renewed, it would leave an empty reservation open.
+    # `fresh_one` has most of its window left.
+    assert renewals.choose(news, sent, 100.96, later, next_due=100.0) == [in_round, also]
     # A part of the round that did not go under its reservation is announced anew, not renewed.
-    assert renewals.choose(parts, [in_round], set(), 100.96, later, next_due=100.0) == [quiet]
-    quiet_next = reservations.announcement(quiet, ((quiet.position, 0),), 2.0, reserving=True)
-    assert quiet_next == Segment(60, ((1060, CHUNK),), 1060 + CHUNK, written_at=2.0, open=True)
+    assert renewals.choose(news, {id(also)}, 100.96, later, next_due=100.0) == [also]
