@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass
 
 from mirror_pipeline.link.state_store import SlotWriter
@@ -84,6 +84,8 @@ def finish(
     Returns the noted parts, the slots whose writer was fenced (nothing of them was written, and
     the caller takes them back) and how long the slowest transaction took (s).
     """
+    # Every slot's transaction ends before any failure is raised: the caller may then close the writers.
+    wait(announcing.outcomes.values())
     done: list[Member] = []
     fenced: list[int] = []
     slowest = 0.0

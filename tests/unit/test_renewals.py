@@ -12,13 +12,15 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from mirror_pipeline.model.errors import ConcurrentWriter
 from mirror_pipeline.model.offset_map import Segment, resolve
-from mirror_pipeline.replication import reservations
+from mirror_pipeline.replication import reservations, slot_announcing
+from mirror_pipeline.replication.group_reading import Member
 from mirror_pipeline.replication.renewals import Renewals
 from tests.unit.test_reservations import CHUNK, landed, member, reserve
 
@@ -139,3 +141,24 @@ def test_the_round_renews_its_own_parts_together_and_leaves_quiet_ones_to_be_clo
     assert renewals.choose(news, sent, 100.96, later, next_due=100.0) == [in_round, also]
     # A part of the round that did not go under its reservation is announced anew, not renewed.
     assert renewals.choose(news, {id(also)}, 100.96, later, next_due=100.0) == [also]
+
+
+def test_a_failure_is_raised_once_every_slot_transaction_has_ended(pool):
+    broken, slow = member(), member()
+    # Another writer slot, after the broken one's: `finish` comes to the failure first.
+    units = (replace(slow.unit, mirror_topic=f"m{i}") for i in range(100))
+    slow.unit = next(u for u in units if Member(u, slow.result, 0, 0).slot > broken.slot)
+    slow_writer = RecordingWriter()
+    slow_writer.release.clear()
+
+    class BrokenWriter(RecordingWriter):
+        def write_segments(self, puts: Any) -> None:
+            raise RuntimeError("broken")
+
+    announcing = slot_announcing.start(
+        pool, {broken.slot: BrokenWriter(), slow.slot: slow_writer}, [broken, slow], lambda p: None
+    )
+    threading.Timer(0.2, slow_writer.release.set).start()
+    with pytest.raises(RuntimeError):
+        slot_announcing.finish(announcing, lambda *_: None, lambda *_: None)
+    assert announcing.done()  # the slow slot's transaction had ended: its writer may be closed
