@@ -32,9 +32,6 @@ class Announcing:
     def done(self) -> bool:
         return all(outcome.done() for outcome in self.outcomes.values())
 
-    def parts(self) -> list[Member]:
-        return [p for members in self.by_slot.values() for p in members]
-
 
 def start(
     pool: Executor,
