@@ -219,7 +219,7 @@ class _GroupCopy:
             if self.times.follow_until and time.time() >= self.times.follow_until:
                 return
             if time.monotonic() >= self.next_due:
-                self._collect_renewal(wait=True)
+                self._collect_renewal(wait=True)  # before `due` is read: a renewal moves the windows on
                 self._close_reservations(reservations.due(self.parts, time.monotonic()))
                 self.next_due = reservations.next_due(self.parts)
             if self.times.pack_due():

@@ -69,7 +69,9 @@ class Renewals:
         """Renew the reservations of `parts`, whose round was sent under them: each closed where its
         acknowledged records end, the next one (`segments`) opened there."""
         segment_of = segments.__getitem__
-        announcing = slot_announcing.start(self.pool, self.writers, parts, lambda p: segment_of(id(p)), True)
+        announcing = slot_announcing.start(
+            self.pool, self.writers, parts, lambda p: segment_of(id(p)), in_background=True
+        )
         self.in_flight = _InFlight(announcing, segments, started)
 
     def collect(self, wait_for_it: bool, stop: Callable[[Member, str, str], None]) -> tuple[list[int], float] | None:
