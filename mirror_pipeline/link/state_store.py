@@ -175,7 +175,8 @@ def live_segments(writes: Iterable[SegmentWrite]) -> dict[tuple[str, int], list[
 
 class StateStore:
     """`offset_map_topic` None: which topic holds the link's offset maps is read from its
-    state when first needed, by `find_offset_map` (see `LinkContext.registry`)."""
+    state when first needed, by `find_offset_map` (see `LinkContext.registry`). `admin`: the
+    destination's admin client to use, when the caller already holds one (a copy task)."""
 
     def __init__(
         self,
@@ -185,6 +186,7 @@ class StateStore:
         state_topic: str,
         offset_map_topic: str | None,
         find_offset_map: Callable[[], None] | None = None,
+        admin: AdminClient | None = None,
     ):
         self.link = link
         self.dest_alias = dest_alias
@@ -192,7 +194,7 @@ class StateStore:
         self._offset_map_topic = offset_map_topic
         self.find_offset_map = find_offset_map
         self._props = dest_properties
-        self._admin: AdminClient | None = None
+        self._admin = admin
         self._cluster = cluster_key(dest_properties)
 
     # --- plumbing -----------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.closing import close_producer
 from mirror_pipeline.link.state_keys import segment_key, slot_transactional_id, writer_slot
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
@@ -53,6 +54,7 @@ class TransactionalWriter:
                 **{"transactional.id": txn_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS},
             )
         )
+        self._closed = False
 
     def learn_cluster(self) -> None:
         """The metadata requests of `clients.learn_cluster`, for a writer whose fence is on a latency path."""
@@ -107,11 +109,16 @@ class TransactionalWriter:
     def close(self) -> None:
         """Let go of the producer. Every write committed (or failed) before this, so nothing waits to be
         delivered; a producer fenced mid-commit reports its fatal error again here, and raising it would
-        hide the `ConcurrentWriter` its write raised, on which the caller decides again (R-LC-8)."""
+        hide the `ConcurrentWriter` its write raised, on which the caller decides again (R-LC-8). Closed,
+        not left to be freed (`closing`)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._producer.flush(5)
         except KafkaException:
             pass
+        close_producer(self._producer)
 
 
 class SlotWriter(TransactionalWriter):

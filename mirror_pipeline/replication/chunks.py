@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, Producer, TopicPartition
 
+from mirror_pipeline.kafka.closing import close_producer
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import runs_of
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
@@ -321,6 +322,12 @@ class ProducerSet:
 
     def __init__(self, make: Callable[[], Producer], count: int) -> None:
         self.producers = [make() for _ in range(count)]
+
+    def close(self) -> None:
+        """Destroy every producer now (`closing`); records not yet acknowledged are dropped."""
+        for out in self.producers:
+            close_producer(out)
+        self.producers = []
 
     def of(self, key: int) -> Producer:
         """The producer of every partition whose key (its writer slot) is `key`."""

@@ -44,6 +44,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from mirror_pipeline.config.setting_values import DEFAULT_TASK_MEMORY_BYTES
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.closing import close_producer
 from mirror_pipeline.link.state_store import SegmentWriter, StateStore, newest_starts, segment_writes_since
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment
@@ -58,7 +59,13 @@ from mirror_pipeline.replication.chunks import (
     timestamp_of,
     writer_request_timeout_ms,
 )
-from mirror_pipeline.replication.task_memory import memory_plan, return_free_memory, rss, use_allocator_settings
+from mirror_pipeline.replication.task_memory import (
+    free_what_the_task_left,
+    memory_plan,
+    return_free_memory,
+    rss,
+    use_allocator_settings,
+)
 from mirror_pipeline.replication.throttling import ThrottleWatch
 
 # A follow-mode unit's `source_until`: no upper offset (Kafka's offsets are signed 64-bit).
@@ -188,8 +195,8 @@ def copy_unit(unit: WorkUnit, ctx: CopyContext) -> UnitResult:
         if gc_was_enabled:
             gc.enable()
     result.rss_peak_bytes = rss()[1]
-    # A reused Spark worker keeps no copy buffers while it waits for its next task.
-    return_free_memory()
+    # A reused Spark worker keeps no copy buffers or clients while it waits for its next task.
+    free_what_the_task_left()
     return result
 
 
@@ -298,6 +305,7 @@ def _copy(unit: WorkUnit, ctx: CopyContext, result: UnitResult) -> None:
         reader.close()
         mirror_probe.close()
         writer.close()
+        close_producer(out)
 
 
 def writer_settings(

@@ -13,7 +13,7 @@ settled it (`left_open`).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, wait
 
 from confluent_kafka.admin import AdminClient
 
@@ -31,7 +31,7 @@ LANDED_POLL_S = 0.02
 
 
 def check_after_fencing(
-    ctx: CopyContext, link: str, admin: AdminClient, parts: list[Member], starting: bool = True
+    ctx: CopyContext, link: str, admin: AdminClient, pool: Executor, parts: list[Member], starting: bool = True
 ) -> None:
     """Step 2, for `parts` at once: the state, the offset map since the plan, and the log ends.
 
@@ -45,21 +45,22 @@ def check_after_fencing(
     the check needs: a stop or another cycle that comes later fences this task's writers in
     turn. One after the other they took 0.07-0.17 s of every follow-mode epoch's start. The
     log ends are asked only for the parts whose mirror may still be copied: a deleted
-    mirror's topic may be gone.
+    mirror's topic may be gone. The task's own admin client and `pool` serve the check: each
+    client or thread of its own would add to the task's threads while it runs (`task_clients`).
     """
     if not parts:
         return
-    store = StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic)
-    with ThreadPoolExecutor(1, thread_name_prefix="task-checks") as pool:
-        announced = pool.submit(
-            segment_writes_since,
-            kc.client_config(ctx.dest_properties, link, "state-reader"),
-            admin,
-            ctx.offset_map_topic,
-            ctx.dest_alias,
-            link,
-            min(p.unit.map_snapshot_end for p in parts),
-        )
+    store = StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic, admin=admin)
+    announced = pool.submit(
+        segment_writes_since,
+        kc.client_config(ctx.dest_properties, link, "state-reader"),
+        admin,
+        ctx.offset_map_topic,
+        ctx.dest_alias,
+        link,
+        min(p.unit.map_snapshot_end for p in parts),
+    )
+    try:
         mirrors = store.read_mirrors()
         for part in parts:
             info = mirrors.get(part.unit.mirror_topic)
@@ -76,6 +77,8 @@ def check_after_fencing(
             return
         ends = _log_ends(ctx, admin, live)
         writes = announced.result()
+    finally:
+        wait([announced])  # on every way out: its consumer is closed before the task goes on
     continuing = [p for p in live if p.unit.continues and starting]
     if continuing:
         _continue_from_map(continuing, live_segments(writes), ctx.writer_delivery_timeout_ms)

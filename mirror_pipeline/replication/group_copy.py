@@ -57,18 +57,25 @@ from mirror_pipeline.replication import left_open, reservations, slot_announcing
 from mirror_pipeline.replication.chunks import (
     IDLE_TIMEOUT_S,
     POLL_S,
+    ProducerSet,
     chunk_runs,
-    chunk_timestamps,
-    produce_chunk,
-    timestamp_of,
 )
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
 from mirror_pipeline.replication.renewals import Renewals
-from mirror_pipeline.replication.task_clients import Failures, open_admin, open_producers, open_reader, open_writers
+from mirror_pipeline.replication.round_sending import RoundSending
+from mirror_pipeline.replication.task_clients import (
+    Failures,
+    open_admin,
+    open_producers,
+    open_reader,
+    open_writers,
+    producers_first,
+)
 from mirror_pipeline.replication.task_memory import (
+    free_what_the_task_left,
     memory_plan,
     return_free_memory,
     rss,
@@ -122,7 +129,7 @@ def copy_group(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
     rss_peak = rss()[1]
     for part in parts:
         part.result.rss_start_bytes, part.result.rss_peak_bytes = rss_start, rss_peak
-    return_free_memory()
+    free_what_the_task_left()
     return [part.result for part in parts]
 
 
@@ -140,6 +147,7 @@ class _GroupCopy:
         self.times = FollowTimes(0.0)  # follow mode's, set once the task is ready to copy
         self.writers: dict[int, SlotWriter] = {}
         self.consumers: list[Consumer] = []
+        self.out = ProducerSet(lambda: kc.producer({}), 0)  # none until `run` opens them (`producers_first`)
         self.failures: Failures = {}
         self.throttles = ThrottleWatch()
         self.retakes: dict[int, int] = defaultdict(int)
@@ -162,16 +170,19 @@ class _GroupCopy:
             # Opened before fencing, since they write nothing: the next epoch's task of follow
             # mode opens them while the epoch before still copies, and fences at its start.
             self.consumers.append(reader := open_reader(self.ctx, self.link, self.parts, memory))
-            self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
+            if early := producers_first(self.parts):
+                self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
             self.writers.update(open_writers(self.pool, self.ctx, self.link, {p.slot for p in self.parts}))
             if not wait_for_start(self.parts):
                 return
             for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
                 done.result()
             self.admin = admin.result()
-            check_after_fencing(self.ctx, self.link, self.admin, self.parts)
+            check_after_fencing(self.ctx, self.link, self.admin, self.pool, self.parts)
             if all(p.ended for p in self.parts) and not left_open.held(self.parts):
                 return
+            if not early:
+                self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
             if self.follow_s:
                 self.times = FollowTimes.from_now(units)
             self.rounds = RoundReader(
@@ -197,6 +208,7 @@ class _GroupCopy:
                 consumer.close()
             for writer in self.writers.values():
                 writer.close()
+            self.out.close()
             self.pool.shutdown()
 
     # --- rounds ---------------------------------------------------------------------------
@@ -259,29 +271,16 @@ class _GroupCopy:
             else:
                 reservations.closed(part, closed)
 
-        stamps: dict[int, list[tuple[int, int]]] = {}
-        produced: list[Member] = []
-        flush_by = self._send(under, land_by, stamps, produced)
+        sending = RoundSending(self.out, self.rounds, ctx.writer_delivery_timeout_ms, land_by)
+        sending.send(under)
         if renewing and not unsent and not due:
             self.renewals.start(renewing, fresh, started)
             renewing = []
         announcing = [p for p in news if id(p) in unsent] + renewing + due
         announced, fenced = self._announce(announcing, lambda p: fresh.get(id(p)), note)
-        flush_by = min(flush_by, self._send([p for p in announced if id(p) in unsent], land_by, stamps, produced))
+        sending.send([p for p in announced if id(p) in unsent])
         self.next_due = reservations.next_due(self.parts)
-        remaining = self.out.land_by(flush_by)
-        acked_ms = int(time.time() * 1000)
-        for part in produced:
-            key = (part.unit.mirror_topic, part.unit.partition)
-            if remaining or key in self.failures:
-                reason = (
-                    f"{remaining} records not acknowledged within {ctx.writer_delivery_timeout_ms} ms"
-                    if remaining
-                    else self.failures[key].str()
-                )
-                self.rounds.stop(part, MirrorError.__name__, f"writing failed: {reason}{self.throttles.why_late()}")
-                continue
-            part.landed(Segment(part.dest_end, runs[id(part)], part.position).dest_end, stamps[id(part)], acked_ms)
+        sending.land(runs, self.failures, self.throttles)
         for slot in fenced:
             self._retake(slot)
 
@@ -293,29 +292,6 @@ class _GroupCopy:
             self.next_due = reservations.next_due(self.parts)
             for slot in sorted(set(collected[0]) | at_hand_over):
                 self._retake(slot)
-
-    def _send(
-        self, parts: list[Member], land_by: float, stamps: dict[int, list[tuple[int, int]]], produced: list[Member]
-    ) -> float:
-        """Produce each part's round, noted in `produced`; the earliest deadline of those sent."""
-        flush_by = land_by
-        for part in parts:
-            # Checked before each partition's records: a task stalled past the deadline (between
-            # two partitions, say) sends none after it; a repair may have settled them meanwhile.
-            if time.monotonic() >= (deadline := reservations.deadline(part, land_by)):
-                self.rounds.stop(
-                    part,
-                    MirrorError.__name__,
-                    f"a round's records were not sent within {self.ctx.writer_delivery_timeout_ms} ms of announcing "
-                    f"them; none was sent after",
-                )
-                continue
-            flush_by = min(flush_by, deadline)
-            stamps[id(part)] = list(map(timestamp_of, part.chunk))
-            chunk_ts = chunk_timestamps(stamps[id(part)])[0]
-            produce_chunk(self.out.of(part.slot), part.unit.mirror_topic, part.unit.partition, part.chunk, chunk_ts)
-            produced.append(part)
-        return flush_by
 
     def _close_reservations(self, parts: list[Member]) -> None:
         """Close the open reservations of `parts` (see `reservations`)."""
@@ -388,7 +364,7 @@ class _GroupCopy:
         again = [p for p in members if p.has_news() or not p.ended]  # the others have copied everything
         for part in again:
             self.rounds.rewind(part)
-        check_after_fencing(self.ctx, self.link, self.admin, again, starting=False)
+        check_after_fencing(self.ctx, self.link, self.admin, self.pool, again, starting=False)
         # A paused mirror's reservations are closed at what landed (every round of them was
         # acknowledged): its resume then finds nothing in doubt, and waits no fence wait.
         paused = [p for p in again if p.paused and p.reservation is not None]

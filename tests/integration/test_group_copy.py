@@ -7,6 +7,8 @@ mirrors share.
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 
 import pytest
@@ -118,3 +120,58 @@ def test_a_follow_task_that_starts_later_than_its_epoch_lasts_still_copies(
     assert not result.error, result
     assert (result.records, result.dest_until) == (RECORDS, RECORDS)
     assert_identical(read_topic(source_bootstrap, topic, 1), read_topic(destination_bootstrap, topic, 1))
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+# One producer (opened before fencing) or two (after the checks); a task whose writers another cycle
+# fenced again and again, whose failed writes' tracebacks hold them.
+@pytest.mark.parametrize(("partitions", "records", "fenced"), [(4, 2, False), (80, 2, False), (2, 3 * CHUNK, True)])
+def test_a_task_lets_go_of_its_clients_and_threads_when_it_ends(
+    write_config,
+    spark,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    monkeypatch,
+    partitions,
+    records,
+    fenced,
+):
+    """A Spark worker runs its next task in the same process, and sits idle in between: a client
+    of the task before that only a garbage collection would free stays open (its librdkafka
+    threads and connections) until then, beside the next task's own."""
+    config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
+    topic = unique_name()
+    create_topic(source_bootstrap, topic, partitions=partitions)
+    load_source(source_bootstrap, topic, records=records * partitions, partitions=partitions)
+    engine.create_mirror(config, LINK, topic)
+    ctx, the_plan = plan(config, [topic])
+    copying = copy_context(ctx)
+    if fenced:
+        write = SlotWriter.write_segments
+
+        def another_cycle_takes_over(writer, *args, **kwargs):
+            other = SlotWriter(copying.dest_properties, LINK, writer.slot, copying.offset_map_topic)
+            other.fence()
+            other.close()
+            return write(writer, *args, **kwargs)
+
+        monkeypatch.setattr(SlotWriter, "write_segments", another_cycle_takes_over)
+    gc.collect()
+    gc.disable()  # as in an idle worker, where nothing allocates enough to start a collection
+    try:
+        before = _threads()
+        results = group_copy.copy_group(the_plan.units, copying)
+        after = _threads()
+    finally:
+        gc.enable()
+    if fenced:
+        assert all(r.error_kind == "ConcurrentWriter" for r in results), results
+    else:
+        assert all(not r.error for r in results), results
+        assert sum(r.records for r in results) == records * partitions
+    assert after == before, f"{after - before} threads of the task left running after it ended"
