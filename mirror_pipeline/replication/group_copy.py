@@ -204,12 +204,14 @@ class _GroupCopy:
                     pack_announced(self.parts, self.writers)
         finally:
             self.renewals.end()
+            # Its threads first: a fence still running when another one failed must end before its
+            # writer is destroyed under it (`closing`).
+            self.pool.shutdown()
             for consumer in self.consumers:
                 consumer.close()
             for writer in self.writers.values():
                 writer.close()
             self.out.close()
-            self.pool.shutdown()
 
     # --- rounds ---------------------------------------------------------------------------
 
