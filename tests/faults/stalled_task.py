@@ -53,7 +53,7 @@ def stop_after(function, stops: list):
 def main(work_file: str, point: str) -> int:
     from mirror_pipeline.kafka import client_settings
     from mirror_pipeline.link.state_store import SegmentWriter, SlotWriter
-    from mirror_pipeline.replication import copier, group_copy
+    from mirror_pipeline.replication import copier, group_copy, round_sending
 
     with open(work_file, "rb") as f:
         work, ctx = pickle.load(f)
@@ -65,7 +65,7 @@ def main(work_file: str, point: str) -> int:
     elif point == "group-announced":
         SlotWriter.write_segments = stop_after(SlotWriter.write_segments, stops)
     elif point == "between-partitions":
-        group_copy.produce_chunk = stop_after(group_copy.produce_chunk, stops)
+        round_sending.produce_chunk = stop_after(round_sending.produce_chunk, stops)
     else:
         raise SystemExit(f"unknown stop point {point!r}")
     if point in ("produced", "between-partitions"):
