@@ -131,7 +131,6 @@ def _threads() -> int:
 @pytest.mark.parametrize(("partitions", "records", "fenced"), [(4, 2, False), (80, 2, False), (2, 3 * CHUNK, True)])
 def test_a_task_lets_go_of_its_clients_and_threads_when_it_ends(
     write_config,
-    spark,
     source_bootstrap,
     destination_bootstrap,
     create_topic,
