@@ -403,7 +403,7 @@ def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10
 
 
 def _timeline(produced_ms: np.ndarray, latency: np.ndarray, window_s: float) -> list[dict[str, float]]:
-    """Per window of production time: records, median and max latency."""
+    """Per window of production time: records, median, p99 and max latency."""
     bins = (produced_ms // (window_s * 1000)).astype(np.int64)
     rows = []
     for b in np.unique(bins):
@@ -413,6 +413,7 @@ def _timeline(produced_ms: np.ndarray, latency: np.ndarray, window_s: float) -> 
                 "from_s": round(float(b * window_s), 1),
                 "records": int(len(lat)),
                 "p50_ms": round(float(np.median(lat)), 1),
+                "p99_ms": round(float(np.percentile(lat, 99, method="inverted_cdf")), 1),
                 "max_ms": round(float(lat.max()), 1),
             }
         )

@@ -94,6 +94,8 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
         t = lat["timeline"]
         span = t[1]["from_s"] - t[0]["from_s"] if len(t) > 1 else 0
         out.append(f"max ms per {span:g} s of production: " + " ".join(f"{w['max_ms']:.0f}" for w in t))
+        if all("p99_ms" in w for w in t):
+            out.append(f"p99 ms per {span:g} s of production: " + " ".join(f"{w['p99_ms']:.0f}" for w in t))
     cpu = m.get("cpu_s") or {}
     if cpu:
         roles = ", ".join(f"{k} {v:g}" for k, v in cpu.items() if k not in ("not-ours", "wall"))
