@@ -63,7 +63,7 @@ from mirror_pipeline.replication.chunks import (
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
-from mirror_pipeline.replication.hand_over import FollowTimes, pack_announced, wait_for_start
+from mirror_pipeline.replication.hand_over import FollowTimes, await_quiet_map, pack_announced, wait_for_start
 from mirror_pipeline.replication.renewals import Renewals
 from mirror_pipeline.replication.round_sending import RoundSending
 from mirror_pipeline.replication.task_clients import (
@@ -175,6 +175,8 @@ class _GroupCopy:
             self.writers.update(open_writers(self.pool, self.ctx, self.link, {p.slot for p in self.parts}))
             if not wait_for_start(self.parts):
                 return
+            if any(p.unit.continues for p in self.parts):  # taking over from the epoch before
+                await_quiet_map(admin.result(), self.ctx.offset_map_topic, self.ctx.dest_alias)
             for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
                 done.result()
             self.admin = admin.result()

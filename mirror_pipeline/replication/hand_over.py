@@ -24,11 +24,16 @@ plan read the map (`group_checks`).
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import MirrorError
@@ -46,13 +51,17 @@ HAND_OVER_SKEW_S = 2.0
 # at a hand-over): at 1 s those rounds, 0.8 % of a 120 s epoch's records, set follow mode's p99.
 PACK_BEFORE_HAND_OVER_S = 0.5
 # How long before its hand-over a task stops reading: its last round is then announced, its
-# transactions ended, when the next task fences. A fence that met a transaction in flight waited
-# for the coordinator to abort it: 0.5 s (librdkafka asks again for the writer's id after that),
-# half the time, in the latency benchmark's hand-overs. The margin is set when the task packs,
-# from how long its announcements took (`settle_stop`): between these two.
+# transactions ended, when the next task fences. A fence that meets a transaction in flight waits
+# for the coordinator to end it, and librdkafka asks again for the writer's id only 0.5 s later:
+# the next task waits for such a transaction before it fences (`await_quiet_map`). The margin is
+# set when the task packs, from how long its announcements took (`settle_stop`): between these two.
 STOP_BEFORE_HAND_OVER_S = 0.15
 MIN_STOP_BEFORE_HAND_OVER_S = 0.03
 ANNOUNCEMENTS_KEPT = 64
+# How long a task taking over waits, at most, for a transaction in flight on the offset map before
+# it fences (`await_quiet_map`), and how often it asks.
+QUIET_MAP_WAIT_S = 0.3
+QUIET_MAP_POLL_S = 0.005
 
 
 def wait_for_start(parts: Sequence[Member]) -> bool:
@@ -71,6 +80,33 @@ def wait_for_start(parts: Sequence[Member]) -> bool:
         for part in parts:
             part.result.left_to_next_epoch = True
     return not late
+
+
+def await_quiet_map(admin: AdminClient, offset_map_topic: str, alias: str, wait_s: float = QUIET_MAP_WAIT_S) -> bool:
+    """Before a task takes over, let a transaction in flight on the offset map end (up to `wait_s`);
+    whether none was left. Best effort: fencing is what makes the hand-over safe, this only times it.
+
+    The task before announces its last rounds one transaction each, and its stop margin
+    (`FollowTimes.settle_stop`) is set from how long they took; one slower than that (the next
+    epoch's tasks start on the same cores) was still in flight at the hand-over. A fence that meets
+    a transaction waits for the coordinator to end it and asks again only after 0.5 s (librdkafka's
+    fixed retry for a producer id): the hand-over then stalled every partition of the slot for
+    over half a second. A transaction's records sit in the map past its last stable offset until it
+    ends, so waiting for that offset to reach the log end, as it was read first, is waiting for
+    every transaction then in flight. The offset map has one partition (`state_store`)."""
+    where = [(offset_map_topic, 0)]
+    deadline = time.monotonic() + wait_s
+    try:
+        end = kc.list_offsets(admin, where, "latest", alias, read_committed=False, timeout=wait_s)[where[0]]
+        while kc.list_offsets(admin, where, "latest", alias, timeout=wait_s)[where[0]] < end:
+            if time.monotonic() + QUIET_MAP_POLL_S >= deadline:
+                log.info("a transaction on the offset map still in flight after %.2f s: fencing now", wait_s)
+                return False
+            time.sleep(QUIET_MAP_POLL_S)
+    except (MirrorError, KafkaException) as exc:  # the fence goes ahead regardless
+        log.info("could not read the offset map's ends before fencing: %s", exc)
+        return False
+    return True
 
 
 def late_margin_s(follow_s: float) -> float:
@@ -120,12 +156,15 @@ class FollowTimes:
         self.announcements.append(seconds)
 
     def settle_stop(self) -> None:
-        """Stop closer to the hand-over when announcements are quick: twice the slowest of the
-        latest ones, plus 10 ms, before it (never earlier than `from_now`'s stop)."""
+        """Stop closer to the hand-over when announcements are quick: twice the median of the
+        latest ones, plus 10 ms, before it (never earlier than `from_now`'s stop). The median, not
+        the slowest: a last transaction slower than the margin is waited for by the next task
+        (`await_quiet_map`), which costs the rest of that transaction, where the slowest of the
+        latest 64 set a margin every hand-over paid."""
         if not self.hand_over_at:
             return
-        slowest = max(self.announcements, default=STOP_BEFORE_HAND_OVER_S)
-        margin = min(STOP_BEFORE_HAND_OVER_S, max(MIN_STOP_BEFORE_HAND_OVER_S, 2 * slowest + 0.01))
+        typical = statistics.median(self.announcements) if self.announcements else STOP_BEFORE_HAND_OVER_S
+        margin = min(STOP_BEFORE_HAND_OVER_S, max(MIN_STOP_BEFORE_HAND_OVER_S, 2 * typical + 0.01))
         self.follow_until = max(self.follow_until, self.hand_over_at - margin)
 
 
