@@ -96,9 +96,13 @@ def await_quiet_map(admin: AdminClient, offset_map_topic: str, alias: str, wait_
     every transaction then in flight. The offset map has one partition (`state_store`)."""
     where = [(offset_map_topic, 0)]
     deadline = time.monotonic() + wait_s
+
+    def left() -> float:  # each read within what is left of the wait (a request needs a moment)
+        return max(QUIET_MAP_POLL_S, deadline - time.monotonic())
+
     try:
-        end = kc.list_offsets(admin, where, "latest", alias, read_committed=False, timeout=wait_s)[where[0]]
-        while kc.list_offsets(admin, where, "latest", alias, timeout=wait_s)[where[0]] < end:
+        end = kc.list_offsets(admin, where, "latest", alias, read_committed=False, timeout=left())[where[0]]
+        while kc.list_offsets(admin, where, "latest", alias, timeout=left())[where[0]] < end:
             if time.monotonic() + QUIET_MAP_POLL_S >= deadline:
                 log.info("a transaction on the offset map still in flight after %.2f s: fencing now", wait_s)
                 return False
