@@ -23,11 +23,14 @@ from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 # past the writers' transaction timeout (`state_writers.TRANSACTION_TIMEOUT_MS`)
 # and the broker's next check for timed-out transactions.
 SETTLE_TIMEOUT_S = 30.0
+SETTLE_POLL_S = 0.05
 # How long `read_topic` waits in one consume call before it looks whether it reached the end.
 READ_WAIT_S = 0.01
 
 
-def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTLE_TIMEOUT_S) -> int:
+def topic_end(
+    admin: AdminClient, topic: str, alias: str, timeout: float = SETTLE_TIMEOUT_S, poll_s: float = SETTLE_POLL_S
+) -> int:
     """The end of everything written to `topic` so far, once every transaction in it has ended.
 
     Invariant: whatever was written (and acknowledged) before this call is
@@ -36,10 +39,14 @@ def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTL
     commit whose markers are not written yet) holds it back, and anything
     committed after that point would be silently missing from the read.
     """
-    high = kc.list_offsets(admin, [(topic, 0)], "latest", alias, read_committed=False)[(topic, 0)]
     deadline = time.monotonic() + timeout
+
+    def left() -> float:  # each read within what is left of `timeout` (a request needs a moment)
+        return min(kc.REQUEST_TIMEOUT_S, max(poll_s, deadline - time.monotonic()))
+
+    high = kc.list_offsets(admin, [(topic, 0)], "latest", alias, read_committed=False, timeout=left())[(topic, 0)]
     while True:
-        stable = kc.list_offsets(admin, [(topic, 0)], "latest", alias)[(topic, 0)]
+        stable = kc.list_offsets(admin, [(topic, 0)], "latest", alias, timeout=left())[(topic, 0)]
         if stable >= high:
             return high
         if time.monotonic() > deadline:
@@ -48,7 +55,7 @@ def topic_end(admin: AdminClient, topic: str, alias: str, timeout: float = SETTL
                 f"(a writer killed mid-write; the broker aborts it after its timeout): its state cannot be read "
                 f"completely yet, so nothing was decided from it. Retry in a minute"
             )
-        time.sleep(0.05)
+        time.sleep(poll_s)
 
 
 def read_topic(

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_keys import segment_key
 from mirror_pipeline.link.state_store import SlotWriter
+from mirror_pipeline.link.topic_reading import topic_end
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment, pack
 from mirror_pipeline.replication.copier import WorkUnit
@@ -93,22 +93,11 @@ def await_quiet_map(admin: AdminClient, offset_map_topic: str, alias: str, wait_
     fixed retry for a producer id): the hand-over then stalled every partition of the slot for
     over half a second. A transaction's records sit in the map past its last stable offset until it
     ends, so waiting for that offset to reach the log end, as it was read first, is waiting for
-    every transaction then in flight. The offset map has one partition (`state_store`)."""
-    where = [(offset_map_topic, 0)]
-    deadline = time.monotonic() + wait_s
-
-    def left() -> float:  # each read within what is left of the wait (a request needs a moment)
-        return max(QUIET_MAP_POLL_S, deadline - time.monotonic())
-
+    every transaction then in flight (`topic_end`). The offset map has one partition (`state_store`)."""
     try:
-        end = kc.list_offsets(admin, where, "latest", alias, read_committed=False, timeout=left())[where[0]]
-        while kc.list_offsets(admin, where, "latest", alias, timeout=left())[where[0]] < end:
-            if time.monotonic() + QUIET_MAP_POLL_S >= deadline:
-                log.info("a transaction on the offset map still in flight after %.2f s: fencing now", wait_s)
-                return False
-            time.sleep(QUIET_MAP_POLL_S)
+        topic_end(admin, offset_map_topic, alias, timeout=wait_s, poll_s=QUIET_MAP_POLL_S)
     except (MirrorError, KafkaException) as exc:  # the fence goes ahead regardless
-        log.info("could not read the offset map's ends before fencing: %s", exc)
+        log.info("fencing now: the offset map was not quiet within %.2f s (%s)", wait_s, exc)
         return False
     return True
 

@@ -7,16 +7,8 @@ import threading
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
 
-from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.replication.hand_over import await_quiet_map
-
-
-def _one_partition_topic(bootstrap: str, name: str):
-    admin = kc.admin_client({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=-1)])[name].result(30)
-    return admin
 
 
 def _open_transaction(bootstrap: str, topic: str, tag: str) -> Producer:
@@ -29,10 +21,11 @@ def _open_transaction(bootstrap: str, topic: str, tag: str) -> Producer:
     return producer
 
 
-def test_the_wait_ends_when_the_transaction_in_flight_commits(destination_bootstrap, unique_name):
-    topic = unique_name("map")
-    admin = _one_partition_topic(destination_bootstrap, topic)
-    Producer({"bootstrap.servers": destination_bootstrap}).produce(topic, value=b"before")  # not waited for
+def test_the_wait_ends_when_the_transaction_in_flight_commits(destination_bootstrap, unique_name, create_topic, admin):
+    topic = create_topic(destination_bootstrap, unique_name("map"))
+    plain = Producer({"bootstrap.servers": destination_bootstrap})
+    plain.produce(topic, value=b"before")  # a record outside any transaction: never waited for
+    assert plain.flush(30) == 0
     producer = _open_transaction(destination_bootstrap, topic, topic)
     commit_started: list[float] = []
 
@@ -44,28 +37,26 @@ def test_the_wait_ends_when_the_transaction_in_flight_commits(destination_bootst
     committer = threading.Thread(target=commit_later)
     committer.start()
     try:
-        assert await_quiet_map(admin, topic, "destination", wait_s=30)
+        assert await_quiet_map(admin(destination_bootstrap), topic, "destination", wait_s=30)
         returned_at = time.monotonic()
     finally:
         committer.join()
     assert commit_started and returned_at >= commit_started[0], "it went ahead while the transaction was open"
 
 
-def test_a_transaction_left_open_does_not_hold_the_fence_back(destination_bootstrap, unique_name):
-    topic = unique_name("map")
-    admin = _one_partition_topic(destination_bootstrap, topic)
+def test_a_transaction_left_open_does_not_hold_the_fence_back(destination_bootstrap, unique_name, create_topic, admin):
+    topic = create_topic(destination_bootstrap, unique_name("map"))
     producer = _open_transaction(destination_bootstrap, topic, topic)
     try:
-        assert not await_quiet_map(admin, topic, "destination", wait_s=0.3)
+        assert not await_quiet_map(admin(destination_bootstrap), topic, "destination", wait_s=0.3)
     finally:
         producer.abort_transaction(30)
-    assert await_quiet_map(admin, topic, "destination", wait_s=30)
+    assert await_quiet_map(admin(destination_bootstrap), topic, "destination", wait_s=30)
 
 
-def test_a_map_with_no_transaction_in_flight_is_quiet_at_once(destination_bootstrap, unique_name):
-    topic = unique_name("map")
-    admin = _one_partition_topic(destination_bootstrap, topic)
-    assert await_quiet_map(admin, topic, "destination", wait_s=30)
+def test_a_map_with_no_transaction_in_flight_is_quiet_at_once(destination_bootstrap, unique_name, create_topic, admin):
+    topic = create_topic(destination_bootstrap, unique_name("map"))
+    assert await_quiet_map(admin(destination_bootstrap), topic, "destination", wait_s=30)
     producer = _open_transaction(destination_bootstrap, topic, topic)
     producer.commit_transaction(30)
-    assert await_quiet_map(admin, topic, "destination", wait_s=30)
+    assert await_quiet_map(admin(destination_bootstrap), topic, "destination", wait_s=30)
