@@ -67,6 +67,7 @@ from mirror_pipeline.replication.hand_over import FollowTimes, await_quiet_map, 
 from mirror_pipeline.replication.renewals import Renewals
 from mirror_pipeline.replication.round_sending import RoundSending
 from mirror_pipeline.replication.task_clients import (
+    SLOT_THREADS,
     Failures,
     open_admin,
     open_producers,
@@ -85,8 +86,6 @@ from mirror_pipeline.replication.throttling import ThrottleWatch
 
 log = logging.getLogger(__name__)
 
-# Slot writers that fence or commit at once (threads of a task beside its copy loop).
-SLOT_THREADS = 8
 # Times a task takes back a slot's writer fenced under it (see `_GroupCopy._retake`).
 RETAKES_PER_SLOT = 3
 

@@ -10,7 +10,8 @@ transactional producer's coordinator, a consumer's group coordinator (an
 assign-only consumer has a group id too) and an admin client's background
 queue. On a one-broker cluster a slot writer is 4 threads, a producer 3, the
 consumer and the admin client 4 each; the task adds its main thread and
-`SLOT_THREADS`.
+`SLOT_THREADS`. A task keeps within `TASK_THREADS` by opening fewer producers
+(`producer_count`); its writer slots are the link's (`mirror.writer.slots`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from mirror_pipeline.replication.copier import CopyContext, writer_settings
 from mirror_pipeline.replication.group_reading import Member, follow_fetch_settings
 from mirror_pipeline.replication.task_memory import MemoryPlan
 from mirror_pipeline.replication.throttling import ThrottleWatch
+
+# Slot writers that fence or commit at once (threads of a task beside its copy loop).
+SLOT_THREADS = 8
+# librdkafka's threads of each kind of client on a one-broker cluster (see the module).
+WRITER_THREADS, PRODUCER_THREADS, READER_THREADS, ADMIN_THREADS = 4, 3, 4, 4
+# The threads a copy task keeps within when its slots allow: a 2-core machine's
+# two tasks of 8 writer slots each (a link's 16 by default) on 10,000 partitions.
+TASK_THREADS = 64
 
 # By a failed record's (topic, partition), which confluent-kafka types Optional.
 Failures = dict[tuple[str | None, int | None], KafkaError]
@@ -65,6 +74,24 @@ def producers_first(parts: Sequence[Member]) -> bool:
     return producers_for(len(parts)) == 1
 
 
+def producer_count(parts: Sequence[Member]) -> int:
+    """How many producers the task writes through: `producers_for` its width, fewer where more
+    would take it past `TASK_THREADS`.
+
+    Beside the producers a task holds its main thread, `SLOT_THREADS`, a writer
+    per slot, its consumer and admin client and, in follow mode, the consumer
+    that reads a held partition's landed records while it settles
+    (`left_open`, one at a time). A wide task's checks (two consumers) end
+    before its producers open (`producers_first`). On 9,900 partitions a
+    follow task of 8 slots had 4 producers and reached 66 threads; with 3 it
+    stays at 62.
+    """
+    slots = len({p.slot for p in parts})
+    settling = READER_THREADS if any(p.unit.follows for p in parts) else 0
+    others = 1 + SLOT_THREADS + WRITER_THREADS * slots + READER_THREADS + ADMIN_THREADS + settling
+    return max(1, min(producers_for(len(parts)), (TASK_THREADS - others) // PRODUCER_THREADS))
+
+
 def open_producers(
     ctx: CopyContext,
     link: str,
@@ -83,7 +110,7 @@ def open_producers(
     # them, so together they hold no more than one producer did.
     max_message_bytes = min(p.unit.max_message_bytes for p in parts)
     settings = throttles.watching(writer_settings(ctx, link, max_message_bytes, memory.writer_settings(), on_delivery))
-    return ProducerSet(lambda: kc.producer(settings), producers_for(len(parts)))
+    return ProducerSet(lambda: kc.producer(settings), producer_count(parts))
 
 
 def open_writers(pool: Executor, ctx: CopyContext, link: str, slots: Iterable[int]) -> dict[int, SlotWriter]:
