@@ -397,6 +397,14 @@ def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10
     if reported.any():
         q50, q99 = np.percentile(source[reported] - ts[reported], [50, 99], method="inverted_cdf")
         out.update({"source_ack_p50_ms": round(float(q50), 1), "source_ack_p99_ms": round(float(q99), 1)})
+        # The replicator's own share when the source is slow to take the load: from the report of a
+        # record's acknowledgement (in this process) to its arrival on the mirror.
+        arrival_by_seq = np.zeros(n)
+        arrival_by_seq[got] = arrival
+        both = reported & got
+        if both.any():
+            a50, a99 = np.percentile(arrival_by_seq[both] - source[both], [50, 99], method="inverted_cdf")
+            out.update({"after_ack_p50_ms": round(float(a50), 1), "after_ack_p99_ms": round(float(a99), 1)})
     out["timeline"] = _timeline(ts[got] - ts[0], latency, window_s)
     out["gaps"] = _arrival_gaps(arrival, float(ts[0]))
     return out

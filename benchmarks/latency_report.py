@@ -114,11 +114,17 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
     return out
 
 
+def _after_ack(p: dict[str, Any]) -> str:
+    if "after_ack_p50_ms" not in p:
+        return ""
+    return f" and the mirror had them p50 {p['after_ack_p50_ms']:.0f} ms, p99 {p['after_ack_p99_ms']:.0f} ms after that"
+
+
 def _load_note(m: dict[str, Any]) -> str:
     ld, p = m.get("load") or {}, m.get("latency") or {}
     source = (
         f"the source acknowledged them p50 {p['source_ack_p50_ms']:.0f} ms, p99 {p['source_ack_p99_ms']:.0f} ms "
-        f"after sending; "
+        f"after sending{_after_ack(p)}; "
         if "source_ack_p50_ms" in p
         else ""
     )
