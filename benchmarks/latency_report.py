@@ -188,7 +188,11 @@ def _epoch_summary(lines: list[str]) -> str:
     epochs = [line for line in lines if re.match(r"epoch \d+:", line)]
     failed = [line for line in epochs if "not fully copied" in line or ": not run:" in line]
     left = sum(int(n.replace(",", "")) for line in epochs for n in re.findall(LEFT_TO_NEXT_EPOCH, line))
-    return f"epochs reported: {len(epochs)}; with a failure: {len(failed)}; partitions left to the next epoch: {left}"
+    grew = [line for line in epochs if "more than the link's task memory budget" in line]
+    return (
+        f"epochs reported: {len(epochs)}; with a failure: {len(failed)}; partitions left to the next epoch: {left}; "
+        f"with a copy task grown past its memory budget: {len(grew)}"
+    )
 
 
 def _bursts(follow: dict[str, Any] | None, cycle: dict[str, Any] | None) -> list[str]:

@@ -25,6 +25,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli.signals import stop_on_signals
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
+from mirror_pipeline.model.results import over_budget_note
 from mirror_pipeline.operations.follow import RUN_WORKER_PID_ENV, Epoch
 
 
@@ -85,6 +86,8 @@ def _epoch_line(epoch: Epoch, d: dict | None) -> str:
             "(their copy task started too late to take over in this one, or waited out the records of the task "
             "before it)"
         )
+    if memory := over_budget_note(d.get("task_memory")):
+        text += f"; {memory}"
     return text + (f"; {epoch.error}" if epoch.error else "")
 
 

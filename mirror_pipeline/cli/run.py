@@ -26,6 +26,7 @@ from mirror_pipeline.cli.common import (
     table,
 )
 from mirror_pipeline.cli.values import TOPIC, printable
+from mirror_pipeline.model.results import over_budget_note
 from mirror_pipeline.model.text import first_few
 from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
 from mirror_pipeline.replication.spark_runner import LazySession, spark_session
@@ -183,6 +184,8 @@ def _render_cycle(d: dict) -> str:
         text += f"\n{len(busy) - len(rows):,} more partition(s) that copied or are behind (`run --json` lists them)"
     if idle:
         text += ("\n" if rows else "\n\n") + f"{idle:,} partition(s) up to date with nothing to copy (not listed)"
+    if memory := over_budget_note(d.get("task_memory")):
+        text += f"\n{memory}"
     waiting = d.get("not_listed_yet") or []
     if waiting:
         text += (

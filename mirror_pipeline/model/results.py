@@ -121,6 +121,50 @@ class MirrorCopyResult:
 
 
 @dataclass(frozen=True)
+class TaskMemory:
+    """A cycle's largest copy task, by its Spark Python worker's resident memory.
+
+    The link's budget (`mirror.task.memory.bytes`) bounds a task's record
+    buffers; what a worker grows by during a task also holds its clients' and
+    partitions' own state, so growth past the budget is worth a word.
+    """
+
+    budget_bytes: int
+    peak_rss_bytes: int = -1  # the highest peak of any task's worker (-1: no task reported one)
+    growth_bytes: int = -1  # the most any worker grew from its task's start to its peak
+
+    @classmethod
+    def of(cls, budget_bytes: int, tasks: Iterable[tuple[int, int]]) -> TaskMemory:
+        """From each task's (resident memory at its start, peak); a task that measured nothing is -1."""
+        measured = [(start, peak) for start, peak in tasks if start > 0 and peak > 0]
+        if not measured:
+            return cls(budget_bytes)
+        return cls(budget_bytes, max(p for _, p in measured), max(p - s for s, p in measured))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget_bytes": self.budget_bytes,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "growth_bytes": self.growth_bytes,
+        }
+
+
+MiB = 1024 * 1024
+
+
+def over_budget_note(task_memory: dict[str, Any] | None) -> str:
+    """A cycle's `task_memory` (`TaskMemory.to_dict`) in a sentence when a task grew past the
+    budget; '' otherwise (or when nothing was measured)."""
+    if not task_memory or task_memory["growth_bytes"] <= task_memory["budget_bytes"]:
+        return ""
+    return (
+        f"a copy task grew by {task_memory['growth_bytes'] / MiB:,.0f} MiB while it ran, more than the link's "
+        f"task memory budget for record buffers ({task_memory['budget_bytes'] / MiB:,.0f} MiB, "
+        f"mirror.task.memory.bytes); its Spark worker peaked at {task_memory['peak_rss_bytes'] / MiB:,.0f} MiB"
+    )
+
+
+@dataclass(frozen=True)
 class CycleResult:
     link: str
     started_at: float
@@ -129,6 +173,7 @@ class CycleResult:
     mirrors: dict[str, MirrorCopyResult] = field(default_factory=dict)
     # Mirrors created moments ago whose topics the destination did not list yet: the next cycle copies them.
     not_listed_yet: tuple[str, ...] = ()
+    task_memory: TaskMemory | None = None
 
     @property
     def records(self) -> int:
@@ -159,6 +204,7 @@ class CycleResult:
             "left_to_next_epoch": self.left_to_next_epoch,
             "mirrors": {name: m.to_dict() for name, m in sorted(self.mirrors.items())},
             "not_listed_yet": list(self.not_listed_yet),
+            "task_memory": self.task_memory.to_dict() if self.task_memory else None,
         }
 
 

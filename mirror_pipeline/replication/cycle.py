@@ -21,7 +21,7 @@ from mirror_pipeline.link.state_writers import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRefused, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import Segment, pack, resolve_keyed
-from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, MirrorInfo, PartitionCopy, TaskMemory
 from mirror_pipeline.model.states import DELETING, NO_COPY_FLAGS, WATCHED, may_copy
 from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.chunks import chunk_delivery_timeout_ms
@@ -212,6 +212,7 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             for m, parts in mirrors.items()
         },
         not_listed_yet=tuple(sorted(plan.not_listed_yet)),
+        task_memory=TaskMemory.of(ctx.link.task_memory_bytes, ((r.rss_start_bytes, r.rss_peak_bytes) for r in results)),
     )
 
 

@@ -6,7 +6,9 @@ the next epoch."""
 from __future__ import annotations
 
 from mirror_pipeline.cli.run import _render_cycle
-from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy
+from mirror_pipeline.model.results import CycleResult, MirrorCopyResult, PartitionCopy, TaskMemory
+
+MiB = 1024 * 1024
 
 
 def copy(partition: int, records: int, lag: int = 0) -> PartitionCopy:
@@ -77,3 +79,28 @@ def test_a_wide_cycle_shows_the_partitions_behind_and_counts_the_rest():
     assert [int(r[1]) for r in rows] == sorted(int(r[1]) for r in rows)
     assert "21 more partition(s) that copied or are behind (`run --json` lists them)" in text
     assert text.endswith("1 partition(s) up to date with nothing to copy (not listed)")
+
+
+def test_a_cycle_whose_task_grew_past_its_memory_budget_says_so_and_one_within_it_does_not():
+    from mirror_pipeline.cli.follow import _epoch_line
+    from mirror_pipeline.operations.follow import Epoch
+
+    # (resident memory at a task's start, its peak): the second task grew the most, the third the highest.
+    grew = TaskMemory.of(256 * MiB, [(100 * MiB, 300 * MiB), (90 * MiB, 400 * MiB), (-1, -1), (200 * MiB, 420 * MiB)])
+    assert grew == TaskMemory(256 * MiB, 420 * MiB, 310 * MiB)
+    result = CycleResult("l", 0.0, 1.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 5),))}, task_memory=grew)
+    said = (
+        "a copy task grew by 310 MiB while it ran, more than the link's task memory budget for record buffers "
+        "(256 MiB, mirror.task.memory.bytes); its Spark worker peaked at 420 MiB"
+    )
+    assert _render_cycle(result.to_dict()).endswith(said)
+    assert _epoch_line(Epoch(1, result), result.to_dict()).endswith(f"; {said}")
+    within = CycleResult("l", 0.0, 1.0, 1, {}, task_memory=TaskMemory.of(256 * MiB, [(100 * MiB, 300 * MiB)]))
+    assert within.to_dict()["task_memory"] == {
+        "budget_bytes": 256 * MiB,
+        "peak_rss_bytes": 300 * MiB,
+        "growth_bytes": 200 * MiB,
+    }
+    assert "memory" not in _render_cycle(within.to_dict())
+    unmeasured = CycleResult("l", 0.0, 1.0, 0, {}, task_memory=TaskMemory.of(256 * MiB, [(-1, -1)]))
+    assert "memory" not in _epoch_line(Epoch(2, unmeasured), unmeasured.to_dict())
