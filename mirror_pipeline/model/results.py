@@ -120,6 +120,9 @@ class MirrorCopyResult:
         }
 
 
+MiB = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class TaskMemory:
     """A cycle's largest copy task, by its Spark Python worker's resident memory.
@@ -149,9 +152,6 @@ class TaskMemory:
         }
 
 
-MiB = 1024 * 1024
-
-
 def over_budget_note(task_memory: dict[str, Any] | None) -> str:
     """A cycle's `task_memory` (`TaskMemory.to_dict`) in a sentence when a task grew past the
     budget; '' otherwise (or when nothing was measured)."""
@@ -160,7 +160,7 @@ def over_budget_note(task_memory: dict[str, Any] | None) -> str:
     return (
         f"a copy task grew by {task_memory['growth_bytes'] / MiB:,.0f} MiB while it ran, more than the link's "
         f"task memory budget for record buffers ({task_memory['budget_bytes'] / MiB:,.0f} MiB, "
-        f"mirror.task.memory.bytes); its Spark worker peaked at {task_memory['peak_rss_bytes'] / MiB:,.0f} MiB"
+        f"mirror.task.memory.bytes); the busiest Spark worker peaked at {task_memory['peak_rss_bytes'] / MiB:,.0f} MiB"
     )
 
 

@@ -74,22 +74,27 @@ def producers_first(parts: Sequence[Member]) -> bool:
     return producers_for(len(parts)) == 1
 
 
-def producer_count(parts: Sequence[Member]) -> int:
-    """How many producers the task writes through: `producers_for` its width, fewer where more
-    would take it past `TASK_THREADS`.
+def copying_threads(parts: Sequence[Member], producers: int) -> int:
+    """The most threads a task of `parts` holds while it copies through `producers` producers.
 
-    Beside the producers a task holds its main thread, `SLOT_THREADS`, a writer
-    per slot, its consumer and admin client and, in follow mode, the consumer
-    that reads a held partition's landed records while it settles
-    (`left_open`, one at a time). A wide task's checks (two consumers) end
-    before its producers open (`producers_first`). On 9,900 partitions a
-    follow task of 8 slots had 4 producers and reached 66 threads; with 3 it
-    stays at 62.
+    Beside the producers: its main thread, `SLOT_THREADS`, a writer per slot,
+    its consumer and admin client and, in follow mode, the consumer that reads
+    a held partition's landed records while it settles (`left_open`, one at a
+    time). A wide task's checks (two consumers) end before its producers open
+    (`producers_first`).
     """
     slots = len({p.slot for p in parts})
     settling = READER_THREADS if any(p.unit.follows for p in parts) else 0
     others = 1 + SLOT_THREADS + WRITER_THREADS * slots + READER_THREADS + ADMIN_THREADS + settling
-    return max(1, min(producers_for(len(parts)), (TASK_THREADS - others) // PRODUCER_THREADS))
+    return others + PRODUCER_THREADS * producers
+
+
+def producer_count(parts: Sequence[Member]) -> int:
+    """How many producers the task writes through: `producers_for` its width, fewer where more
+    would take it past `TASK_THREADS` (`copying_threads`), one at least. On 9,900 partitions a
+    follow task of 8 slots had 4 producers and reached 66 threads; with 3, 63."""
+    room = (TASK_THREADS - copying_threads(parts, 0)) // PRODUCER_THREADS
+    return max(1, min(producers_for(len(parts)), room))
 
 
 def open_producers(

@@ -91,7 +91,7 @@ def test_a_cycle_whose_task_grew_past_its_memory_budget_says_so_and_one_within_i
     result = CycleResult("l", 0.0, 1.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 5),))}, task_memory=grew)
     said = (
         "a copy task grew by 310 MiB while it ran, more than the link's task memory budget for record buffers "
-        "(256 MiB, mirror.task.memory.bytes); its Spark worker peaked at 420 MiB"
+        "(256 MiB, mirror.task.memory.bytes); the busiest Spark worker peaked at 420 MiB"
     )
     assert _render_cycle(result.to_dict()).endswith(said)
     assert _epoch_line(Epoch(1, result), result.to_dict()).endswith(f"; {said}")

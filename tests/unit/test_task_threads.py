@@ -6,12 +6,12 @@ from mirror_pipeline.replication.chunks import MAX_TASK_PRODUCERS
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import Member
 from mirror_pipeline.replication.task_clients import (
-    ADMIN_THREADS,
     PRODUCER_THREADS,
     READER_THREADS,
     SLOT_THREADS,
     TASK_THREADS,
     WRITER_THREADS,
+    copying_threads,
     producer_count,
     producers_first,
 )
@@ -34,36 +34,26 @@ def task(partitions: int, slots: int, follow_s: float = 0.0) -> list[Member]:
     return out
 
 
-def threads(parts: list[Member]) -> int:
-    """The most threads the task holds while it copies, as `producer_count` reckons them."""
-    slots = len({p.slot for p in parts})
-    settling = READER_THREADS if parts[0].unit.follows else 0
-    return (
-        1
-        + SLOT_THREADS
-        + WRITER_THREADS * slots
-        + READER_THREADS
-        + ADMIN_THREADS
-        + settling
-        + PRODUCER_THREADS * producer_count(parts)
-    )
-
-
 def test_a_wide_cycle_task_of_half_the_slots_keeps_every_producer_within_the_budget():
     parts = task(5_000, LINK_SLOTS // 2)
     assert producer_count(parts) == MAX_TASK_PRODUCERS
-    assert threads(parts) <= TASK_THREADS
+    # main, Python's, 8 writers, the consumer and the admin client, 4 producers
+    assert copying_threads(parts, MAX_TASK_PRODUCERS) == 1 + SLOT_THREADS + 8 * WRITER_THREADS + 8 + 12
+    assert copying_threads(parts, MAX_TASK_PRODUCERS) <= TASK_THREADS
 
 
 def test_a_wide_follow_task_gives_a_producer_up_for_the_consumer_that_settles_a_held_partition():
     parts = task(5_000, LINK_SLOTS // 2, follow_s=60.0)
     assert producer_count(parts) == MAX_TASK_PRODUCERS - 1
-    assert threads(parts) <= TASK_THREADS
+    assert copying_threads(parts, 0) == copying_threads(task(5_000, LINK_SLOTS // 2), 0) + READER_THREADS
+    assert copying_threads(parts, MAX_TASK_PRODUCERS - 1) <= TASK_THREADS
+    assert copying_threads(parts, MAX_TASK_PRODUCERS) > TASK_THREADS  # a fourth would pass it
 
 
 def test_a_task_of_more_slots_than_the_budget_holds_still_writes_through_one_producer():
     parts = task(5_000, LINK_SLOTS, follow_s=60.0)
     assert producer_count(parts) == 1
+    assert copying_threads(parts, 1) - PRODUCER_THREADS > TASK_THREADS  # its writers alone pass it
     assert not producers_first(parts)  # a wide task's producer waits for its checks to end
 
 
