@@ -27,6 +27,7 @@ from typing import Any
 
 from benchmarks.common import MM2_SINGLE_NODE, REPO, log_tail, mm2_properties_text, say, start_mm2, stop_mm2
 from benchmarks.latency_load import MEASURED, Load, Tracker
+from mirror_pipeline.cli.follow import epoch_line
 
 #: A `run` process that takes longer than this is killed (with its Spark JVM) and counted as failed.
 CYCLE_TIMEOUT_S = 900
@@ -322,11 +323,13 @@ class ProcessCopier(Copier):
 
 
 class Follow(ProcessCopier):
-    """`run --link L --follow [--epoch-seconds N]`: one process, stopped with SIGTERM (it finishes its epoch)."""
+    """`run --link L --follow --json [--epoch-seconds N]`: one process, stopped with SIGTERM (it finishes
+    its epoch). Its epochs come as JSON, for their figures (a copy task's memory), and are kept and logged
+    as the line the text output has (`cli.follow.epoch_line`)."""
 
     warm_up = True
-    #: The lines of its (text) output worth a place in the report: its epoch length, each epoch, the stop.
-    NEWS = ("following ", "epoch ", "stopping ")
+    #: The text lines of its output worth a place in the report beside the epochs: the stop.
+    NEWS = ("stopping ",)
 
     def __init__(
         self,
@@ -345,10 +348,11 @@ class Follow(ProcessCopier):
         self.log = workdir / f"{name}.log"
         self.result = {"log": str(self.log)}
         self.epochs: list[tuple[float, str]] = []  # (monotonic time the line came, the line)
+        self.task_memory: list[dict[str, int]] = []  # each epoch's largest copy task (`TaskMemory.to_dict`)
         self.t0 = 0.0
 
     def start(self, t0: float) -> None:
-        cmd = [*cli_command(), "run", "--link", self.link, "--config", str(self.config), "--follow"]
+        cmd = [*cli_command(), "run", "--link", self.link, "--config", str(self.config), "--follow", "--json"]
         if self.epoch_s is not None:
             cmd += ["--epoch-seconds", f"{self.epoch_s:g}"]
         say(f"{self.name}: starting {' '.join(cmd[-7:])} (log: {self.log})")
@@ -376,10 +380,21 @@ class Follow(ProcessCopier):
             for raw in self.proc.stdout:
                 at = time.monotonic()
                 line = raw.decode(errors="replace").rstrip()
+                if line.startswith("{"):
+                    line = self._epoch(json.loads(line)) or line
                 log.write(f"[{at - self.t0:8.1f}s] {line}\n")
                 log.flush()
-                if line.startswith(self.NEWS):
+                if line.startswith(self.NEWS) or line.startswith("epoch "):
                     self.epochs.append((at, line))
+
+    def _epoch(self, news: dict[str, Any]) -> str:
+        """An epoch's line (its task memory noted); '' for other news (a sync)."""
+        if "epoch" not in news:
+            return ""
+        cycle = news.get("cycle") or {}
+        if memory := cycle.get("task_memory"):
+            self.task_memory.append(memory)
+        return epoch_line(news["epoch"], news.get("cycle"), news.get("error") or "")
 
     def stop(self) -> None:
         """SIGTERM to the process alone (not its group: the Spark JVM must outlive the epoch in flight)."""
@@ -391,4 +406,4 @@ class Follow(ProcessCopier):
         # When each line was printed, in seconds from the measured load's start (negative: before it).
         ref = self.load_start if self.load_start is not None else self.t0
         epochs = [{"at_s": round(at - ref, 1), "line": line} for at, line in self.epochs]
-        return {**self.result, "epochs": epochs}
+        return {**self.result, "epochs": epochs, "task_memory": self.task_memory}

@@ -172,6 +172,8 @@ def _copier_notes(mode: str, c: dict[str, Any], p: dict[str, Any]) -> list[str]:
         out.append(f"{c.get('stopped_with', 'SIGTERM')} -> exit code {c['exit_code']} after {c['stop_s']} s")
     if c.get("epochs"):
         out.append(_epoch_summary([e["line"] for e in c["epochs"]]))
+        if c.get("task_memory"):
+            out.append(_task_memory(c["task_memory"]))
         out.append("its output, stamped in s from the measured load's start:")
         out += [f"  {e['at_s']:+8.1f} s  {e['line']}" for e in c["epochs"]]
     for key in ("died", "killed"):
@@ -192,6 +194,20 @@ def _epoch_summary(lines: list[str]) -> str:
     return (
         f"epochs reported: {len(epochs)}; with a failure: {len(failed)}; partitions left to the next epoch: {left}; "
         f"with a copy task grown past its memory budget: {len(grew)}"
+    )
+
+
+def _task_memory(epochs: list[dict[str, int]]) -> str:
+    """Each epoch's largest copy task: what its worker grew by and peaked at, against the budget."""
+    mib = 1 << 20
+    measured = [m for m in epochs if m["growth_bytes"] >= 0]
+    if not measured:
+        return "a copy task's memory: not measured (no task could read its own)"
+    grew = " ".join(f"{m['growth_bytes'] / mib:.0f}" for m in measured)
+    peaks = " ".join(f"{m['peak_rss_bytes'] / mib:.0f}" for m in measured)
+    return (
+        f"a copy task's memory per epoch (MiB): grew {grew}; its worker peaked at {peaks}; "
+        f"the budget for its record buffers {measured[0]['budget_bytes'] / mib:.0f}"
     )
 
 

@@ -39,7 +39,9 @@ class _Report:
 
     def epoch(self, epoch: Epoch) -> None:
         d = epoch.result.to_dict() if epoch.result else None
-        self._line({"epoch": epoch.number, "cycle": d, "error": epoch.error or None}, _epoch_line(epoch, d))
+        self._line(
+            {"epoch": epoch.number, "cycle": d, "error": epoch.error or None}, epoch_line(epoch.number, d, epoch.error)
+        )
         if epoch.result is not None:  # the mirrors the epoch changed (`record_cycle`)
             dagster_events.record_cycle(
                 self.config,
@@ -70,12 +72,14 @@ class _Report:
             (self.pipes.log.warning if data.get("error") else self.pipes.log.info)(printable(text))
 
 
-def _epoch_line(epoch: Epoch, d: dict | None) -> str:
+def epoch_line(number: int, d: dict | None, error: str) -> str:
+    """An epoch in one line: its cycle's result (`CycleResult.to_dict`, None: not run) and error.
+    Also how the latency benchmark renders the epochs of `--json`."""
     if d is None:
-        return f"epoch {epoch.number}: not run: {epoch.error}"
+        return f"epoch {number}: not run: {error}"
     latency = [p["latency_max_ms"] for m in d["mirrors"].values() for p in m["partitions"] if p["latency_records"]]
     text = (
-        f"epoch {epoch.number}: copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
+        f"epoch {number}: copied {d['records']:,} records ({d['bytes']:,} bytes) in {d['duration_s']:.1f}s "
         f"over {d['work_units']} partitions; lag after: {d['lag_after']:,}"
     )
     if latency:
@@ -88,7 +92,7 @@ def _epoch_line(epoch: Epoch, d: dict | None) -> str:
         )
     if memory := over_budget_note(d.get("task_memory")):
         text += f"; {memory}"
-    return text + (f"; {epoch.error}" if epoch.error else "")
+    return text + (f"; {error}" if error else "")
 
 
 def _sync_changed(kind: str, d: dict | None) -> str:

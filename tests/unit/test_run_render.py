@@ -53,20 +53,19 @@ def test_a_failed_cycle_names_five_mirrors_and_counts_the_rest():
 
 
 def test_a_follow_epoch_says_which_partitions_it_left_to_the_next_one():
-    from mirror_pipeline.cli.follow import _epoch_line
-    from mirror_pipeline.operations.follow import Epoch
+    from mirror_pipeline.cli.follow import epoch_line
 
     late = PartitionCopy(0, 0, 0, 0, 0, 0, 0, 40, left_to_next_epoch=True)
     result = CycleResult("l", 0.0, 3.0, 2, {"m": MirrorCopyResult("m", "s", (late, copy(1, 0, lag=6)))})
     assert result.to_dict()["left_to_next_epoch"] == 1
-    line = _epoch_line(Epoch(1, result), result.to_dict())
+    line = epoch_line(1, result.to_dict(), "")
     assert line == (
         "epoch 1: copied 0 records (0 bytes) in 3.0s over 2 partitions; lag after: 46; 1 partition(s) left to "
         "the next epoch (their copy task started too late to take over in this one, or waited out the records "
         "of the task before it)"
     )
     on_time = CycleResult("l", 0.0, 3.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 0, lag=6),))})
-    assert "left to the next epoch" not in _epoch_line(Epoch(2, on_time), on_time.to_dict())
+    assert "left to the next epoch" not in epoch_line(2, on_time.to_dict(), "")
 
 
 def test_a_wide_cycle_shows_the_partitions_behind_and_counts_the_rest():
@@ -82,8 +81,7 @@ def test_a_wide_cycle_shows_the_partitions_behind_and_counts_the_rest():
 
 
 def test_a_cycle_whose_task_grew_past_its_memory_budget_says_so_and_one_within_it_does_not():
-    from mirror_pipeline.cli.follow import _epoch_line
-    from mirror_pipeline.operations.follow import Epoch
+    from mirror_pipeline.cli.follow import epoch_line
 
     # (resident memory at a task's start, its peak): the second task grew the most, the third the highest.
     grew = TaskMemory.of(256 * MiB, [(100 * MiB, 300 * MiB), (90 * MiB, 400 * MiB), (-1, -1), (200 * MiB, 420 * MiB)])
@@ -94,7 +92,7 @@ def test_a_cycle_whose_task_grew_past_its_memory_budget_says_so_and_one_within_i
         "(256 MiB, mirror.task.memory.bytes); the busiest Spark worker peaked at 420 MiB"
     )
     assert _render_cycle(result.to_dict()).endswith(said)
-    assert _epoch_line(Epoch(1, result), result.to_dict()).endswith(f"; {said}")
+    assert epoch_line(1, result.to_dict(), "").endswith(f"; {said}")
     within = CycleResult("l", 0.0, 1.0, 1, {}, task_memory=TaskMemory.of(256 * MiB, [(100 * MiB, 300 * MiB)]))
     assert within.to_dict()["task_memory"] == {
         "budget_bytes": 256 * MiB,
@@ -103,4 +101,4 @@ def test_a_cycle_whose_task_grew_past_its_memory_budget_says_so_and_one_within_i
     }
     assert "memory" not in _render_cycle(within.to_dict())
     unmeasured = CycleResult("l", 0.0, 1.0, 0, {}, task_memory=TaskMemory.of(256 * MiB, [(-1, -1)]))
-    assert "memory" not in _epoch_line(Epoch(2, unmeasured), unmeasured.to_dict())
+    assert "memory" not in epoch_line(2, unmeasured.to_dict(), "")
