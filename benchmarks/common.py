@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.local.clusters import LocalKafka
 from mirror_pipeline.local.jars import ensure_kafka_jars, java_command
+from mirror_pipeline.model.errors import TopicNotFound
 
 REPO = Path(__file__).resolve().parents[1]
 MM2_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -51,11 +52,21 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict |
     wait_for_leaders(admin, topic, partitions)
 
 
-def wait_for_leaders(admin: AdminClient, topic: str, partitions: int) -> None:
+def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s: float = 300) -> None:
     """Wait until every partition has a leader that answers ListOffsets: a single broker makes
-    the partitions of a wide topic live over tens of seconds (NOT_LEADER_FOR_PARTITION meanwhile)."""
+    the partitions of a wide topic live over tens of seconds (NOT_LEADER_FOR_PARTITION meanwhile),
+    and on 9,900 partitions its metadata named only some of them for more than the two minutes
+    `list_offsets` allows a partition it does not know."""
     tps = [(topic, p) for p in range(partitions)]
-    kc.list_offsets(admin, tps, "latest", "bench", read_committed=False, timeout=120)  # retries until then
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            kc.list_offsets(admin, tps, "latest", "bench", read_committed=False, timeout=120)  # retries until then
+            return
+        except TopicNotFound:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1)
 
 
 def end_offsets(admin: AdminClient, topic: str, partitions: int, earliest: bool = False) -> list[int]:
