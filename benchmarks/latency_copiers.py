@@ -328,8 +328,8 @@ class Follow(ProcessCopier):
     as the line the text output has (`cli.follow.epoch_line`)."""
 
     warm_up = True
-    #: The text lines of its output worth a place in the report beside the epochs: the stop.
-    NEWS = ("stopping ",)
+    #: The lines of its output worth a place in the report: each epoch (as rendered), the stop.
+    NEWS = ("epoch ", "stopping ")
 
     def __init__(
         self,
@@ -381,15 +381,19 @@ class Follow(ProcessCopier):
                 at = time.monotonic()
                 line = raw.decode(errors="replace").rstrip()
                 if line.startswith("{"):
-                    line = self._epoch(json.loads(line)) or line
+                    line = self._epoch(line) or line
                 log.write(f"[{at - self.t0:8.1f}s] {line}\n")
                 log.flush()
-                if line.startswith(self.NEWS) or line.startswith("epoch "):
+                if line.startswith(self.NEWS):
                     self.epochs.append((at, line))
 
-    def _epoch(self, news: dict[str, Any]) -> str:
-        """An epoch's line (its task memory noted); '' for other news (a sync)."""
-        if "epoch" not in news:
+    def _epoch(self, line: str) -> str:
+        """An epoch's line (its task memory noted); '' for other news (a sync) or a line not JSON."""
+        try:
+            news = json.loads(line)
+        except ValueError:
+            return ""
+        if not isinstance(news, dict) or "epoch" not in news:
             return ""
         cycle = news.get("cycle") or {}
         if memory := cycle.get("task_memory"):
