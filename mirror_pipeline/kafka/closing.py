@@ -22,9 +22,15 @@ def close_producer(producer: Producer) -> None:
     Purged first, since `close` would otherwise wait for records that cannot
     be delivered (20 s for a writer fenced mid-commit) and warn when it cannot
     abort a transaction its writer already gave up on.
+
+    Raises nothing: it runs in `finally` blocks, after the failure that
+    matters. A gap-less writer whose request was in flight fails fatally when
+    the purge drops it, and confluent-kafka raises a fatal error from the next
+    call that serves the client's events, `close` included (after destroying
+    the client): raised here, it would hide why the write failed.
     """
     with suppress(KafkaException):  # a fenced producer's fatal error, raised again
         producer.purge(in_queue=True, in_flight=True)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), suppress(KafkaException):
         warnings.simplefilter("ignore", RuntimeWarning)
         producer.close()

@@ -5,11 +5,15 @@ the fence wait, and the next cycle would then flag the mirror FOREIGN_WRITE with
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka.closing import close_producer
 from mirror_pipeline.replication.cycle import CycleFailed
 from tests.config_files import write_pair_config
 from tests.kafka_tools import WriteQuota
@@ -51,3 +55,43 @@ def test_a_chunk_failed_under_a_throttle_names_the_quota(
     assert "writing failed" in why, why
     assert "the destination throttled this link's writers for up to" in why, why
     assert f"client id 'mirror-pipeline.{link}.writer'" in why and "mirror.writer.fence.wait.ms" in why, why
+
+
+def test_a_writer_let_go_with_a_throttled_request_in_flight_raises_nothing(
+    destination_bootstrap, create_topic, unique_name
+):
+    """Dropping a gap-less writer's request in flight is fatal to the writer (librdkafka), and
+    confluent-kafka raises that fatal error from the next call that serves the writer's events,
+    `close` included. `close_producer` runs in `finally` blocks, where it would hide why a write
+    failed (a chunk past its deadline under a throttle read as a bare gap-less error)."""
+    topic = create_topic(destination_bootstrap, unique_name("held"), partitions=1)
+    client_id = unique_name("held-writer")
+    quota = WriteQuota(destination_bootstrap, client_id)
+    quota.put(QUOTA_BYTES_S)
+    try:
+        with pytest.raises(KafkaException, match="gap-less"):
+            _held_writer(destination_bootstrap, client_id, topic).close()
+        close_producer(_held_writer(destination_bootstrap, client_id, topic))
+    finally:
+        quota.lift()
+
+
+def _held_writer(bootstrap: str, client_id: str, topic: str) -> Producer:
+    """A gap-less writer whose requests the quota holds back, its records in flight purged."""
+    out = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "enable.idempotence": True,
+            "enable.gapless.guarantee": True,
+            "linger.ms": 0,
+            "logger": logging.getLogger("held-writer"),
+        }
+    )
+    for _ in range(6):  # 3 MiB in 2 s against 64 KiB/s: the broker holds requests back
+        for _ in range(512):
+            out.produce(topic, value=b"x" * 1024, partition=0)
+        out.flush(0.3)
+    out.purge(in_queue=True, in_flight=True)
+    time.sleep(1)  # the purge's fatal error reaches the writer's event queue
+    return out
