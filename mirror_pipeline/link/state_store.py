@@ -69,6 +69,7 @@ __all__ = [
     "segment_key",
     "live_segments",
     "newest_starts",
+    "segment_writes",
     "segment_writes_since",
     "state_writer_id",
     "transactional_id",
@@ -144,9 +145,14 @@ def segment_writes_since(
 ) -> list[SegmentWrite]:
     """Every segment of `link` written at or after offset `since` of the offset-map topic, in the
     order written: what other writers, or the epoch before, did since a plan."""
+    return segment_writes(read_topic(conf, admin, offset_map_topic, alias, start=since), link)
+
+
+def segment_writes(records: Iterable[tuple[str, bytes | None, int]], link: str) -> list[SegmentWrite]:
+    """The segments of `link` among records of the offset-map topic, in the order written."""
     prefix = f"{link}/"
     writes = []
-    for key, value, _ in read_topic(conf, admin, offset_map_topic, alias, start=since):
+    for key, value, _ in records:
         if key.startswith(prefix):
             _, mirror, partition, start = key.split("/")
             writes.append(((mirror, int(partition)), int(start), value))

@@ -45,7 +45,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -61,7 +61,7 @@ from mirror_pipeline.replication.chunks import (
     chunk_runs,
 )
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
-from mirror_pipeline.replication.group_checks import check_after_fencing, verify_log_ends
+from mirror_pipeline.replication.group_checks import ReadAhead, check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import FollowTimes, await_quiet_map, pack_announced, wait_for_start
 from mirror_pipeline.replication.renewals import Renewals
@@ -152,6 +152,7 @@ class _GroupCopy:
         self.retakes: dict[int, int] = defaultdict(int)
         self.window_s = reservations.window_s(ctx.writer_delivery_timeout_ms)
         self.next_due = math.inf  # when the next reservation's window ends (`time.monotonic`)
+        self.ahead: ReadAhead | None = None  # what a task taking over read before its fence
 
     # --- setup and checks ---------------------------------------------------------------
 
@@ -172,14 +173,18 @@ class _GroupCopy:
             if early := producers_first(self.parts):
                 self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
             self.writers.update(open_writers(self.pool, self.ctx, self.link, {p.slot for p in self.parts}))
+            if continuing := any(p.unit.continues for p in self.parts):  # taking over from the epoch before
+                self.ahead = ReadAhead(self.ctx, self.link, self.parts)
+                reading_ahead = self.pool.submit(self.ahead.read, admin.result)
             if not wait_for_start(self.parts):
                 return
-            if any(p.unit.continues for p in self.parts):  # taking over from the epoch before
+            if continuing:
+                wait([reading_ahead])
                 await_quiet_map(admin.result(), self.ctx.offset_map_topic, self.ctx.dest_alias)
             for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
                 done.result()
             self.admin = admin.result()
-            check_after_fencing(self.ctx, self.link, self.admin, self.pool, self.parts)
+            check_after_fencing(self.ctx, self.link, self.admin, self.pool, self.parts, ahead=self.ahead)
             if all(p.ended for p in self.parts) and not left_open.held(self.parts):
                 return
             if not early:
@@ -210,6 +215,8 @@ class _GroupCopy:
             self.pool.shutdown()
             for consumer in self.consumers:
                 consumer.close()
+            if self.ahead is not None:
+                self.ahead.close()
             for writer in self.writers.values():
                 writer.close()
             self.out.close()

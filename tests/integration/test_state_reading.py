@@ -10,6 +10,7 @@ recreated under the same name read again from 0.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -19,7 +20,8 @@ from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link import compacted_view
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import ensure_internal_topics, read_topic, segment_key
-from mirror_pipeline.link.topic_reading import topic_identity
+from mirror_pipeline.link.topic_reading import TopicTail, topic_end, topic_identity
+from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
 from tests.integration.conftest import LINK
@@ -160,3 +162,65 @@ def test_registry_naming_and_acl_records_come_from_the_same_view(ctx):
     assert ctx.store.read_acl_record() == {"bindings": [1]}
     state = full_read(ctx, ctx.store.state_topic)
     assert json.loads(state[f"acl/{LINK}"]) == {"bindings": [1]}
+
+
+def _open_transaction(ctx: LinkContext, topic: str, name: str) -> Producer:
+    """A transactional producer with one record of `topic` in a transaction still open, acknowledged."""
+    p = Producer({"bootstrap.servers": ctx.dest.properties["bootstrap.servers"], "transactional.id": f"{topic}-{name}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, key=segment_key(LINK, "orders", 0, 7).encode(), value=Segment(7, ((7, 1),), 8).to_json())
+    assert p.flush(30) == 0
+    return p
+
+
+def test_the_settled_end_waits_for_a_transaction_open_and_covers_what_it_commits(ctx):
+    """The end a read goes to covers everything acknowledged before it asked, a transaction still open
+    included once it ends: the log end and the last stable offset are asked side by side."""
+    topic = ctx.store.offset_map_topic
+    write_segments(ctx, "orders", 0, [0])
+    p = _open_transaction(ctx, topic, "committer")
+    committer = threading.Timer(0.5, lambda: p.commit_transaction(30))
+    committer.start()
+    try:
+        asked = time.monotonic()
+        end = topic_end(ctx.dest_admin, topic, ctx.dest.alias, timeout=20)
+        waited = time.monotonic() - asked
+    finally:
+        committer.join()
+    assert waited >= 0.3, f"the end came back in {waited:.2f}s, before the transaction ended"
+    assert [
+        k for k, _, _ in read_topic(ctx.store.conf("state-reader"), ctx.dest_admin, topic, ctx.dest.alias, end=end)
+    ][-1] == segment_key(LINK, "orders", 0, 7)
+
+
+def test_a_transaction_open_past_the_timeout_fails_the_read_naming_it(ctx):
+    topic = ctx.store.offset_map_topic
+    p = _open_transaction(ctx, topic, "stuck")
+    try:
+        with pytest.raises(MirrorError, match="has had a transaction open"):
+            topic_end(ctx.dest_admin, topic, ctx.dest.alias, timeout=1)
+    finally:
+        p.abort_transaction(30)
+
+
+def test_a_tail_read_on_after_more_writes_equals_one_read_from_its_start(ctx):
+    """`TopicTail`, as a follow-mode task reads the offset map ahead of its fence and on after it:
+    the two reads together are one read from the start, what was aborted left out."""
+    topic = ctx.store.offset_map_topic
+    write_segments(ctx, "orders", 0, [0])
+    start = topic_end(ctx.dest_admin, topic, ctx.dest.alias)
+    write_segments(ctx, "orders", 0, [1])
+    conf = ctx.store.conf("state-reader")
+    tail = TopicTail(conf, ctx.dest_admin, topic, ctx.dest.alias, start)
+    try:
+        ahead = tail.read()
+        assert tail.read() == []  # nothing new
+        _open_transaction(ctx, topic, "aborter").abort_transaction(30)
+        write_segments(ctx, "orders", 1, [0])
+        after = tail.read()
+    finally:
+        tail.close()
+    assert [k for k, _, _ in ahead] == [segment_key(LINK, "orders", 0, 1)]
+    assert [k for k, _, _ in after] == [segment_key(LINK, "orders", 1, 0)]
+    assert ahead + after == list(read_topic(conf, ctx.dest_admin, topic, ctx.dest.alias, start=start))
