@@ -64,11 +64,16 @@ class ReadAhead:
         try:
             _state_store(self.ctx, self.link, admin()).read_mirrors()
             conf = kc.client_config(self.ctx.dest_properties, self.link, "state-reader")
-            self.map_tail = TopicTail(conf, admin(), self.ctx.offset_map_topic, self.ctx.dest_alias, self.since)
-            self.map_writes = segment_writes(self.map_tail.read(), self.link)
+            tail = TopicTail(conf, admin(), self.ctx.offset_map_topic, self.ctx.dest_alias, self.since)
+            try:
+                writes = segment_writes(tail.read(), self.link)
+            except BaseException:
+                tail.close()
+                raise
+            # Kept only whole: the map's tail goes on from where these writes end.
+            self.map_tail, self.map_writes = tail, writes
         except (MirrorError, KafkaException) as exc:
             log.info("the state and the offset map are read after fencing only: reading ahead failed (%s)", exc)
-            self.close()
 
     def writes_since_plan(self) -> list[SegmentWrite]:
         """After the fence: the link's segments written since the plan (`segment_writes_since`)."""
