@@ -103,8 +103,12 @@ class TopicTail:
             self.cons.close()
             raise
 
-    def read(self, timeout: float = 30.0) -> list[tuple[str, bytes | None, int]]:
-        end = topic_end(self.admin, self.topic, self.alias)
+    def read(
+        self, timeout: float = 30.0, settle_timeout: float = SETTLE_TIMEOUT_S
+    ) -> list[tuple[str, bytes | None, int]]:
+        """What was written since the last read; `settle_timeout` bounds the wait for transactions
+        open on the topic (`topic_end`), past which it raises and reads nothing."""
+        end = topic_end(self.admin, self.topic, self.alias, timeout=settle_timeout)
         if end <= self.end:
             return []
         try:

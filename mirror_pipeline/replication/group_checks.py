@@ -29,7 +29,7 @@ from mirror_pipeline.link.state_store import (
     segment_writes,
     segment_writes_since,
 )
-from mirror_pipeline.link.topic_reading import TopicTail
+from mirror_pipeline.link.topic_reading import TopicTail, topic_end
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import PAUSED, may_copy
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # How often a continuing unit asks whether the epoch before's last round has landed.
 LANDED_POLL_S = 0.02
+# How long reading ahead of a fence waits, at most, for a transaction open on the state or the map.
+AHEAD_SETTLE_S = 0.3
 
 
 class ReadAhead:
@@ -60,13 +62,19 @@ class ReadAhead:
         self.map_writes: list[SegmentWrite] = []
 
     def read(self, admin: Callable[[], AdminClient]) -> None:
-        """Best effort: whatever fails here is read after the fence as if nothing had been."""
+        """Best effort: whatever fails here is read after the fence as if nothing had been.
+
+        A transaction left open on either topic (its writer killed mid-write) is not waited for
+        beyond `AHEAD_SETTLE_S`: the broker ends it only after the writers' transaction timeout,
+        and the task fences once this read is over. Fencing the map's writers ends theirs at once."""
         try:
+            # The state view's read waits out an open transaction under the view's lock, the check's too.
+            topic_end(admin(), self.ctx.state_topic, self.ctx.dest_alias, timeout=AHEAD_SETTLE_S)
             _state_store(self.ctx, self.link, admin()).read_mirrors()
             conf = kc.client_config(self.ctx.dest_properties, self.link, "state-reader")
             tail = TopicTail(conf, admin(), self.ctx.offset_map_topic, self.ctx.dest_alias, self.since)
             try:
-                writes = segment_writes(tail.read(), self.link)
+                writes = segment_writes(tail.read(settle_timeout=AHEAD_SETTLE_S), self.link)
             except BaseException:
                 tail.close()
                 raise

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
@@ -24,6 +25,8 @@ from mirror_pipeline.link.topic_reading import TopicTail, topic_end, topic_ident
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.replication.copier import CopyContext
+from mirror_pipeline.replication.group_checks import ReadAhead
 from tests.integration.conftest import LINK
 
 
@@ -224,3 +227,27 @@ def test_a_tail_read_on_after_more_writes_equals_one_read_from_its_start(ctx):
     assert [k for k, _, _ in ahead] == [segment_key(LINK, "orders", 0, 1)]
     assert [k for k, _, _ in after] == [segment_key(LINK, "orders", 1, 0)]
     assert ahead + after == list(read_topic(conf, ctx.dest_admin, topic, ctx.dest.alias, start=start))
+
+
+def test_reading_ahead_of_a_fence_gives_up_on_a_transaction_left_open(ctx):
+    """A follow-mode task taking over reads the state and the offset map ahead of its fence
+    (`ReadAhead`). A transaction its killed predecessor left open on the map is not waited for: the
+    broker would end it only after the writers' transaction timeout, while the fence ends it at once.
+    Nothing read ahead is kept then, and the check reads the map after the fence as before."""
+    topic = ctx.store.offset_map_topic
+    write_segments(ctx, "orders", 0, [0])
+    copy_ctx = CopyContext("source", ctx.dest.alias, {}, ctx.dest.properties, topic, 10000, ctx.store.state_topic)
+    taking_over = [SimpleNamespace(unit=SimpleNamespace(map_snapshot_end=0))]
+    ahead = ReadAhead(copy_ctx, LINK, taking_over)
+    ahead.read(lambda: ctx.dest_admin)
+    try:
+        assert ahead.map_tail is not None and [start for _, start, _ in ahead.map_writes] == [0]
+    finally:
+        ahead.close()
+    left_open = _open_transaction(ctx, topic, "killed")
+    try:
+        ahead = ReadAhead(copy_ctx, LINK, taking_over)
+        ahead.read(lambda: ctx.dest_admin)
+        assert ahead.map_tail is None and ahead.map_writes == []
+    finally:
+        left_open.abort_transaction(30)
