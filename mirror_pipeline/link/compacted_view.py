@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
-from mirror_pipeline.link.topic_reading import read_topic, topic_end, topic_identity
+from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, read_topic, topic_end, topic_identity
 from mirror_pipeline.model.errors import MirrorError
 
 # Cap on how long a view is continued before it is read again from 0; the
@@ -137,11 +137,16 @@ def _entry(cluster: str, topic: str) -> _Entry:
 
 
 def read_compacted(
-    conf: dict[str, Any], admin: AdminClient, topic: str, alias: str, cluster: str
+    conf: dict[str, Any],
+    admin: AdminClient,
+    topic: str,
+    alias: str,
+    cluster: str,
+    settle_timeout: float = SETTLE_TIMEOUT_S,
 ) -> ViewSnapshot | None:
     """The latest value per key of the single-partition compacted `topic`, up to its settled
-    end (see `topic_end`); None when the topic does not exist. Reads only what this
-    process has not read yet."""
+    end (see `topic_end`, which waits at most `settle_timeout` for a transaction open on it);
+    None when the topic does not exist. Reads only what this process has not read yet."""
     entry = _entry(cluster, topic)
     # One reader at a time per view: a second one waits, then reads only what is newer.
     with entry.lock:
@@ -152,7 +157,7 @@ def read_compacted(
             if identity is None:
                 view.reset(None, 0.0)
                 return None
-            end = topic_end(admin, topic, alias)
+            end = topic_end(admin, topic, alias, timeout=settle_timeout)
             if not view.continues(identity, end, started):
                 view.reset(identity, _max_age_s(admin, topic, alias))
             try:

@@ -45,7 +45,7 @@ from mirror_pipeline.link.state_keys import (
     transactional_id,
 )
 from mirror_pipeline.link.state_writers import SegmentWriter, SlotWriter, TransactionalWriter
-from mirror_pipeline.link.topic_reading import read_topic
+from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.results import MirrorInfo
@@ -193,8 +193,11 @@ class StateStore:
         offset_map_topic: str | None,
         find_offset_map: Callable[[], None] | None = None,
         admin: AdminClient | None = None,
+        settle_timeout: float = SETTLE_TIMEOUT_S,
     ):
         self.link = link
+        # How long a read waits for a transaction open on an internal topic (`topic_end`).
+        self.settle_timeout = settle_timeout
         self.dest_alias = dest_alias
         self.state_topic = state_topic
         self._offset_map_topic = offset_map_topic
@@ -233,7 +236,9 @@ class StateStore:
     def read_latest(self, topic: str) -> tuple[Mapping[str, bytes], int] | None:
         """The latest value of every key of internal topic `topic` up to its settled end, and
         that end; None when the topic does not exist (see `compacted_view`)."""
-        snapshot = read_compacted(self.conf("state-reader"), self.admin, topic, self.dest_alias, self._cluster)
+        snapshot = read_compacted(
+            self.conf("state-reader"), self.admin, topic, self.dest_alias, self._cluster, self.settle_timeout
+        )
         return None if snapshot is None else (snapshot.latest, snapshot.end)
 
     def ensure_topics(self) -> None:

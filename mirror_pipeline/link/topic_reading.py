@@ -53,7 +53,7 @@ def topic_end(
             return high
         if time.monotonic() > deadline:
             raise MirrorError(
-                f"cluster '{alias}': internal topic '{topic}' has had a transaction open for over {timeout:.0f}s "
+                f"cluster '{alias}': internal topic '{topic}' has had a transaction open for over {timeout:g}s "
                 f"(a writer killed mid-write; the broker aborts it after its timeout): its state cannot be read "
                 f"completely yet, so nothing was decided from it. Retry in a minute"
             )

@@ -29,7 +29,7 @@ from mirror_pipeline.link.state_store import (
     segment_writes,
     segment_writes_since,
 )
-from mirror_pipeline.link.topic_reading import TopicTail, topic_end
+from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, TopicTail
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorDiverged, MirrorError, StateChanged
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.model.states import PAUSED, may_copy
@@ -68,9 +68,7 @@ class ReadAhead:
         beyond `AHEAD_SETTLE_S`: the broker ends it only after the writers' transaction timeout,
         and the task fences once this read is over. Fencing the map's writers ends theirs at once."""
         try:
-            # The state view's read waits out an open transaction under the view's lock, the check's too.
-            topic_end(admin(), self.ctx.state_topic, self.ctx.dest_alias, timeout=AHEAD_SETTLE_S)
-            _state_store(self.ctx, self.link, admin()).read_mirrors()
+            _state_store(self.ctx, self.link, admin(), settle_timeout=AHEAD_SETTLE_S).read_mirrors()
             conf = kc.client_config(self.ctx.dest_properties, self.link, "state-reader")
             tail = TopicTail(conf, admin(), self.ctx.offset_map_topic, self.ctx.dest_alias, self.since)
             try:
@@ -94,8 +92,18 @@ class ReadAhead:
         self.map_tail, self.map_writes = None, []
 
 
-def _state_store(ctx: CopyContext, link: str, admin: AdminClient) -> StateStore:
-    return StateStore(link, ctx.dest_alias, ctx.dest_properties, ctx.state_topic, ctx.offset_map_topic, admin=admin)
+def _state_store(
+    ctx: CopyContext, link: str, admin: AdminClient, settle_timeout: float = SETTLE_TIMEOUT_S
+) -> StateStore:
+    return StateStore(
+        link,
+        ctx.dest_alias,
+        ctx.dest_properties,
+        ctx.state_topic,
+        ctx.offset_map_topic,
+        admin=admin,
+        settle_timeout=settle_timeout,
+    )
 
 
 def check_after_fencing(

@@ -229,11 +229,12 @@ def test_a_tail_read_on_after_more_writes_equals_one_read_from_its_start(ctx):
     assert ahead + after == list(read_topic(conf, ctx.dest_admin, topic, ctx.dest.alias, start=start))
 
 
-def test_reading_ahead_of_a_fence_gives_up_on_a_transaction_left_open(ctx):
+@pytest.mark.parametrize("left_open_on", ["offset map", "state"])
+def test_reading_ahead_of_a_fence_gives_up_on_a_transaction_left_open(ctx, left_open_on):
     """A follow-mode task taking over reads the state and the offset map ahead of its fence
-    (`ReadAhead`). A transaction its killed predecessor left open on the map is not waited for: the
-    broker would end it only after the writers' transaction timeout, while the fence ends it at once.
-    Nothing read ahead is kept then, and the check reads the map after the fence as before."""
+    (`ReadAhead`). A transaction its killed predecessor left open on either is not waited for: the
+    broker would end it only after the writers' transaction timeout, while the fence ends the map's
+    at once. Nothing read ahead is kept then, and the check reads both after the fence as before."""
     topic = ctx.store.offset_map_topic
     write_segments(ctx, "orders", 0, [0])
     copy_ctx = CopyContext("source", ctx.dest.alias, {}, ctx.dest.properties, topic, 10000, ctx.store.state_topic)
@@ -244,7 +245,7 @@ def test_reading_ahead_of_a_fence_gives_up_on_a_transaction_left_open(ctx):
         assert ahead.map_tail is not None and [start for _, start, _ in ahead.map_writes] == [0]
     finally:
         ahead.close()
-    left_open = _open_transaction(ctx, topic, "killed")
+    left_open = _open_transaction(ctx, topic if left_open_on == "offset map" else ctx.store.state_topic, "killed")
     try:
         ahead = ReadAhead(copy_ctx, LINK, taking_over)
         ahead.read(lambda: ctx.dest_admin)

@@ -118,7 +118,7 @@ def topic(monkeypatch) -> FakeTopic:
             yield key, value, offset
 
     monkeypatch.setattr(cv, "topic_identity", lambda *_a: fake.topic_id)
-    monkeypatch.setattr(cv, "topic_end", lambda *_a: len(fake.records))
+    monkeypatch.setattr(cv, "topic_end", lambda *_a, **_kw: len(fake.records))
     monkeypatch.setattr(cv, "read_topic", read_topic)
     monkeypatch.setattr(cv, "describe_topic_configs", lambda *_a: {"delete.retention.ms": fake.retention_ms})
     cv.forget()
