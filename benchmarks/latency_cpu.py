@@ -15,8 +15,12 @@ from typing import Any
 
 from benchmarks.throughput import CpuMeter
 
-#: CpuMeter's catch-all for our children that are no JVM, Spark worker or broker: here, the CLI processes.
-ROLE_NAMES = {"other-children": "cli"}
+#: The role of this benchmark's own process: its load and its probe, no part of a copier's cost.
+BENCHMARK_ROLE = "benchmark"
+
+#: CpuMeter's catch-all for our children that are no JVM, Spark worker or broker: here, the CLI processes;
+#: and its "driver", this benchmark's own process (the load and the probe), not the Spark driver.
+ROLE_NAMES = {"other-children": "cli", "driver": BENCHMARK_ROLE}
 #: Threads and peak RSS are read this many times per CPU sample.
 PEAK_READS_PER_SAMPLE = 10
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from benchmarks.latency_cpu import BENCHMARK_ROLE
+
 W = 18  # mode column
 FROM = 41  # "measured from" column
 # In a follow epoch's line: how many of its partitions waited for the next epoch.
@@ -33,8 +35,33 @@ def render_table(r: dict[str, Any]) -> str:
     lines.append(rule)
     for mode, m in modes.items():
         lines += [f"{mode}: {line}" for line in _notes(mode, m, p)]
+    lines += _cpu_against_mm2(modes)
     lines += _bursts(modes.get("follow", {}).get("burst"), r.get("burst_cycle"))
     return "\n".join(lines)
+
+
+def copier_cpu_s(cpu: dict[str, float]) -> float:
+    """A mode's copier and both brokers, in CPU seconds: every role of ours but the benchmark's load and probe."""
+    return sum(v for k, v in cpu.items() if k not in (BENCHMARK_ROLE, "not-ours", "wall"))
+
+
+def _cpu_against_mm2(modes: dict[str, Any]) -> list[str]:
+    """Each mode's copier-and-brokers CPU beside MirrorMaker 2's, in all and per second of the mode's wall
+    time (the modes' start-ups and drains differ in length, so both are given)."""
+    measured = {mode: m["cpu_s"] for mode, m in modes.items() if (m.get("cpu_s") or {}).get("wall")}
+    if not measured:
+        return []
+    mm2 = measured.get("mm2")
+    out = ["", "CPU of the copier and both brokers (the benchmark's load and probe left out):"]
+    for mode, cpu in measured.items():
+        total, wall = copier_cpu_s(cpu), cpu["wall"]
+        line = f"  {mode + ':':<{W}} {total:>8.1f} CPU-s in {wall:g} s ({total / wall:.2f} cores)"
+        if mm2 and mode != "mm2" and copier_cpu_s(mm2):
+            in_all = total / copier_cpu_s(mm2)
+            per_s = (total / wall) / (copier_cpu_s(mm2) / mm2["wall"])
+            line += f": {in_all:.2f}x MirrorMaker 2's in all, {per_s:.2f}x per second"
+        out.append(line)
+    return out
 
 
 def _row(mode: str, m: dict[str, Any], mm2_p99: float | None) -> str:
