@@ -116,7 +116,7 @@ class Member:
 # (2,500 partitions a task, 10,000 on one destination broker of this 2-core machine).
 ROUND_PARTITIONS = 256
 # Follow mode: the shortest time from one round's cut to the next's (see `RoundReader._first_of_round`).
-FOLLOW_ROUND_S = 0.005
+FOLLOW_ROUND_S = 0.01
 # Follow mode, a task reading more partitions than this: its fetches wait on the source broker
 # until a MiB has come, or for half a millisecond per partition, up to librdkafka's default 500 ms
 # (librdkafka's defaults: one byte, or 500 ms).
@@ -255,10 +255,12 @@ class RoundReader:
 
         consume(n, timeout) returns only with n records or at its timeout: waiting in it held every
         round to FOLLOW_WAIT_S (p50 291 ms at 2,000 records/s); poll returns at the first record. The
-        interval bounds a task to 200 rounds a second, each a produce request per partition: most go
+        interval bounds a task to 100 rounds a second, each a produce request per partition: most go
         under a reservation, with no transaction (`reservations`). With a transaction per round it
-        was 0.1 s, and the round's median latency 60 ms; under reservations 16 ms at 0.02 s, 7 ms at
-        0.005 s (MirrorMaker 2: 8-9 ms), for half as much CPU again on the destination broker.
+        was 0.1 s, and the round's median latency 60 ms; under reservations 16 ms at 0.02 s, 10 ms at
+        0.01 s, 7-8 ms at 0.005 s (MirrorMaker 2: 8-9 ms). At 0.005 s the destination broker did twice
+        MirrorMaker 2's work and the p99 was no better: at 2,000 records/s, 0.01 s took a quarter off
+        the CPU of the copy and the brokers (benchmarks/README, "Rounds 10 ms apart").
         """
         first = self.reader.poll(wait)
         if first is None:
