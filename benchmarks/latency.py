@@ -190,12 +190,13 @@ def measure(bench: Bench, copier: Copier, burst: bool) -> dict[str, Any]:
     copier.watch(tracker, load)
     copier.start(time.monotonic())
     try:
-        drive(bench, copier, tracker, load, burst, out)
+        drive(bench, copier, tracker, load, burst, out, cpu)
     finally:
         copier.stop()
         tracker.stop(linger_s=args.linger)  # late copies (duplicates) still count
         load.close()
         out["cpu_s"] = cpu.stop()
+        out["load_cpu_s"] = cpu.between("load", "load-end")
         out["largest_process"] = cpu.largest()
     if "error" not in out:
         out["latency"] = phase_stats(load, tracker, MEASURED, args.window)
@@ -208,8 +209,11 @@ def measure(bench: Bench, copier: Copier, burst: bool) -> dict[str, Any]:
     return out
 
 
-def drive(bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: bool, out: dict[str, Any]) -> None:
-    """The running copier's part of `measure`: warm-up, load, drain, burst; figures go into `out`."""
+def drive(
+    bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: bool, out: dict[str, Any], cpu: CpuSampler
+) -> None:
+    """The running copier's part of `measure`: warm-up, load, drain, burst; figures go into `out`, and
+    `cpu` is marked at the steady load's start and end."""
     args = bench.args
     if copier.warm_up:
         out["start_up_s"] = load.warm_up(tracker.first_arrival, args.start_timeout, copier.alive)
@@ -227,7 +231,9 @@ def drive(bench: Bench, copier: Copier, tracker: Tracker, load: Load, burst: boo
             out["warm_s"] = args.warm_seconds
     say(f"{copier.name}: {args.rate:g} records/s for {args.seconds:g}s to a:{copier.source_topic}")
     copier.started_load()
+    cpu.mark("load")
     out["load"] = load.paced(args.rate, args.seconds)
+    cpu.mark("load-end")
     copier.ended_load()
     t0 = time.monotonic()
     # An overloaded source may still owe acknowledgements when the load ends: the drain waits for

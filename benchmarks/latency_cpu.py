@@ -1,5 +1,5 @@
 """CPU seconds per process group during one latency mode, the other load on the machine, and each
-group's largest process (threads, peak RSS).
+group's largest process (threads, peak RSS); also over the steady load alone (`mark`).
 
 `throughput.CpuMeter` compares two snapshots: a process that exits in between
 (every `run` process, MM2 or follow once stopped) would leave no trace in the
@@ -37,6 +37,9 @@ class CpuSampler(threading.Thread):
         # Per role, the most threads and the highest peak RSS (MiB) any one of its processes had:
         # a copy task is one Spark Python worker, the follow driver the `cli` process.
         self.peaks: dict[str, dict[str, float]] = {}
+        # Per mark: the CPU seconds of each role and the wall clock when it was made.
+        self.marks: dict[str, tuple[dict[str, float], float]] = {}
+        self.sampling = threading.Lock()  # a mark samples at once, beside the sampler's thread
 
     def run(self) -> None:
         # Peaks are read ten times as often as CPU: a copy task's start (its checks' clients) lasts
@@ -51,15 +54,30 @@ class CpuSampler(threading.Thread):
                     self._peak(ROLE_NAMES.get(role, role), pid)
 
     def _sample(self) -> None:
-        snap = self.meter.snapshot()
-        if not snap:
-            return
-        for pid, (role, cpu) in snap["pids"].items():
-            role = ROLE_NAMES.get(role, role)
-            self.roles[role] = self.roles.get(role, 0.0) + max(0.0, cpu - self.seen.get(pid, 0.0))
-            self.seen[pid] = cpu
-            self._peak(role, pid)
-        self.last = snap
+        with self.sampling:
+            snap = self.meter.snapshot()
+            if not snap:
+                return
+            for pid, (role, cpu) in snap["pids"].items():
+                role = ROLE_NAMES.get(role, role)
+                self.roles[role] = self.roles.get(role, 0.0) + max(0.0, cpu - self.seen.get(pid, 0.0))
+                self.seen[pid] = cpu
+                self._peak(role, pid)
+            self.last = snap
+
+    def mark(self, name: str) -> None:
+        """Note each role's CPU seconds now, for `between`."""
+        self._sample()
+        with self.sampling:
+            self.marks[name] = (dict(self.roles), self.last.get("wall", 0.0))
+
+    def between(self, start: str, end: str) -> dict[str, float]:
+        """CPU seconds per role from mark `start` to mark `end`, and their `wall` time; empty without both."""
+        if start not in self.marks or end not in self.marks:
+            return {}
+        (before, began), (after, ended) = self.marks[start], self.marks[end]
+        out = {role: round(cpu - before.get(role, 0.0), 1) for role, cpu in sorted(after.items())}
+        return {**{k: v for k, v in out.items() if v >= 0.05}, "wall": round(ended - began, 1)}
 
     def _peak(self, role: str, pid: int) -> None:
         status = _status(pid)
@@ -72,7 +90,8 @@ class CpuSampler(threading.Thread):
     def stop(self) -> dict[str, Any]:
         """CPU seconds per role, `not-ours` (everything else on the machine) and the wall time, as CpuMeter.delta."""
         self.stopping.set()
-        self.join(10)
+        if self.ident is not None:  # started
+            self.join(10)
         self._sample()
         if not self.first:
             return {}

@@ -406,6 +406,7 @@ def phase_stats(load: Load, tracker: Tracker, phase: bytes, window_s: float = 10
             a50, a99 = np.percentile(arrival_by_seq[both] - source[both], [50, 99], method="inverted_cdf")
             out.update({"after_ack_p50_ms": round(float(a50), 1), "after_ack_p99_ms": round(float(a99), 1)})
     out["timeline"] = _timeline(ts[got] - ts[0], latency, window_s)
+    out["slowest"] = _around_slowest(ts[got] - ts[0], latency)
     out["gaps"] = _arrival_gaps(arrival, float(ts[0]))
     return out
 
@@ -426,6 +427,24 @@ def _timeline(produced_ms: np.ndarray, latency: np.ndarray, window_s: float) -> 
             }
         )
     return rows
+
+
+def _around_slowest(
+    produced_ms: np.ndarray, latency: np.ndarray, before_ms: int = 1500, after_ms: int = 500, step_ms: int = 100
+) -> dict[str, Any]:
+    """The most latency per `step_ms` of production time around the slowest record (None: none produced
+    then). It tells a copier slow already before that record (short of CPU) from a pause at it."""
+    at = float(produced_ms[int(latency.argmax())])
+    start = max(0.0, (at - before_ms) // step_ms * step_ms)
+    near = (produced_ms >= start) & (produced_ms < at + after_ms)
+    steps = ((produced_ms[near] - start) // step_ms).astype(np.int64)
+    worst = [latency[near][steps == i] for i in range(int(steps.max()) + 1)]
+    return {
+        "at_s": round(at / 1000, 2),
+        "from_s": round(start / 1000, 2),
+        "step_ms": step_ms,
+        "max_ms": [round(float(w.max())) if len(w) else None for w in worst],
+    }
 
 
 def _arrival_gaps(arrival: np.ndarray, ref_ms: float, at_least_ms: float = 1000.0) -> dict[str, Any]:

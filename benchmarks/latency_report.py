@@ -46,22 +46,35 @@ def copier_cpu_s(cpu: dict[str, float]) -> float:
 
 
 def _cpu_against_mm2(modes: dict[str, Any]) -> list[str]:
-    """Each mode's copier-and-brokers CPU beside MirrorMaker 2's, in all and per second of the mode's wall
-    time (the modes' start-ups and drains differ in length, so both are given)."""
-    measured = {mode: m["cpu_s"] for mode, m in modes.items() if (m.get("cpu_s") or {}).get("wall")}
-    if not measured:
+    """Each mode's copier-and-brokers CPU beside MirrorMaker 2's: over the steady load, the same records
+    in the same time for every mode (the fair comparison), then over each mode's whole run, whose
+    start-ups, drains and stops differ in length (so in all and per second of it)."""
+    load = {mode: m["load_cpu_s"] for mode, m in modes.items() if (m.get("load_cpu_s") or {}).get("wall")}
+    whole = {mode: m["cpu_s"] for mode, m in modes.items() if (m.get("cpu_s") or {}).get("wall")}
+    if not whole:
         return []
-    mm2 = measured.get("mm2")
     out = ["", "CPU of the copier and both brokers (the benchmark's load and probe left out):"]
+    if load:
+        out.append("  during the steady load:")
+        out += _cpu_lines(load, per_second=False)
+        out.append("  over each mode's whole run (start, warm-up, drain and stop included):")
+    out += _cpu_lines(whole, per_second=True)
+    return out
+
+
+def _cpu_lines(measured: dict[str, dict[str, float]], per_second: bool) -> list[str]:
+    mm2 = measured.get("mm2")
+    lines = []
     for mode, cpu in measured.items():
         total, wall = copier_cpu_s(cpu), cpu["wall"]
         line = f"  {mode + ':':<{W}} {total:>8.1f} CPU-s in {wall:g} s ({total / wall:.2f} cores)"
         if mm2 and mode != "mm2" and copier_cpu_s(mm2):
-            in_all = total / copier_cpu_s(mm2)
-            per_s = (total / wall) / (copier_cpu_s(mm2) / mm2["wall"])
-            line += f": {in_all:.2f}x MirrorMaker 2's in all, {per_s:.2f}x per second"
-        out.append(line)
-    return out
+            line += f": {total / copier_cpu_s(mm2):.2f}x MirrorMaker 2's"
+            if per_second:
+                per_s = (total / wall) / (copier_cpu_s(mm2) / mm2["wall"])
+                line += f" in all, {per_s:.2f}x per second"
+        lines.append(line)
+    return lines
 
 
 def _row(mode: str, m: dict[str, Any], mm2_p99: float | None) -> str:
@@ -123,6 +136,12 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
         out.append(f"max ms per {span:g} s of production: " + " ".join(f"{w['max_ms']:.0f}" for w in t))
         if all("p99_ms" in w for w in t):
             out.append(f"p99 ms per {span:g} s of production: " + " ".join(f"{w['p99_ms']:.0f}" for w in t))
+        if s := lat.get("slowest"):
+            steps = " ".join("-" if v is None else f"{v}" for v in s["max_ms"])
+            out.append(
+                f"around the slowest record (produced at {s['at_s']:.2f} s), max ms per {s['step_ms']} ms of "
+                f"production from {s['from_s']:.1f} s: {steps}"
+            )
     cpu = m.get("cpu_s") or {}
     if cpu:
         roles = ", ".join(f"{k} {v:g}" for k, v in cpu.items() if k not in ("not-ours", "wall"))

@@ -1,5 +1,8 @@
 """The latency benchmark's CPU comparison: what the issue's CPU target is read from."""
 
+import numpy as np
+
+from benchmarks.latency_load import _around_slowest
 from benchmarks.latency_report import _cpu_against_mm2, copier_cpu_s
 
 MM2 = {"benchmark": 40.0, "broker-a": 60.0, "broker-b": 50.0, "mm2": 100.0, "not-ours": 3.0, "wall": 300.0}
@@ -28,7 +31,35 @@ def test_each_mode_is_set_against_mirrormaker_2_in_all_and_per_second():
     assert "270.0 CPU-s in 400 s (0.68 cores): 1.29x MirrorMaker 2's in all, 0.96x per second" in follow_line
 
 
+MM2_LOAD = {"benchmark": 30.0, "broker-a": 40.0, "broker-b": 35.0, "mm2": 75.0, "wall": 240.0}
+FOLLOW_LOAD = {"benchmark": 35.0, "broker-a": 45.0, "broker-b": 40.0, "spark-python": 50.0, "cli": 1.0, "wall": 240.1}
+
+
+def test_the_steady_load_comes_first_and_is_set_against_mirrormaker_2_once():
+    lines = _cpu_against_mm2(
+        {
+            "mm2": {"cpu_s": MM2, "load_cpu_s": MM2_LOAD},
+            "follow": {"cpu_s": FOLLOW, "load_cpu_s": FOLLOW_LOAD},
+        }
+    )
+    steady = lines[lines.index("  during the steady load:") + 1 : lines.index("  during the steady load:") + 3]
+    assert "150.0 CPU-s in 240 s (0.62 cores)" in steady[0]
+    # 136 / 150: the same records in the same time, so no per-second figure.
+    assert steady[1].endswith("136.0 CPU-s in 240.1 s (0.57 cores): 0.91x MirrorMaker 2's")
+    assert lines[-1].endswith(": 1.29x MirrorMaker 2's in all, 0.96x per second")
+
+
 def test_without_mirrormaker_2_a_mode_is_given_alone():
     (follow_line,) = _cpu_against_mm2({"follow": {"cpu_s": FOLLOW}, "mm2": {"skipped": "no jars"}})[2:]
     assert follow_line.endswith("(0.68 cores)")
     assert _cpu_against_mm2({"follow": {"skipped": "no jars"}}) == []
+
+
+def test_the_slowest_record_is_shown_with_what_came_just_before_and_after_it():
+    produced = np.arange(0, 5000, 10, dtype=np.float64)  # a record every 10 ms for 5 s
+    latency = np.full(len(produced), 9.0)
+    latency[(produced >= 3000) & (produced < 3200)] = 150.0  # a pause of 200 ms at 3 s
+    latency[produced == 3010] = 240.0
+    s = _around_slowest(produced, latency)
+    assert (s["at_s"], s["from_s"], s["step_ms"]) == (3.01, 1.5, 100)
+    assert s["max_ms"] == [9] * 15 + [240, 150] + [9] * 4  # to 0.5 s after it
