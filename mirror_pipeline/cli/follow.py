@@ -84,6 +84,9 @@ def epoch_line(number: int, d: dict | None, error: str) -> str:
     )
     if latency:
         text += f"; max latency {max(latency)} ms"
+    if taking_over := d.get("hand_over_ms"):
+        ready, fenced = taking_over["ready"], taking_over["fenced"]
+        text += f"; taken over {ready} ms after the hand-over time (fenced {fenced} ms after it)"
     if d.get("left_to_next_epoch"):
         text += (
             f"; {d['left_to_next_epoch']:,} partition(s) left to the next epoch "

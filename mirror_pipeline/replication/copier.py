@@ -157,6 +157,10 @@ class UnitResult:
     # Follow mode: the task was ready too late to take over this epoch (`hand_over.wait_for_start`),
     # so nothing was copied here; the next epoch copies the partition.
     left_to_next_epoch: bool = False
+    # Follow mode, a task that took over from the epoch before: when it had fenced, and when it was
+    # ready to copy, in ms after the hand-over time (`hand_over.note_take_over`); -1 otherwise.
+    fenced_after_hand_over_ms: int = -1
+    ready_after_hand_over_ms: int = -1
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

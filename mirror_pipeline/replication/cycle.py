@@ -199,6 +199,8 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             latency_sum_ms=r.latency_sum_ms if r else 0,
             latency_records=r.latency_records if r else 0,
             left_to_next_epoch=r.left_to_next_epoch if r else False,
+            fenced_after_hand_over_ms=r.fenced_after_hand_over_ms if r else -1,
+            ready_after_hand_over_ms=r.ready_after_hand_over_ms if r else -1,
         )
         mirrors.setdefault(mirror, []).append(copy)
         sources[mirror] = pp.mirror.source_topic

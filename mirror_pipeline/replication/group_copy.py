@@ -63,7 +63,13 @@ from mirror_pipeline.replication.chunks import (
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import ReadAhead, check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
-from mirror_pipeline.replication.hand_over import FollowTimes, await_quiet_map, pack_announced, wait_for_start
+from mirror_pipeline.replication.hand_over import (
+    FollowTimes,
+    await_quiet_map,
+    note_take_over,
+    pack_announced,
+    wait_for_start,
+)
 from mirror_pipeline.replication.renewals import Renewals
 from mirror_pipeline.replication.round_sending import RoundSending
 from mirror_pipeline.replication.task_clients import (
@@ -183,6 +189,7 @@ class _GroupCopy:
                 await_quiet_map(admin.result(), self.ctx.offset_map_topic, self.ctx.dest_alias)
             for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
                 done.result()
+            fenced_at = time.time()
             self.admin = admin.result()
             check_after_fencing(self.ctx, self.link, self.admin, self.pool, self.parts, ahead=self.ahead)
             if all(p.ended for p in self.parts) and not left_open.held(self.parts):
@@ -191,6 +198,8 @@ class _GroupCopy:
                 self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)
             if self.follow_s:
                 self.times = FollowTimes.from_now(units)
+                if continuing:
+                    note_take_over(self.parts, fenced_at, time.time())
             self.rounds = RoundReader(
                 reader,
                 self.parts,

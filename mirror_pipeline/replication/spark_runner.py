@@ -57,6 +57,8 @@ RESULT_SCHEMA = pa.schema(
         ("rss_start_bytes", pa.int64()),
         ("rss_peak_bytes", pa.int64()),
         ("left_to_next_epoch", pa.bool_()),
+        ("fenced_after_hand_over_ms", pa.int64()),
+        ("ready_after_hand_over_ms", pa.int64()),
     ]
 )
 

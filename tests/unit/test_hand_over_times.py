@@ -17,6 +17,7 @@ from mirror_pipeline.replication.hand_over import (
     STOP_BEFORE_HAND_OVER_S,
     FollowTimes,
     late_margin_s,
+    note_take_over,
     wait_for_start,
 )
 
@@ -110,6 +111,13 @@ def test_a_task_fences_unless_ready_too_close_to_its_hand_over(ready_after_start
     assert wait_for_start(parts) is fences
     # A task that does not fence says so in each of its partitions' results, for the epoch's line.
     assert [p.result.left_to_next_epoch for p in parts] == [not fences] * 2
+
+
+def test_a_task_that_took_over_notes_when_it_had_fenced_and_was_ready():
+    hand_over_at = time.time() - 1.0
+    parts = [member(unit(starts_at=hand_over_at, follow_s=6.0)), member(unit(partition=1, starts_at=hand_over_at))]
+    note_take_over(parts, fenced_at=hand_over_at + 0.0604, ready_at=hand_over_at + 0.1204)
+    assert [(p.result.fenced_after_hand_over_ms, p.result.ready_after_hand_over_ms) for p in parts] == [(60, 120)] * 2
 
 
 def test_a_cycle_task_always_fences():

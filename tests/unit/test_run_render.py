@@ -68,6 +68,28 @@ def test_a_follow_epoch_says_which_partitions_it_left_to_the_next_one():
     assert "left to the next epoch" not in epoch_line(2, on_time.to_dict(), "")
 
 
+def test_a_follow_epoch_says_how_long_its_slowest_task_took_to_take_over():
+    from mirror_pipeline.cli.follow import epoch_line
+
+    def took_over(partition: int, fenced_ms: int, ready_ms: int) -> PartitionCopy:
+        return PartitionCopy(
+            partition, 0, 0, 0, 0, 0, 0, 0, fenced_after_hand_over_ms=fenced_ms, ready_after_hand_over_ms=ready_ms
+        )
+
+    # Two tasks: the slowest fence and the slowest readiness, which may be different tasks'.
+    result = CycleResult(
+        "l", 0.0, 3.0, 3, {"m": MirrorCopyResult("m", "s", (took_over(0, 70, 90), took_over(1, 40, 130), copy(2, 0)))}
+    )
+    assert result.to_dict()["hand_over_ms"] == {"fenced": 70, "ready": 130}
+    assert epoch_line(2, result.to_dict(), "").endswith(
+        "; taken over 130 ms after the hand-over time (fenced 70 ms after it)"
+    )
+    # An epoch planned in full, whose tasks took over from none.
+    first = CycleResult("l", 0.0, 3.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 5),))})
+    assert first.to_dict()["hand_over_ms"] is None
+    assert "taken over" not in epoch_line(1, first.to_dict(), "")
+
+
 def test_a_wide_cycle_shows_the_partitions_behind_and_counts_the_rest():
     from mirror_pipeline.cli.run import ROWS_SHOWN
 
