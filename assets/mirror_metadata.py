@@ -42,7 +42,7 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
         **left_to_next_epoch_metadata(copy),
         **latency_metadata(copy),
         "lineage": MetadataValue.md(lineage_table(copy)),
-        "lineage_json": MetadataValue.json([p.lineage_row() for p in copy.partitions]),
+        "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
     }
 
 
