@@ -36,18 +36,9 @@ class PartitionCopy:
     latency_records: int = 0
     # Follow mode: its task was ready too late to take over this epoch; the next epoch copies it.
     left_to_next_epoch: bool = False
-    # Follow mode: when its task, taking over from the epoch before, had fenced and was ready to
-    # copy, in ms after the hand-over time; -1 when it did not take over.
-    fenced_after_hand_over_ms: int = -1
-    ready_after_hand_over_ms: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat (dataclasses.asdict's deep copy took 1.1 s for a 10,000-partition cycle), and without its
-        task's take-over times: those are the epoch's (`CycleResult.hand_over_ms`), not its lineage,
-        which a materialization records a row per partition of."""
-        row = dict(vars(self))
-        del row["fenced_after_hand_over_ms"], row["ready_after_hand_over_ms"]
-        return row
+        return dict(vars(self))  # flat: dataclasses.asdict's deep copy took 1.1 s for a 10,000-partition cycle
 
 
 @dataclass(frozen=True)
@@ -183,6 +174,10 @@ class CycleResult:
     # Mirrors created moments ago whose topics the destination did not list yet: the next cycle copies them.
     not_listed_yet: tuple[str, ...] = ()
     task_memory: TaskMemory | None = None
+    # Follow mode: the slowest task's take-over, in ms after the hand-over time (`fenced`, and
+    # `ready` to copy); None when no task took over from an epoch before. The epoch's figure, not
+    # a partition's lineage.
+    hand_over_ms: dict[str, int] | None = None
 
     @property
     def records(self) -> int:
@@ -200,18 +195,6 @@ class CycleResult:
     def left_to_next_epoch(self) -> int:
         """Follow mode: partitions whose task was ready too late to copy in this epoch."""
         return sum(p.left_to_next_epoch for m in self.mirrors.values() for p in m.partitions)
-
-    @property
-    def hand_over_ms(self) -> dict[str, int] | None:
-        """Follow mode: the slowest task's take-over, in ms after the hand-over time (`fenced`, and
-        `ready` to copy); None when no task took over from an epoch before."""
-        took_over = [p for m in self.mirrors.values() for p in m.partitions if p.ready_after_hand_over_ms >= 0]
-        if not took_over:
-            return None
-        return {
-            "fenced": max(p.fenced_after_hand_over_ms for p in took_over),
-            "ready": max(p.ready_after_hand_over_ms for p in took_over),
-        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

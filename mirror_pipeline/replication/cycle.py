@@ -199,8 +199,6 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             latency_sum_ms=r.latency_sum_ms if r else 0,
             latency_records=r.latency_records if r else 0,
             left_to_next_epoch=r.left_to_next_epoch if r else False,
-            fenced_after_hand_over_ms=r.fenced_after_hand_over_ms if r else -1,
-            ready_after_hand_over_ms=r.ready_after_hand_over_ms if r else -1,
         )
         mirrors.setdefault(mirror, []).append(copy)
         sources[mirror] = pp.mirror.source_topic
@@ -215,7 +213,20 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
         },
         not_listed_yet=tuple(sorted(plan.not_listed_yet)),
         task_memory=TaskMemory.of(ctx.link.task_memory_bytes, ((r.rss_start_bytes, r.rss_peak_bytes) for r in results)),
+        hand_over_ms=_slowest_take_over(results),
     )
+
+
+def _slowest_take_over(results: list[UnitResult]) -> dict[str, int] | None:
+    """Follow mode: the latest fence and the latest readiness of the tasks that took over from the
+    epoch before (which may be two different tasks'), in ms after the hand-over time."""
+    took_over = [r for r in results if r.ready_after_hand_over_ms >= 0]
+    if not took_over:
+        return None
+    return {
+        "fenced": max(r.fenced_after_hand_over_ms for r in took_over),
+        "ready": max(r.ready_after_hand_over_ms for r in took_over),
+    }
 
 
 def _consolidate(ctx: LinkContext, plan: Plan) -> None:

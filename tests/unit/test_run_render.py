@@ -70,23 +70,24 @@ def test_a_follow_epoch_says_which_partitions_it_left_to_the_next_one():
 
 def test_a_follow_epoch_says_how_long_its_slowest_task_took_to_take_over():
     from mirror_pipeline.cli.follow import epoch_line
+    from mirror_pipeline.replication.copier import UnitResult
+    from mirror_pipeline.replication.cycle import _slowest_take_over
 
-    def took_over(partition: int, fenced_ms: int, ready_ms: int) -> PartitionCopy:
-        return PartitionCopy(
-            partition, 0, 0, 0, 0, 0, 0, 0, fenced_after_hand_over_ms=fenced_ms, ready_after_hand_over_ms=ready_ms
+    def took_over(partition: int, fenced_ms: int, ready_ms: int) -> UnitResult:
+        return UnitResult(
+            "m", partition, 0, 0, 0, 0, fenced_after_hand_over_ms=fenced_ms, ready_after_hand_over_ms=ready_ms
         )
 
     # Two tasks: the slowest fence and the slowest readiness, which may be different tasks'.
-    result = CycleResult(
-        "l", 0.0, 3.0, 3, {"m": MirrorCopyResult("m", "s", (took_over(0, 70, 90), took_over(1, 40, 130), copy(2, 0)))}
-    )
-    assert result.to_dict()["hand_over_ms"] == {"fenced": 70, "ready": 130}
-    # The epoch's figure, not each partition's lineage (a row per partition, 10,000 on a wide link).
-    assert not {"fenced_after_hand_over_ms", "ready_after_hand_over_ms"} & set(took_over(0, 70, 90).to_dict())
+    slowest = _slowest_take_over([took_over(0, 70, 90), took_over(1, 40, 130), UnitResult("m", 2, 0, 0, 0, 0)])
+    assert slowest == {"fenced": 70, "ready": 130}
+    result = CycleResult("l", 0.0, 3.0, 3, {"m": MirrorCopyResult("m", "s", (copy(0, 0),))}, hand_over_ms=slowest)
+    assert result.to_dict()["hand_over_ms"] == slowest
     assert epoch_line(2, result.to_dict(), "").endswith(
         "; taken over 130 ms after the hand-over time (fenced 70 ms after it)"
     )
     # An epoch planned in full, whose tasks took over from none.
+    assert _slowest_take_over([UnitResult("m", 0, 0, 0, 0, 0)]) is None
     first = CycleResult("l", 0.0, 3.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 5),))})
     assert first.to_dict()["hand_over_ms"] is None
     assert "taken over" not in epoch_line(1, first.to_dict(), "")
