@@ -66,8 +66,8 @@ from mirror_pipeline.replication.group_reading import Member, RoundReader
 from mirror_pipeline.replication.hand_over import (
     FollowTimes,
     await_quiet_map,
+    close_and_pack,
     note_take_over,
-    pack_announced,
     wait_for_start,
 )
 from mirror_pipeline.replication.renewals import Renewals
@@ -106,15 +106,7 @@ def copy_units(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
 
 def copy_group(units: Sequence[WorkUnit], ctx: CopyContext) -> list[UnitResult]:
     """Copy `units` together (see the module); expected failures come back in each unit's result."""
-    parts = [
-        Member(
-            u,
-            UnitResult(u.mirror_topic, u.partition, u.source_from, u.source_from, u.dest_start, u.dest_start),
-            u.source_from,
-            u.dest_start,
-        )
-        for u in units
-    ]
+    parts = [Member.starting(u) for u in units]
     return_free_memory()
     rss_start = rss(reset_peak=True)[0]
     gc_was_enabled = gc.isenabled()
@@ -159,8 +151,6 @@ class _GroupCopy:
         self.window_s = reservations.window_s(ctx.writer_delivery_timeout_ms)
         self.next_due = math.inf  # when the next reservation's window ends (`time.monotonic`)
         self.ahead: ReadAhead | None = None  # what a task taking over read before its fence
-
-    # --- setup and checks ---------------------------------------------------------------
 
     def run(self) -> None:
         # The slot writers' round trips (fences, a round's transactions) overlap in it.
@@ -210,13 +200,14 @@ class _GroupCopy:
             )
             self._copy_rounds()
             left_open.leave(self.parts)
-            self._close_reservations(self.parts)
+            if self.times.follow_until and not self.times.hand_over_at:  # the last epoch: packed at its end
+                self._close_and_pack()
+            else:  # handed over, it packed before its last rounds (`FollowTimes.pack_due`)
+                self._close_reservations(self.parts)
             if not self.times.hand_over_at:
                 # Handed over, the next epoch's task checks the log ends after fencing (or the next
                 # plan does): read here, they could already hold that task's records.
                 verify_log_ends(self.ctx, self.admin, self.parts)
-                if self.times.follow_until:
-                    pack_announced(self.parts, self.writers)
         finally:
             self.renewals.end()
             # Its threads first: a fence still running when another one failed must end before its
@@ -229,8 +220,6 @@ class _GroupCopy:
             for writer in self.writers.values():
                 writer.close()
             self.out.close()
-
-    # --- rounds ---------------------------------------------------------------------------
 
     def _copy_rounds(self) -> None:
         idle_since = time.monotonic()
@@ -254,8 +243,7 @@ class _GroupCopy:
                 self._close_reservations(reservations.due(self.parts, time.monotonic()))
                 self.next_due = reservations.next_due(self.parts)
             if self.times.pack_due():
-                self._close_reservations(self.parts)
-                pack_announced(self.parts, self.writers)
+                self._close_and_pack()
                 self.times.settle_stop()
                 self.rounds.follow_until = self.times.follow_until
 
@@ -319,20 +307,34 @@ class _GroupCopy:
         for slot in self._announce(parts, lambda p: None, reservations.closed)[1]:
             self._retake(slot)
 
+    def _close_and_pack(self) -> None:
+        """Close every open reservation and merge the epoch's segments (`hand_over.close_and_pack`)."""
+        for slot in self._by_slot(lambda stop: close_and_pack(self.pool, self.writers, self.parts, stop), True)[1]:
+            self._retake(slot)
+
     def _announce(
         self, parts: list[Member], segment_of: Callable[[Member], Segment | None], note: Callable[..., None]
     ) -> tuple[list[Member], list[int]]:
-        """`announce_by_slot` once the renewal in flight is collected, timed for the stop before a
-        hand-over (`FollowTimes.settle_stop`). A slot whose transaction failed at the hand-over counts
+        """`announce_by_slot`, by `_by_slot`."""
+        return self._by_slot(
+            lambda stop: slot_announcing.announce_by_slot(self.pool, self.writers, parts, segment_of, note, stop),
+            bool(parts),
+        )
+
+    def _by_slot(
+        self, write: Callable[[Callable[[Member, str, str], None]], tuple[list[Member], list[int]]], writes: bool
+    ) -> tuple[list[Member], list[int]]:
+        """`write` the slots' transactions (given how to stop a part) once the renewal in flight is
+        collected, timed for the stop before a hand-over (`FollowTimes.settle_stop`) when it `writes`;
+        its noted parts and the fenced slots. A slot whose transaction failed at the hand-over counts
         as fenced: the next epoch's fence met it (which librdkafka may call UNKNOWN or _CONFLICT), and
         that epoch's task settles its parts (`left_open`)."""
-        if parts:
+        if writes:
             self._collect_renewal(wait=True)
         started = time.monotonic()
         at_hand_over: set[int] = set()
-        stop = self._stop_unless_handed_over(at_hand_over)
-        done, fenced = slot_announcing.announce_by_slot(self.pool, self.writers, parts, segment_of, note, stop)
-        if parts:
+        done, fenced = write(self._stop_unless_handed_over(at_hand_over))
+        if writes:
             self.times.note_announcement(time.monotonic() - started)
         return done, sorted(set(fenced) | at_hand_over)
 

@@ -58,6 +58,16 @@ class Member:
     settle_at: float = 0.0
     latency: Latency = field(default_factory=Latency)
 
+    @classmethod
+    def starting(cls, u: WorkUnit) -> Member:
+        """A unit's member before it copied anything."""
+        return cls(
+            u,
+            UnitResult(u.mirror_topic, u.partition, u.source_from, u.source_from, u.dest_start, u.dest_start),
+            u.source_from,
+            u.dest_start,
+        )
+
     @property
     def slot(self) -> int:
         return writer_slot(self.unit.mirror_topic, self.unit.partition, self.unit.writer_slots)

@@ -27,7 +27,8 @@ import logging
 import statistics
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
@@ -38,6 +39,7 @@ from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.link.topic_reading import topic_end
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment, pack
+from mirror_pipeline.replication import reservations, slot_announcing
 from mirror_pipeline.replication.copier import WorkUnit
 from mirror_pipeline.replication.group_reading import Member
 
@@ -173,27 +175,60 @@ class FollowTimes:
         self.follow_until = max(self.follow_until, self.hand_over_at - margin)
 
 
-def pack_announced(parts: list[Member], writers: dict[int, SlotWriter]) -> None:
-    """Merge each part's `announced` segments, one transaction per writer slot. Best effort: a slot
-    whose transaction fails keeps its segments as they are; the others keep only the merged ones."""
-    by_slot: dict[int, tuple[list[tuple[str, int, Segment]], list[str]]] = defaultdict(lambda: ([], []))
-    merged: dict[int, list[tuple[Member, list[Segment]]]] = defaultdict(list)
+def close_and_pack(
+    pool: Executor, writers: dict[int, SlotWriter], parts: list[Member], stop: Callable[[Member, str, str], None]
+) -> tuple[list[Member], list[int]]:
+    """Close the open reservations of `parts` and merge each one's announced segments, in one
+    transaction per writer slot, the slots' transactions side by side; the parts written, and the
+    slots whose writer was fenced (nothing of theirs was written). A part of a slot whose
+    transaction failed otherwise is `stop`ped, as a failed closing is.
+
+    One transaction, not a closing and then a merge: with the slots' merges one after another as
+    well, the copy stood still for 164 ms half a second before each hand-over (8 partitions, as
+    long as the hand-over's own pause). Either both are in the offset map or neither, each a state
+    the two transactions also left between them."""
+    by_slot: dict[int, list[Member]] = defaultdict(list)
+    writes: dict[int, tuple[list[tuple[str, int, Segment]], list[str]]] = defaultdict(lambda: ([], []))
+    closings: dict[int, Segment | None] = {}
+    packed_of: dict[int, list[Segment]] = {}
     for part in parts:
-        if part.result.error or len(part.announced) < 2:
+        if part.failed:
             continue
-        packed, stale_starts = pack(part.announced)
-        if len(packed) >= len(part.announced):
-            continue
-        puts, deletes = by_slot[part.slot]
+        closings[id(part)] = closing = reservations.closing(part)
+        segments = _with_reservation_closed(part, closing)
+        packed, stale_starts = pack(segments) if len(segments) > 1 else (segments, [])
+        puts, deletes = writes[part.slot]
         unit = part.unit
-        puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
-        deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
-        merged[part.slot].append((part, packed))
-    for slot, (puts, deletes) in by_slot.items():
-        try:
-            writers[slot].write_segments(puts, deletes, doing="packing the epoch's segments")
-        except MirrorError as exc:
-            log.info("writer slot %d: the epoch's segments stay unpacked: %s", slot, exc)
-            continue
-        for part, packed in merged[slot]:
-            part.announced = packed
+        if len(packed) < len(segments):
+            puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
+            deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
+            packed_of[id(part)] = packed
+        elif closing is not None:
+            puts.append((unit.mirror_topic, unit.partition, closing))
+        elif part.reservation is None:
+            continue  # nothing to close, nothing to merge
+        by_slot[part.slot].append(part)
+
+    def write(slot: int) -> float:
+        began = time.monotonic()
+        puts, deletes = writes[slot]
+        writers[slot].write_segments(puts, deletes, doing="closing and packing the epoch's segments")
+        return time.monotonic() - began
+
+    def note(part: Member, closing: Segment | None) -> None:
+        reservations.closed(part, closing)
+        if id(part) in packed_of:
+            part.announced = packed_of[id(part)]
+
+    outcomes = {slot: pool.submit(write, slot) for slot in sorted(by_slot)}
+    return slot_announcing.finish(slot_announcing.Announcing(dict(by_slot), closings, outcomes), note, stop)[:2]
+
+
+def _with_reservation_closed(part: Member, closing: Segment | None) -> list[Segment]:
+    """The part's announced segments with its open reservation as `closing` cuts it; none to merge
+    when nothing landed under the reservation (the closing writes nothing, as `slot_announcing`'s)."""
+    if part.reservation is None:
+        return part.announced
+    if closing is None:
+        return []
+    return [closing if s.dest_start == closing.dest_start else s for s in part.announced]

@@ -50,7 +50,7 @@ def hold(part: Member, reservation: Segment, delivery_timeout_ms: int) -> None:
     part.settle_at = written_at + 2 * delivery_timeout_ms / 1000 + HAND_OVER_SKEW_S
     part.start_at(*reservation.sure_end())
     part.ended = True  # not read until settled
-    # The merge of the epoch's segments (`hand_over.pack_announced`) takes closed ones only.
+    # The merge of the epoch's segments (`hand_over.close_and_pack`) takes closed ones only.
     part.announced = [s for s in part.announced if not s.open]
 
 
