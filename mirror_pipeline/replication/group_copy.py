@@ -174,14 +174,17 @@ class _GroupCopy:
                 reading_ahead = self.pool.submit(self.ahead.read, admin.result)
             if not wait_for_start(self.parts):
                 return
+            steps: dict[str, float] = {}  # when each step of a take-over ended (`note_take_over`)
             if continuing:
                 wait([reading_ahead])
                 await_quiet_map(admin.result(), self.ctx.offset_map_topic, self.ctx.dest_alias)
+                steps["map quiet"] = time.time()
             for done in [self.pool.submit(w.fence) for w in self.writers.values()]:
                 done.result()
-            fenced_at = time.time()
+            steps["fenced"] = time.time()
             self.admin = admin.result()
             check_after_fencing(self.ctx, self.link, self.admin, self.pool, self.parts, ahead=self.ahead)
+            steps["checked"] = time.time()
             if all(p.ended for p in self.parts) and not left_open.held(self.parts):
                 return
             if not early:
@@ -189,7 +192,7 @@ class _GroupCopy:
             if self.follow_s:
                 self.times = FollowTimes.from_now(units)
                 if continuing:
-                    note_take_over(self.parts, fenced_at, time.time())
+                    note_take_over(self.parts, {**steps, "ready": time.time()})
             self.rounds = RoundReader(
                 reader,
                 self.parts,

@@ -66,6 +66,9 @@ ANNOUNCEMENTS_KEPT = 64
 # How long a task taking over waits, at most, for a transaction in flight on the offset map before
 # it fences (`await_quiet_map`), and how often it asks.
 QUIET_MAP_WAIT_S = 0.3
+# A take-over this long after the hand-over time is logged with its steps' times (`note_take_over`):
+# most take 0.02-0.25 s on this machine.
+SLOW_TAKE_OVER_S = 0.5
 QUIET_MAP_POLL_S = 0.005
 
 
@@ -87,13 +90,25 @@ def wait_for_start(parts: Sequence[Member]) -> bool:
     return not late
 
 
-def note_take_over(parts: Sequence[Member], fenced_at: float, ready_at: float) -> None:
-    """Note in the results of a task that took over (`time.time`s) when it had fenced and was ready to
-    copy, after the hand-over time: no task copies the partitions in between."""
+def note_take_over(parts: Sequence[Member], steps: dict[str, float]) -> None:
+    """Note in the results of a task that took over when it had fenced and was ready to copy, after
+    the hand-over time: no task copies the partitions in between. `steps`: when each step of the
+    take-over ended (`time.time`s, in order), with `fenced` and `ready`; a take-over slower than
+    `SLOW_TAKE_OVER_S` is logged with them, which tells the step that held it up."""
     hand_over_at = max(p.unit.starts_at for p in parts)
+    after_ms = {step: round((at - hand_over_at) * 1000) for step, at in steps.items()}
     for part in parts:
-        part.result.fenced_after_hand_over_ms = round((fenced_at - hand_over_at) * 1000)
-        part.result.ready_after_hand_over_ms = round((ready_at - hand_over_at) * 1000)
+        part.result.fenced_after_hand_over_ms = after_ms["fenced"]
+        part.result.ready_after_hand_over_ms = after_ms["ready"]
+    if after_ms["ready"] >= SLOW_TAKE_OVER_S * 1000:
+        log.warning(
+            "a copy task took over %d partition(s) (%s) %d ms after the hand-over time; each step ended at (ms): %s",
+            len(parts),
+            ", ".join(f"{p.unit.mirror_topic}[{p.unit.partition}]" for p in parts[:4])
+            + (", ..." if len(parts) > 4 else ""),
+            after_ms["ready"],
+            ", ".join(f"{step} {ms}" for step, ms in after_ms.items()),
+        )
 
 
 def await_quiet_map(admin: AdminClient, offset_map_topic: str, alias: str, wait_s: float = QUIET_MAP_WAIT_S) -> bool:

@@ -116,8 +116,23 @@ def test_a_task_fences_unless_ready_too_close_to_its_hand_over(ready_after_start
 def test_a_task_that_took_over_notes_when_it_had_fenced_and_was_ready():
     hand_over_at = time.time() - 1.0
     parts = [member(unit(starts_at=hand_over_at, follow_s=6.0)), member(unit(partition=1, starts_at=hand_over_at))]
-    note_take_over(parts, fenced_at=hand_over_at + 0.0604, ready_at=hand_over_at + 0.1204)
+    note_take_over(parts, {"fenced": hand_over_at + 0.0604, "ready": hand_over_at + 0.1204})
     assert [(p.result.fenced_after_hand_over_ms, p.result.ready_after_hand_over_ms) for p in parts] == [(60, 120)] * 2
+
+
+def test_a_slow_take_over_is_logged_with_the_step_that_held_it_up(caplog):
+    hand_over_at = time.time() - 2.0
+    parts = [member(unit(starts_at=hand_over_at, follow_s=6.0)), member(unit(partition=1, starts_at=hand_over_at))]
+    quick = {"fenced": hand_over_at + 0.04, "ready": hand_over_at + 0.2}
+    note_take_over(parts, quick)
+    assert not caplog.records
+    slow = {"map quiet": hand_over_at + 0.01, "fenced": hand_over_at + 0.037}
+    note_take_over(parts, {**slow, "checked": hand_over_at + 1.05, "ready": hand_over_at + 1.083})
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert caplog.records[0].getMessage() == (
+        "a copy task took over 2 partition(s) (mirror[0], mirror[1]) 1083 ms after the hand-over time; each step "
+        "ended at (ms): map quiet 10, fenced 37, checked 1050, ready 1083"
+    )
 
 
 def test_a_cycle_task_always_fences():
