@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # How often a continuing unit asks whether the epoch before's last round has landed.
 LANDED_POLL_S = 0.02
+# A wait that long for it is logged: it holds up the task's take-over (`hand_over.note_take_over`).
+SLOW_LANDING_S = 0.3
 # How long reading ahead of a fence waits, at most, for a transaction open on the state or the map.
 AHEAD_SETTLE_S = 0.3
 
@@ -218,13 +220,17 @@ def _landed_ends(ctx: CopyContext, admin: AdminClient, parts: list[Member]) -> d
     """The log ends of `parts` once each has reached its part's start (the epoch before's last
     round landing), or as they are after the writers' delivery timeout."""
     ends: dict[tuple[str, int], int] = {}
-    deadline = time.monotonic() + ctx.writer_delivery_timeout_ms / 1000
+    started = time.monotonic()
+    deadline = started + ctx.writer_delivery_timeout_ms / 1000
+    waiting = len(parts)
     while parts:
         ends.update(_log_ends(ctx, admin, parts))
         parts = [p for p in parts if ends[_tp(p)] < p.dest_end]
         if not parts or time.monotonic() >= deadline:
             break
         time.sleep(LANDED_POLL_S)
+    if (waited := time.monotonic() - started) >= SLOW_LANDING_S:  # a take-over's pause (`hand_over`)
+        log.warning("waited %d ms for the epoch before's last round to land on %d partition(s)", waited * 1000, waiting)
     return ends
 
 

@@ -8,10 +8,11 @@ the check: the unit holds the partition until the task has settled that reservat
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
 from mirror_pipeline.model.offset_map import Segment
-from mirror_pipeline.replication import left_open
+from mirror_pipeline.replication import group_checks, left_open
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_checks import _continue_from_map
 from mirror_pipeline.replication.group_reading import Member
@@ -88,3 +89,22 @@ def test_a_held_unit_whose_slot_was_fenced_is_let_go_and_one_held_to_the_end_is_
     assert left_open.held([fenced, to_the_end]) == [to_the_end]
     left_open.leave([fenced, to_the_end])
     assert (fenced.result.left_to_next_epoch, to_the_end.result.left_to_next_epoch) == (False, True)
+
+
+def test_a_long_wait_for_the_epoch_befores_last_round_to_land_is_logged(monkeypatch, caplog):
+    landing = part(dest_start=100)
+    landing.dest_end = 110  # the newest segment ends there; the mirror's log end reaches it at the third look
+    looks = iter([100, 105, 110])
+    monkeypatch.setattr(group_checks, "_log_ends", lambda ctx, admin, parts: {TP: next(looks)})
+    monkeypatch.setattr(group_checks, "LANDED_POLL_S", 0.001)
+    ctx = SimpleNamespace(writer_delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
+
+    monkeypatch.setattr(group_checks, "SLOW_LANDING_S", 10.0)
+    assert group_checks._landed_ends(ctx, None, [landing]) == {TP: 110}
+    assert not caplog.records
+
+    looks = iter([100, 110])
+    monkeypatch.setattr(group_checks, "SLOW_LANDING_S", 0.0)
+    assert group_checks._landed_ends(ctx, None, [landing]) == {TP: 110}
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert caplog.records[0].getMessage().endswith("for the epoch before's last round to land on 1 partition(s)")
