@@ -66,10 +66,10 @@ ANNOUNCEMENTS_KEPT = 64
 # How long a task taking over waits, at most, for a transaction in flight on the offset map before
 # it fences (`await_quiet_map`), and how often it asks.
 QUIET_MAP_WAIT_S = 0.3
-# A take-over this long after the hand-over time is logged with its steps' times (`note_take_over`):
-# most take 0.02-0.25 s on this machine.
-SLOW_TAKE_OVER_S = 0.5
 QUIET_MAP_POLL_S = 0.005
+# A take-over this long after the hand-over time is logged with its steps' times (`note_take_over`):
+# most took 0.02-0.25 s in `benchmarks/latency.py`'s runs on a 2-core machine.
+SLOW_TAKE_OVER_S = 0.5
 
 
 def wait_for_start(parts: Sequence[Member]) -> bool:
