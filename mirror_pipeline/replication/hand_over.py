@@ -212,16 +212,20 @@ def close_and_pack(
         closings[id(part)] = closing = reservations.closing(part)
         segments = _with_reservation_closed(part, closing)
         packed, stale_starts = pack(segments) if len(segments) > 1 else (segments, [])
-        puts, deletes = writes[part.slot]
         unit = part.unit
+        puts: list[tuple[str, int, Segment]] = []
+        deletes: list[str] = []
         if len(packed) < len(segments):
-            puts += [(unit.mirror_topic, unit.partition, seg) for seg in packed]
-            deletes += [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
+            puts = [(unit.mirror_topic, unit.partition, seg) for seg in packed]
+            deletes = [segment_key(unit.link, unit.mirror_topic, unit.partition, s) for s in stale_starts]
             packed_of[id(part)] = packed
         elif closing is not None:
-            puts.append((unit.mirror_topic, unit.partition, closing))
+            puts = [(unit.mirror_topic, unit.partition, closing)]
         elif part.reservation is None:
-            continue  # nothing to close, nothing to merge
+            continue  # nothing to close, nothing to merge: its slot is not written for it
+        slot_puts, slot_deletes = writes[part.slot]
+        slot_puts += puts
+        slot_deletes += deletes
         by_slot[part.slot].append(part)
 
     def write(slot: int) -> float:
