@@ -201,6 +201,12 @@ def refuse_unknown_mirrors(names, known, link: str, given_as: str, as_json: bool
         )
 
 
+def dagster_home_in_use() -> str:
+    """The Dagster home the CLI records in (`$DAGSTER_HOME`, else `./.dagster-home`), named as
+    `dagster_runs.dagster_instance` names it, without creating it."""
+    return os.environ.get("DAGSTER_HOME") or str(Path(".dagster-home").resolve())
+
+
 def ensure_dagster_home(home: Path) -> Path:
     """A Dagster home holding the project's instance settings (one run per link at a time)."""
     home = home.resolve()

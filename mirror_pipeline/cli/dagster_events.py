@@ -25,12 +25,13 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
 import click
 
 from mirror_pipeline import engine
-from mirror_pipeline.cli.common import debug_requested
+from mirror_pipeline.cli.common import dagster_home_in_use, debug_requested
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.config.redaction import scrub
@@ -58,10 +59,12 @@ def record_cycle(
         return  # nothing was copied or asked for: nothing to record, and no Dagster import
 
     def read_then_record() -> None:
-        # Dagster's import (CPU) overlaps the checks' read of Kafka (waits): at 10,000 partitions each takes seconds.
-        load_in_background()
-        overview = copy_checks_overview(config, link)
-        _dagster_side().record_cycle(config, link, result, covered, origin, overview)
+        # Dagster's import and the instance's opening (CPU), then the materializations' writes (CPU), overlap
+        # the checks' read of Kafka (waits): at 10,000 partitions each took a second or two, one after the other.
+        prepare_in_background()
+        with ThreadPoolExecutor(1, thread_name_prefix="copy-checks") as pool:
+            overview = pool.submit(copy_checks_overview, config, link)
+            _prepared().record_cycle(config, link, result, covered, origin, overview.result)
 
     _guarded(config, as_json, read_then_record)
 
@@ -111,7 +114,7 @@ def record_demo(
     def both(r) -> None:
         if cycle is not None:
             overview = copy_checks_overview(config, link)
-            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", overview)
+            r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", lambda: overview)
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")
 
@@ -137,19 +140,47 @@ def metrics_exporter() -> ModuleType:
     return metrics_exporter
 
 
+# The thread of the latest `load_in_background` or `prepare_in_background`.
+_loading: threading.Thread | None = None
+
+
 def load_in_background() -> None:
     """Start importing the Dagster side now, on a thread, so that the record after the work finds it
     loaded: work that waits on the network (an offset sync of 1,000 groups, a read of a wide link's
-    lags) hides most of the import's seconds. Only beside work that imports nothing heavy meanwhile
-    (not a cycle, whose Spark session may import PySpark)."""
-    threading.Thread(target=_load_quietly, name="dagster-import", daemon=True).start()
+    lags) hides most of the import's second. Only beside work that imports nothing heavy meanwhile
+    (not a cycle, whose Spark session may import PySpark), and that leaves a core to the import: beside
+    a copy's Spark job it slowed the job's tasks more than it saved."""
+    _start_loading(_dagster_side)
 
 
-def _load_quietly() -> None:
-    try:
-        _dagster_side()
-    except Exception:  # the record imports it again, and says there what went wrong
-        pass
+def prepare_in_background() -> None:
+    """`load_in_background`, then open the instance (about 0.6 s the first time in a process), which
+    the record takes over: only where a record follows, since it may create the instance's files."""
+    home = dagster_home_in_use()  # named now: the instance is taken only while the process still uses that home
+    _start_loading(lambda: _dagster_side().open_instance_ahead(home))
+
+
+def _start_loading(load: Callable[[], object]) -> None:
+    global _loading
+    if _loading is not None and _loading.is_alive():
+        return
+
+    def quietly() -> None:
+        try:
+            load()
+        except Exception:  # the record loads it again, and says there what went wrong
+            pass
+
+    _loading = threading.Thread(target=quietly, name="dagster-import", daemon=True)
+    _loading.start()
+
+
+def _prepared() -> ModuleType:
+    """The Dagster side, once the loading in flight (if any) has ended: an instance it opens is then
+    used, not opened a second time beside it."""
+    if _loading is not None:
+        _loading.join()
+    return _dagster_side()
 
 
 def _dagster_side() -> ModuleType:
@@ -161,7 +192,7 @@ def _dagster_side() -> ModuleType:
 
 
 def _record(config: PipelineConfig, as_json: bool, record: Callable) -> None:
-    _guarded(config, as_json, lambda: record(_dagster_side()))
+    _guarded(config, as_json, lambda: record(_prepared()))
 
 
 def _guarded(config: PipelineConfig, as_json: bool, work: Callable[[], None]) -> None:

@@ -180,6 +180,26 @@ def test_a_follow_epoch_records_the_partitions_it_left_to_the_next_epoch(config_
     assert "partitions_left_to_next_epoch" not in metadata
 
 
+def test_an_instance_opened_ahead_for_another_dagster_home_is_not_recorded_in(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record opens its instance on a thread beside the checks' read: one opened for a home the
+    process has left since (a long-lived process, a test) must not receive the next record."""
+    first = ensure_dagster_home(tmp_path / "first-home")
+    monkeypatch.setenv("DAGSTER_HOME", str(first))
+    dagster_events.prepare_in_background()
+    second = ensure_dagster_home(tmp_path / "second-home")
+    monkeypatch.setenv("DAGSTER_HOME", str(second))
+
+    dagster_events.record_cycle(load_config(config_file), LINK, CYCLE, origin=f"run --link {LINK}")
+
+    with dg.DagsterInstance.from_config(str(second)) as recorded:
+        records = recorded.fetch_materializations(NAMES.mirror_data_key, limit=10).records
+        assert sorted(r.asset_materialization.partition for r in records) == ["orders", "refunds"]
+    with dg.DagsterInstance.from_config(str(first)) as untouched:
+        assert not untouched.fetch_materializations(NAMES.mirror_data_key, limit=10).records
+
+
 def test_secrets_never_reach_a_warning() -> None:
     error = RuntimeError("could not open postgresql://dagster:hunter2@db:5432/dagster with s3cr3t")
     said = dagster_events.reason(error, ["s3cr3t"])
