@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from mirror_pipeline.kafka import clients as kc
@@ -93,9 +93,11 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
             plan.errors[info.mirror_topic] = plan.source_failures[info.mirror_topic] = str(exc)
         except MirrorError as exc:
             plan.errors[info.mirror_topic] = str(exc)
-    # Offsets need only DESCRIBE; whether the link may still READ is asked meanwhile (R-LC-5).
-    with ThreadPoolExecutor(1, thread_name_prefix="plan-read-probe") as pool:
+    # Offsets need only DESCRIBE; whether the link may still READ is asked meanwhile (R-LC-5), and so are
+    # the mirrors' `max.message.bytes` (on 1,000 mirrors a describe took 0.3 s after the offsets' second).
+    with ThreadPoolExecutor(2, thread_name_prefix="plan-read-probe") as pool:
         probed = pool.submit(read_probe.probe, ctx, sorted({info.source_topic for info, _ in live}))
+        limits = pool.submit(max_message_bytes_of, ctx, [info.mirror_topic for info, _ in live])
         src_start, src_end, dst_end = _log_bounds(ctx, live)
         live = _readable(ctx, live, probed.result(), plan)
 
@@ -193,7 +195,7 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
     # what the plan read, so that nothing written in between goes unseen.
     plan.map_snapshot_end = snapshot.end_offset
     behind = [pp for pp in plan.partitions.values() if pp.lag or follow_s]
-    max_bytes = max_message_bytes_of(ctx, [pp.mirror.mirror_topic for pp in behind])
+    max_bytes = _max_message_bytes(ctx, limits, [pp.mirror.mirror_topic for pp in behind])
     for pp in behind:
         unit = _unit(ctx, pp, plan.map_snapshot_end, max_bytes[pp.mirror.mirror_topic])
         if follow_s:
@@ -271,6 +273,17 @@ def max_message_bytes_of(ctx: LinkContext, mirror_topics: list[str]) -> dict[str
     """Each mirror's `max.message.bytes`, asked of the destination in one request."""
     configs = describe_topics_configs(ctx.dest_admin, mirror_topics, ctx.dest.alias)
     return {topic: int(c.get("max.message.bytes", 1048588)) for topic, c in configs.items()}
+
+
+def _max_message_bytes(ctx: LinkContext, asked: Future[dict[str, int]], mirror_topics: list[str]) -> dict[str, int]:
+    """`max_message_bytes_of` the mirrors copied to, from what was `asked` of every mirror planned; asked
+    again of the copied ones alone when that failed (a mirror with nothing to copy does not fail the plan)."""
+    if not mirror_topics:
+        return {}
+    try:
+        return asked.result()
+    except MirrorError:
+        return max_message_bytes_of(ctx, mirror_topics)
 
 
 def _repair_in_doubt(
