@@ -78,7 +78,17 @@ __all__ = [
 STATE_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "min.compaction.lag.ms": "0",
-    "segment.ms": "3600000",
+    # Every command reads these topics whole (a long-lived process reads on from its last view,
+    # `compacted_view`), so what the cleaner has not compacted yet is read again and again: a cycle
+    # copying to each of a link's 10,000 partitions announces a segment for each, and merging them
+    # (every 16th) deletes 15 keys a partition. With an hour's segments (the active one is never
+    # compacted) and the broker's day of tombstones, the map held 475,000 records after about 20
+    # such cycles, a second to read each time. Segments roll every 10 minutes, and a tombstone is
+    # kept 10 minutes after the cleaner reached it: far longer than any reader takes between reading
+    # a key and reading its deletion (a view older than half of it is read again from 0), and a
+    # reader that misses one still meets the merged segment that replaced the deleted key.
+    "segment.ms": "600000",
+    "delete.retention.ms": "600000",
     # Internal state must never expire: retention does not apply to compacted
     # topics, but a broker default of delete would lose everything.
     "retention.ms": "-1",
