@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 
+#: A copy task's Python worker that crashes (a segmentation fault in a native library) reports where:
+#: PySpark's faulthandler report goes into the job's error, which `spark_runner.lost_task` shortens to
+#: a line (without it, the error says only "Python worker exited unexpectedly (crashed)").
+CRASH_REPORT_CONF = {"spark.sql.execution.pyspark.udf.faulthandler.enabled": "true"}
+
 #: Session settings a Spark Connect client may set (the rest belongs to the server).
-CONNECT_SESSION_CONF = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
+CONNECT_SESSION_CONF = {"spark.sql.execution.arrow.pyspark.enabled": "true", **CRASH_REPORT_CONF}
 
 #: Spark's own JVMs (drivers, the local cluster's daemons and executors): the C1 compiler only and the
 #: serial collector. They start in about half the time on two busy cores, and what runs in them is light,

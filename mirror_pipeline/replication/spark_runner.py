@@ -255,8 +255,36 @@ def lost_task(message: str) -> str | None:
     said = message.rsplit("SparkException: ", 1)
     if len(said) < 2 or "Job aborted due to stage failure" not in message:
         return None
+    crash = said[1].split(": Fatal Python error: ", 1)
+    if len(crash) == 2:  # the worker's faulthandler told where (`CRASH_REPORT_CONF`)
+        log.warning("a copy task's Python worker crashed: Fatal Python error: %s", crash[1])
+        return f"{crash[0].strip()}: {crash_site(crash[1])}"
     reason = re.split(r"\. | at ", said[1], maxsplit=1)[0].strip().rstrip(".")
     return reason[:200] or None
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def crash_site(fault: str) -> str:
+    """What a Python faulthandler report (after 'Fatal Python error: ') says in one line: the
+    signal, the crashed thread's innermost frame and, when that is not ours, our innermost one."""
+    signal = fault.split("\n", 1)[0].strip()
+    current = fault.split("Current thread", 1)[1:]  # the other threads' stacks come first
+    frames = [(_short(m["path"]), m["line"], m["func"]) for text in current for m in _FRAME.finditer(text)]
+    if not frames:
+        return signal
+    where = [frames[0]]
+    ours = next((f for f in frames if f[0].startswith("mirror_pipeline/")), None)
+    if ours and ours != frames[0]:
+        where.append(ours)
+    return f"{signal} in " + ", called from ".join(f"{func} ({path}:{line})" for path, line, func in where)
+
+
+def _short(path: str) -> str:
+    """A frame's file from the package down (`mirror_pipeline/kafka/closing.py`), else its name alone."""
+    tail = path.rsplit("/mirror_pipeline/", 1)
+    return "mirror_pipeline/" + tail[1] if len(tail) == 2 else path.rsplit("/", 1)[-1]
 
 
 def ddl_of(schema: pa.Schema) -> str:

@@ -21,7 +21,7 @@ import pytest
 
 from mirror_pipeline.config.machine_paths import cache_root
 from mirror_pipeline.replication import worker_reuse
-from mirror_pipeline.replication.spark_runner import run_tasks
+from mirror_pipeline.replication.spark_runner import SparkTasksLost, run_tasks
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -48,6 +48,24 @@ def test_copy_tasks_run_in_workers_forked_from_the_pipelines_daemon(spark):
         assert not [
             entry for entry in json.loads(row["path"]) if entry.endswith((".zip", ".jar")) and "pyspark" in entry
         ]
+
+
+def crash_in_a_native_call(_item) -> dict:
+    import ctypes
+
+    ctypes.string_at(0)  # a segmentation fault, as a native library's bug would cause
+    return {"x": 0}
+
+
+def test_a_task_whose_worker_crashes_is_reported_with_where_it_crashed(spark):
+    with pytest.raises(SparkTasksLost) as lost:
+        run_tasks(spark, [0], crash_in_a_native_call, pa.schema([("x", pa.int64())]), "a crash")
+    said = str(lost.value)
+    assert said.startswith("the Spark job 'a crash' failed: Python worker exited unexpectedly (crashed): ")
+    assert "Segmentation fault in string_at (__init__.py:" in said and "crash_in_a_native_call" not in said
+    assert said.endswith("; the next plan repairs what its tasks left") and "\n" not in said
+    # The session copies on: the next job's tasks run in new workers.
+    assert len(run_tasks(spark, [0, 1], where_the_worker_runs, WORKER)) == 2
 
 
 MAKE = """

@@ -36,3 +36,41 @@ def test_a_python_error_in_a_task_is_a_bug_and_not_taken_for_a_lost_task():
 
 def test_other_failures_are_left_as_they_are():
     assert lost_task("java.lang.OutOfMemoryError: Java heap space") is None
+
+
+# As PySpark 4.0 reports a worker that crashed with its faulthandler on (`CRASH_REPORT_CONF`).
+_FAULT = (
+    "Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent failure: Lost task 1.0 "
+    "(localhost executor driver): org.apache.spark.SparkException: Python worker exited unexpectedly (crashed): "
+    "Fatal Python error: Segmentation fault\n\n"
+    "Thread 0x00007f7cc41be6c0 (most recent call first):\n"
+    '  File "/opt/venv/lib/python3.11/threading.py", line 982 in run\n\n'
+    "Current thread 0x00007f7cd19f4b80 (most recent call first):\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/mirror_pipeline/kafka/closing.py", line 40 in close_producer\n'
+    '  File "/opt/venv/lib/python3.11/site-packages/mirror_pipeline/replication/chunks.py", line 329 in close\n'
+    '  File "/opt/venv/lib/python3.11/site-packages/pyspark/worker.py", line 1669 in func\n'
+)
+
+
+def test_a_crashed_worker_is_named_with_where_it_crashed():
+    assert lost_task(_FAULT) == (
+        "Python worker exited unexpectedly (crashed): Segmentation fault in close_producer "
+        "(mirror_pipeline/kafka/closing.py:40)"
+    )
+
+
+def test_a_crash_in_a_library_names_our_innermost_frame_too():
+    fault = _FAULT.replace(
+        "Current thread 0x00007f7cd19f4b80 (most recent call first):\n",
+        "Current thread 0x00007f7cd19f4b80 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n',
+    )
+    assert lost_task(fault) == (
+        "Python worker exited unexpectedly (crashed): Segmentation fault in string_at (__init__.py:519), "
+        "called from close_producer (mirror_pipeline/kafka/closing.py:40)"
+    )
+
+
+def test_a_fault_report_without_frames_gives_the_signal():
+    fault = _FAULT.split("\n\n", 1)[0]
+    assert lost_task(fault) == "Python worker exited unexpectedly (crashed): Segmentation fault"

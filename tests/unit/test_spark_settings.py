@@ -80,6 +80,7 @@ def test_a_connect_session_sets_no_master_and_only_session_settings():
     assert conf == {
         "spark.remote": "sc://h:15002",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.pyspark.udf.faulthandler.enabled": "true",
         "spark.sql.shuffle.partitions": "4",
     }
     # PySpark's own key in the conf works too, and wins over a master there.
