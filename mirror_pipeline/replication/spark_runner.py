@@ -235,6 +235,8 @@ def run_tasks(
         lost = lost_task(str(exc))
         if lost is None:
             raise
+        if "Fatal Python error: " in str(exc):  # the whole faulthandler report, for a bug report
+            log.warning("a task's Python worker crashed: %s", str(exc).split("Fatal Python error: ", 1)[1])
         raise SparkTasksLost(
             f"the Spark job '{description or 'of the copy'}' failed: {lost}; the next plan repairs what its tasks left"
         ) from None
@@ -257,7 +259,6 @@ def lost_task(message: str) -> str | None:
         return None
     crash = said[1].split(": Fatal Python error: ", 1)
     if len(crash) == 2:  # the worker's faulthandler told where (`CRASH_REPORT_CONF`)
-        log.warning("a copy task's Python worker crashed: Fatal Python error: %s", crash[1])
         return f"{crash[0].strip()}: {crash_site(crash[1])}"
     reason = re.split(r"\. | at ", said[1], maxsplit=1)[0].strip().rstrip(".")
     return reason[:200] or None
