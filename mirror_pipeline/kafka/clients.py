@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.config.redaction import is_secret_key, scrub
+from mirror_pipeline.kafka import leader_lookups
 from mirror_pipeline.kafka.client_logs import quiet_logger
 from mirror_pipeline.kafka.client_settings import ROLE_SETTINGS, client_config
 from mirror_pipeline.kafka.handshake import UNREACHABLE_WORDS, HandshakeFailures, explain
@@ -32,7 +33,7 @@ __all__ = ["ROLE_SETTINGS", "client_config"]
 
 REQUEST_TIMEOUT_S = 15.0
 # Partitions per ListOffsets call: librdkafka's leader lookup for a call grows with the square of its
-# partitions (10,000 in one call: 0.96 s of CPU; in calls of 500, all in flight at once: 0.19 s).
+# partitions (10,000 in one call: 0.96 s of CPU; in calls of 500: 0.19 s, side by side or one at a time).
 LIST_OFFSETS_BATCH = 500
 
 
@@ -89,7 +90,7 @@ def learn_cluster(client, topic: str | None = None, timeout: float = LEARN_TIMEO
     """
     try:
         client.list_topics(topic, timeout=timeout)
-        client.list_topics(topic, timeout=timeout)  # over a learned broker's connection (see above)
+        leader_lookups.learned(client, client.list_topics(topic, timeout=timeout))  # over a learned broker's connection
     except KafkaException:
         pass
 
@@ -224,7 +225,8 @@ def check_reachable(admin: AdminClient, alias: str, bootstrap: str, timeout: flo
     deadline = time.monotonic() + timeout
     while True:
         try:
-            admin.list_topics(timeout=max(0.1, min(_PROBE_ROUND_S, deadline - time.monotonic())))
+            metadata = admin.list_topics(timeout=max(0.1, min(_PROBE_ROUND_S, deadline - time.monotonic())))
+            leader_lookups.learned(admin, metadata)
             return
         except KafkaException as exc:
             admin.poll(0)  # serves the error callback, which hears of handshake failures
@@ -252,6 +254,7 @@ def topic_partitions(admin: AdminClient, topic: str, alias: str, timeout: float 
     """Partition count of `topic`, or None when it does not exist."""
     with kafka_errors(f"cluster '{alias}' did not answer within {timeout:.0f}s", ClusterUnreachable):
         md = admin.list_topics(topic=topic, timeout=timeout)
+    leader_lookups.learned(admin, md)
     meta = md.topics.get(topic)
     if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return None
@@ -270,6 +273,7 @@ def partition_counts(admin: AdminClient, alias: str, timeout: float = REQUEST_TI
     """Every readable topic of the cluster and its partition count, in one request."""
     with kafka_errors(f"cluster '{alias}' did not answer within {timeout:.0f}s", ClusterUnreachable):
         md = admin.list_topics(timeout=timeout)
+    leader_lookups.learned(admin, md)
     return {name: len(meta.partitions) for name, meta in md.topics.items() if meta.error is None}
 
 
@@ -299,18 +303,17 @@ def list_offsets(
     started = time.monotonic()
     deadline = started + timeout
     while True:
-        asked = list(wanted.items())
-        futures = {}
-        for i in range(0, len(asked), LIST_OFFSETS_BATCH):  # all batches in flight at once
-            batch = dict(asked[i : i + LIST_OFFSETS_BATCH])
-            futures.update(admin.list_offsets(batch, isolation_level=isolation, request_timeout=timeout))
+        futures = leader_lookups.ask_offsets(admin, wanted, isolation, timeout, LIST_OFFSETS_BATCH)
         result: dict[tuple[str, int], int] = {}
         retry = None
         leaderless: set[str] = set()
+        failed: set[str] = set()
         for tp, fut in futures.items():
             try:
                 result[(tp.topic, tp.partition)] = fut.result().offset
             except KafkaException as exc:
+                failed.add(tp.topic)
+                leader_lookups.forget(admin, failed)  # before any raise below
                 err = exc.args[0]
                 unknown = err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
                 if unknown and time.monotonic() - started > UNKNOWN_GRACE_S:
@@ -324,6 +327,7 @@ def list_offsets(
                 if err.code() == KafkaError._NOENT:
                     leaderless.add(tp.topic)
                 retry = (tp, err)
+        leader_lookups.answered(admin, (tp for tp in result if tp[0] not in failed))
         if retry is None:
             return result
         if time.monotonic() > deadline:
@@ -344,7 +348,8 @@ def _refresh_leaders(admin: AdminClient, topics: set[str], deadline: float) -> N
     """
     for topic in sorted(topics):
         try:
-            admin.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            metadata = admin.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            leader_lookups.learned(admin, metadata)
         except KafkaException:
             pass  # the retry will tell
 

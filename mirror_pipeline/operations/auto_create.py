@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from mirror_pipeline.config.replication_policy import default_state_topic, state_topic
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka import leader_lookups
 from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import StateStore
@@ -228,6 +229,7 @@ def _list_topics(admin, alias: str) -> tuple[dict[str, str], dict[str, int]]:
     """(topic name -> its metadata error, "" when none; topic name -> partitions) of one cluster, in one request."""
     with kc.kafka_errors(f"cluster '{alias}' did not list its topics", ClusterUnreachable):
         metadata = admin.list_topics(timeout=kc.REQUEST_TIMEOUT_S)
+    leader_lookups.learned(admin, metadata)
     return (
         {name: (meta.error.str() if meta.error is not None else "") for name, meta in metadata.topics.items()},
         {name: len(meta.partitions) for name, meta in metadata.topics.items()},

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import wait
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from confluent_kafka import Message, TopicPartition
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka import leader_lookups
 from mirror_pipeline.kafka.partition_reading import committed_records
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter, segment_key
@@ -164,9 +166,11 @@ def finish_padding(ctx: LinkContext, mirror_topic: str, partition: int, segment:
 
 
 def delete_placeholders(ctx: LinkContext, mirror_topic: str, partition: int, before: int) -> None:
-    futures = ctx.dest_admin.delete_records(
-        [TopicPartition(mirror_topic, partition, before)], request_timeout=kc.REQUEST_TIMEOUT_S
-    )
+    with leader_lookups.one_at_a_time(ctx.dest_admin):  # DeleteRecords looks leaders up as ListOffsets does
+        futures = ctx.dest_admin.delete_records(
+            [TopicPartition(mirror_topic, partition, before)], request_timeout=kc.REQUEST_TIMEOUT_S
+        )
+        wait(futures.values())
     for fut in futures.values():
         with kc.kafka_errors(f"mirror '{mirror_topic}' partition {partition}: removing alignment placeholders failed"):
             fut.result()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ClusterMetadata
 
 from mirror_pipeline.kafka import clients as kc
 
@@ -18,6 +19,7 @@ class RecordingClient:
         self.asked.append(topic)
         if self.fails:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return ClusterMetadata()
 
 
 def test_a_cluster_that_does_not_answer_is_left_to_the_request_that_follows():

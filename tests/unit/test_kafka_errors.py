@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ClusterMetadata
 
 from mirror_pipeline.kafka.client_logs import DropFencedLogs
 from mirror_pipeline.kafka.clients import error_reason, kafka_errors, list_offsets
@@ -91,6 +92,7 @@ class LeaderlessUntilAsked:
 
     def list_topics(self, topic=None, timeout=None):
         self.asked.append(topic)
+        return ClusterMetadata()
 
     def list_offsets(self, wanted, isolation_level=None, request_timeout=None):
         futures = {}
@@ -114,7 +116,7 @@ class NeverLeading:
     """An admin client whose broker answers every ListOffsets with NOT_LEADER_FOR_PARTITION."""
 
     def list_topics(self, topic=None, timeout=None):
-        pass
+        return ClusterMetadata()
 
     def list_offsets(self, wanted, isolation_level=None, request_timeout=None):
         futures = {}
