@@ -26,7 +26,7 @@ import functools
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.topic_configs import describe_topic_configs
 from mirror_pipeline.link.compacted_view import cluster_key, read_compacted
+from mirror_pipeline.link.internal_topic_cleaning import CLEANING, settle_cleaning
 from mirror_pipeline.link.state_keys import (
     acl_key,
     link_key,
@@ -87,8 +88,7 @@ STATE_TOPIC_CONFIG = {
     # kept 10 minutes after the cleaner reached it: far longer than any reader takes between reading
     # a key and reading its deletion (a view older than half of it is read again from 0), and a
     # reader that misses one still meets the merged segment that replaced the deleted key.
-    "segment.ms": "600000",
-    "delete.retention.ms": "600000",
+    **CLEANING,  # segment.ms and delete.retention.ms, given to an earlier version's topics too
     # Internal state must never expire: retention does not apply to compacted
     # topics, but a broker default of delete would lose everything.
     "retention.ms": "-1",
@@ -259,6 +259,13 @@ class StateStore:
             [self.state_topic, self.offset_map_topic],
             "or set mirror.state.topic / mirror.offset.map.topic",
         )
+        self.settle_cleaning()
+
+    def settle_cleaning(self, topics: Sequence[str] = ()) -> None:
+        """Give `topics` (default: the state and offset-map topics) this version's cleaning settings
+        where an earlier version made them without (`internal_topic_cleaning`), once a process."""
+        named = list(topics) or [self.state_topic, self.offset_map_topic]
+        settle_cleaning(self.admin, self.dest_alias, self._cluster, named)
 
     # --- mirror registry ------------------------------------------------------------
     def read_mirrors(self) -> dict[str, MirrorInfo]:

@@ -58,6 +58,7 @@ def run_cycle(
     """One cycle (follow mode's epochs are `epochs`')."""
     started = time.time()
     ctx.check_destination()
+    ctx.store.settle_cleaning()
     plan = planned(ctx, selected_mirrors(ctx, mirror_topics))
     copy_ctx = copy_context(ctx)
     t0 = time.monotonic()

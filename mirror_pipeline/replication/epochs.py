@@ -60,6 +60,7 @@ def start(
     """An epoch planned in full (repairs included) while no epoch copies; its tasks fence at once."""
     started = time.time()
     ctx.check_destination()
+    ctx.store.settle_cleaning()
     plan = planned(ctx, selected_mirrors(ctx, mirror_topics), follow_s)
     return _submitted(ctx, spark, jobs, number, plan, started, time.time(), follow_s)
 

@@ -23,6 +23,7 @@ def ensure_topic(ctx: LinkContext) -> str:
     """The checkpoints topic's name, creating it when missing (like the state topics)."""
     topic = ctx.checkpoints_topic
     ensure_internal_topics(ctx.dest_admin, ctx.dest.alias, [topic], "or set mirror.checkpoints.topic")
+    ctx.store.settle_cleaning([topic])
     return topic
 
 
