@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.model.errors import ClusterUnreachable, TopicNotFound
@@ -97,3 +99,9 @@ def describe_topics_configs(
             ) from None
         out[topic] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
     return out
+
+
+def setting(topic: str, configs: Mapping[str, str]) -> ConfigResource:
+    """An incremental alter of `topic` that SETs each of `configs` (names in order)."""
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()]
+    return ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)

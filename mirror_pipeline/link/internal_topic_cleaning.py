@@ -18,16 +18,10 @@ import threading
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka.topic_configs import setting
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +64,7 @@ def settle_cleaning(admin: AdminClient, alias: str, cluster: str, topics: Sequen
 def _alter(admin: AdminClient, alias: str, missing: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
     if not missing:
         return {}
-    resources = [
-        ConfigResource(
-            ResourceType.TOPIC,
-            topic,
-            incremental_configs=[
-                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in wanted.items()
-            ],
-        )
-        for topic, wanted in missing.items()
-    ]
+    resources = [setting(topic, wanted) for topic, wanted in missing.items()]
     try:
         futures = admin.incremental_alter_configs(resources, request_timeout=kc.REQUEST_TIMEOUT_S)
     except KafkaException:

@@ -17,12 +17,15 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.controller_requests import add_partitions, create_topic
-from mirror_pipeline.kafka.topic_configs import MIRROR_TIMESTAMP_BOUNDS, describe_topic_configs, split_for_mirror
+from mirror_pipeline.kafka.topic_configs import (
+    MIRROR_TIMESTAMP_BOUNDS,
+    describe_topic_configs,
+    setting,
+    split_for_mirror,
+)
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
@@ -323,9 +326,7 @@ def _continue_in_place(back: LinkContext, info: MirrorInfo, plan: dict) -> None:
 
 def _mirror_mode_configs(back: LinkContext, name: str) -> None:
     """A mirror keeps copied timestamps and takes old ones: CreateTime, bounds wide open (R-CS-5)."""
-    ops = [ConfigEntry("message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET)]
-    ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in MIRROR_TIMESTAMP_BOUNDS.items()]
-    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
+    resource = setting(name, {"message.timestamp.type": "CreateTime", **MIRROR_TIMESTAMP_BOUNDS})
     with kc.kafka_errors(f"cluster '{back.dest.alias}': setting '{name}' up as a mirror failed"):
         for fut in back.dest_admin.incremental_alter_configs([resource]).values():
             fut.result()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
 from mirror_pipeline.config.redaction import scrub
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka.controller_requests import request_batches
-from mirror_pipeline.kafka.topic_configs import describe_topic_configs
+from mirror_pipeline.kafka.topic_configs import describe_topic_configs, setting
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
 
@@ -27,16 +25,7 @@ def alter_configs(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dic
 
 
 def _alter_batch(ctx: LinkContext, changes: Changes, secrets: list[str]) -> dict[str, str]:
-    resources = {
-        m: ConfigResource(
-            ResourceType.TOPIC,
-            m,
-            incremental_configs=[
-                ConfigEntry(n, new, incremental_operation=AlterConfigOpType.SET) for n, (_, new) in sorted(c.items())
-            ],
-        )
-        for m, c in changes.items()
-    }
+    resources = {m: setting(m, {n: new for n, (_, new) in sorted(c.items())}) for m, c in changes.items()}
     alias = ctx.dest.alias
     try:
         with kc.kafka_errors(f"cluster '{alias}': altering configs failed"):

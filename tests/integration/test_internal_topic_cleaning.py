@@ -28,6 +28,13 @@ def _own_settings(admin, topic: str) -> dict[str, str]:
     }
 
 
+def _take_back(admin, topic: str, names: list[str]) -> None:
+    """Remove the topic's own values of `names` (the broker's apply again)."""
+    entries = [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in names]
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result()
+
+
 @pytest.fixture
 def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a new process: nothing seen to yet."""
@@ -53,15 +60,7 @@ def test_an_earlier_versions_topic_gets_the_settings_and_an_operators_own_value_
     assert _own_settings(admin, tuned) == {"segment.ms": "3600000", "delete.retention.ms": "600000"}
     assert kc.topic_partitions(admin, absent, "b") is None  # a missing topic is not made here
     # Once a process: an operator who takes a setting back later is not overruled by the next cycle.
-    admin.incremental_alter_configs(
-        [
-            ConfigResource(
-                ResourceType.TOPIC,
-                earlier,
-                incremental_configs=[ConfigEntry("segment.ms", None, incremental_operation=AlterConfigOpType.DELETE)],
-            )
-        ]
-    )[ConfigResource(ResourceType.TOPIC, earlier)].result()
+    _take_back(admin, earlier, ["segment.ms"])
     assert settle_cleaning(admin, "b", destination_bootstrap, [earlier]) == {}
 
 
@@ -78,17 +77,7 @@ def test_a_cycle_gives_the_links_internal_topics_the_settings(
     admin = kc.admin_client({"bootstrap.servers": destination_bootstrap})
     assert _own_settings(admin, map_topic) == CLEANING  # made by this version
     # As an earlier version left it, seen by a new process.
-    admin.incremental_alter_configs(
-        [
-            ConfigResource(
-                ResourceType.TOPIC,
-                map_topic,
-                incremental_configs=[
-                    ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in CLEANING
-                ],
-            )
-        ]
-    )[ConfigResource(ResourceType.TOPIC, map_topic)].result()
+    _take_back(admin, map_topic, list(CLEANING))
     internal_topic_cleaning._tried.clear()
     assert _own_settings(admin, map_topic) == {}
 
