@@ -100,7 +100,7 @@ def one_group_per_mirror(result: CycleResult) -> OffsetSyncResult:
 def in_memory_overview(result: CycleResult):
     """`engine.mirror_overview` answered without Kafka: every mirror ACTIVE, no lag."""
     mirrors = [MirrorInfo(LINK, m, m, "ACTIVE", 0.0, "", 0.0) for m in sorted(result.mirrors)]
-    return lambda config, link: (mirrors, {m.mirror_topic: 0 for m in mirrors})
+    return lambda config, link, measured_lags=None: (mirrors, {m.mirror_topic: 0 for m in mirrors})
 
 
 def floor(result: CycleResult) -> None:
@@ -113,7 +113,7 @@ def floor(result: CycleResult) -> None:
 
 
 def cycle(result: CycleResult) -> None:
-    overview = lambda: dagster_events.copy_checks_overview(CONFIG, LINK)  # noqa: E731
+    overview = lambda: dagster_events.copy_checks_overview(CONFIG, LINK, result.measured_lags)  # noqa: E731
     dagster_recording.record_cycle(CONFIG, LINK, result, sorted(result.mirrors), f"run --link {LINK}", overview)
 
 

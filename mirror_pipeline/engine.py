@@ -7,7 +7,7 @@ Nothing here imports Dagster.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.link import health
@@ -146,9 +146,12 @@ def mirror_lags(config: PipelineConfig, link: str) -> dict[str, int]:
     return mirrors.link_lags(LinkContext.open(config, link))
 
 
-def mirror_overview(config: PipelineConfig, link: str) -> tuple[list[MirrorInfo], dict[str, int]]:
-    """Every mirror of `link` and the lag of each not STOPPED, read together (for the lag sensor and the metrics)."""
-    return mirrors.link_overview(LinkContext.open(config, link))
+def mirror_overview(
+    config: PipelineConfig, link: str, measured_lags: Mapping[str, int] | None = None
+) -> tuple[list[MirrorInfo], dict[str, int]]:
+    """Every mirror of `link` and the lag of each not STOPPED, read together (for the lag sensor, the metrics and
+    the copy asset's checks); `measured_lags` (a cycle's, `CycleResult.measured_lags`) are taken, not read again."""
+    return mirrors.link_overview(LinkContext.open(config, link), measured_lags)
 
 
 # --- lifecycle (R-LC) -------------------------------------------------------------

@@ -63,7 +63,7 @@ def record_cycle(
         # the checks' read of Kafka (waits): at 10,000 partitions each took a second or two, one after the other.
         prepare_in_background()
         with ThreadPoolExecutor(1, thread_name_prefix="copy-checks") as pool:
-            overview = pool.submit(copy_checks_overview, config, link)
+            overview = pool.submit(copy_checks_overview, config, link, result.measured_lags)
             _prepared().record_cycle(config, link, result, covered, origin, overview.result)
 
     _guarded(config, as_json, read_then_record)
@@ -73,11 +73,11 @@ def record_cycle(
 Overview = tuple[list[MirrorInfo], dict[str, int]]
 
 
-def copy_checks_overview(config: PipelineConfig, link: str) -> Overview | None:
-    """What the copy asset's checks are decided on (one read of the registry for both); None when
-    Kafka stopped answering since the cycle."""
+def copy_checks_overview(config: PipelineConfig, link: str, measured_lags: dict[str, int]) -> Overview | None:
+    """What the copy asset's checks are decided on (one read of the registry for both, the lags the cycle
+    measured taken as they are); None when Kafka stopped answering since the cycle."""
     try:
-        return engine.mirror_overview(config, link)
+        return engine.mirror_overview(config, link, measured_lags)
     except MirrorError:
         return None
 
@@ -113,7 +113,7 @@ def record_demo(
 
     def both(r) -> None:
         if cycle is not None:
-            overview = copy_checks_overview(config, link)
+            overview = copy_checks_overview(config, link, cycle.measured_lags)
             r.record_cycle(config, link, cycle, changed_mirrors(cycle, mirrors), "demo", lambda: overview)
         if offset_sync is not None:
             r.record_offset_sync(config, link, offset_sync, mirrors, "demo")

@@ -178,6 +178,10 @@ class CycleResult:
     # `ready` to copy); None when no task took over from an epoch before. The epoch's figure, not
     # a partition's lineage.
     hand_over_ms: dict[str, int] | None = None
+    # The lag after the cycle of each mirror it planned every partition of, as `mirror_overview` would read
+    # it (the copy asset's checks take these and read only the other mirrors). Not in `to_dict`: the same
+    # figures are each mirror's `lag_after` there.
+    measured_lags: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:

@@ -215,6 +215,11 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
         not_listed_yet=tuple(sorted(plan.not_listed_yet)),
         task_memory=TaskMemory.of(ctx.link.task_memory_bytes, ((r.rss_start_bytes, r.rss_peak_bytes) for r in results)),
         hand_over_ms=_slowest_take_over(results),
+        measured_lags={
+            m: sum(c.lag_after for c in mirrors[m])
+            for m, n in plan.partition_counts.items()
+            if len(mirrors.get(m, ())) == n
+        },
     )
 
 

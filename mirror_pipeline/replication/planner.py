@@ -69,6 +69,8 @@ class Plan:
     state_changed: set[str] = field(default_factory=set)  # paused, stopped or deleted while planning
     not_listed_yet: list[str] = field(default_factory=list)  # created moments ago, not in the destination's metadata
     map_snapshot_end: int = 0
+    # Each mirror planned over, and its partitions then: a mirror with fewer in `partitions` was planned in part.
+    partition_counts: dict[str, int] = field(default_factory=dict)
 
 
 def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.0) -> Plan:
@@ -100,6 +102,7 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
         limits = pool.submit(max_message_bytes_of, ctx, [info.mirror_topic for info, _ in live])
         src_start, src_end, dst_end = _log_bounds(ctx, live)
         live = _readable(ctx, live, probed.result(), plan)
+    plan.partition_counts = {info.mirror_topic: n for info, n in live}
 
     snapshot = ctx.store.read_segments([m.mirror_topic for m, _ in live])
     resolutions = {}

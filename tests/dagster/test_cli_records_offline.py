@@ -51,7 +51,9 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> None:
     the config's clusters are not running, and asking them costs a connection timeout per record."""
     answer = mirrors_answer([("orders", "ACTIVE"), ("refunds", "ACTIVE")])
     monkeypatch.setattr(
-        mirror_engine, "mirror_overview", lambda config, link: (answer(link), {"orders": 0, "refunds": 0})
+        mirror_engine,
+        "mirror_overview",
+        lambda config, link, measured_lags=None: (answer(link), {"orders": 0, "refunds": 0}),
     )
 
 
