@@ -278,7 +278,7 @@ def link_overview(
 
     `measured`: lags a cycle measured at its end (`CycleResult.measured_lags`), taken as they are; only the
     other mirrors' are read. On 10,000 partitions the read is three offset listings and the offset map, about
-    1.5 s of a CLI cycle that copied every partition, for figures the cycle had just measured.
+    1.9 s of a CLI cycle that copied every partition, for figures the cycle had just measured.
     """
     ctx.check_destination()
     infos = sorted(ctx.registry().values(), key=lambda m: m.mirror_topic)

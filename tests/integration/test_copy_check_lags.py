@@ -2,7 +2,7 @@
 
 `engine.mirror_overview` with a cycle's `measured_lags` (what `run` and every
 follow epoch record the checks on) must not read Kafka again for the mirrors
-the cycle just measured: on 10,000 partitions that read was 1.5 s of the run.
+the cycle just measured: on 10,000 partitions that read was 1.9 s of the run.
 """
 
 from __future__ import annotations

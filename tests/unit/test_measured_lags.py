@@ -19,6 +19,10 @@ def _info(topic: str) -> MirrorInfo:
     return MirrorInfo("l", topic, topic, "ACTIVE", 0.0, "", 0.0)
 
 
+def _ctx() -> SimpleNamespace:
+    return SimpleNamespace(link=SimpleNamespace(name="l", task_memory_bytes=1 << 28))
+
+
 def _planned(plan: Plan, topic: str, partition: int, source_end: int, next_source: int) -> None:
     plan.partitions[(topic, partition)] = PartitionPlan(
         _info(topic), partition, 0, source_end, next_source, OffsetMap(next_source_offset=next_source), next_source
@@ -31,8 +35,7 @@ def test_only_mirrors_planned_whole_hand_over_their_lag() -> None:
     _planned(plan, "whole", 1, source_end=5, next_source=5)
     _planned(plan, "in-part", 0, source_end=9, next_source=9)  # its partition 1 was left out
 
-    ctx = SimpleNamespace(link=SimpleNamespace(name="l", task_memory_bytes=1 << 28))
-    result = cycle._cycle_result(ctx, plan, [], started=0.0)
+    result = cycle._cycle_result(_ctx(), plan, [], started=0.0)
 
     assert result.measured_lags == {"whole": 3}
     assert result.mirrors["in-part"].lag_after == 0  # what the cycle saw; the checks read this mirror again
@@ -41,5 +44,4 @@ def test_only_mirrors_planned_whole_hand_over_their_lag() -> None:
 def test_a_mirror_the_plan_skipped_is_not_measured() -> None:
     plan = Plan(partition_counts={"skipped": 1}, errors={"skipped": "its source topic is gone"})
 
-    ctx = SimpleNamespace(link=SimpleNamespace(name="l", task_memory_bytes=1 << 28))
-    assert cycle._cycle_result(ctx, plan, [], started=0.0).measured_lags == {}
+    assert cycle._cycle_result(_ctx(), plan, [], started=0.0).measured_lags == {}
