@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mirror_pipeline import engine
 from tests.integration.conftest import LINK
-from tests.integration.test_lifecycle import produce
+from tests.kafka_records import load_source
 
 
 def test_the_checks_take_the_cycles_lags_and_read_the_mirrors_it_did_not_copy(
@@ -18,12 +18,12 @@ def test_the_checks_take_the_cycles_lags_and_read_the_mirrors_it_did_not_copy(
     copied = create_topic(source_bootstrap, unique_name("copied"), partitions=2)
     left = create_topic(source_bootstrap, unique_name("left"), partitions=2)
     for topic in (copied, left):
-        produce(source_bootstrap, topic, 30)
+        load_source(source_bootstrap, topic, 30, partitions=2)
         engine.create_mirror(config, LINK, topic)
 
     result = engine.run_cycle(config, LINK, spark, mirrors=[copied])
     assert result.measured_lags == {copied: 0}
-    produce(source_bootstrap, copied, 7)  # after the cycle measured it
+    load_source(source_bootstrap, copied, 7, partitions=2)  # after the cycle measured it
 
     _, lags = engine.mirror_overview(config, LINK, result.measured_lags)
     assert lags[copied] == 0  # the cycle's own figure, not read again
@@ -35,7 +35,7 @@ def test_the_checks_take_the_cycles_lags_and_read_the_mirrors_it_did_not_copy(
 
 def test_a_mirror_stopped_since_the_cycle_has_no_lag(config, spark, source_bootstrap, create_topic, unique_name):
     topic = create_topic(source_bootstrap, unique_name(), partitions=2)
-    produce(source_bootstrap, topic, 10)
+    load_source(source_bootstrap, topic, 10, partitions=2)
     engine.create_mirror(config, LINK, topic)
     result = engine.run_cycle(config, LINK, spark, mirrors=[topic])
     engine.failover(config, LINK, [topic])
