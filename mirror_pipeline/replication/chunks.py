@@ -7,10 +7,12 @@ Per-record work happens in C (confluent-kafka's methods driven by `map`,
 
 from __future__ import annotations
 
+import heapq
 import time
+import zlib
 from bisect import bisect_left, bisect_right
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from itertools import accumulate, repeat, starmap
 from operator import add, itemgetter, length_hint
 from typing import Any, Protocol, cast
@@ -318,10 +320,17 @@ class ProducerSet:
     partitions of one record each waited on 500 round trips one after another
     (1.3 s per 256 partitions, most of a wide cycle). Each producer is a
     connection of its own, so their requests overlap.
+
+    A producer writes whole topics where it can (`deal_to_producers`): it
+    keeps every partition of each topic it writes to, and its broker thread
+    walks all of them each time it wakes. Dealt by writer slot, each of a
+    10,000-partition cycle's 16 producers wrote 625 partitions but kept about
+    6,250, and walking them was a third of the copy tasks' CPU.
     """
 
-    def __init__(self, make: Callable[[], Producer], count: int) -> None:
+    def __init__(self, make: Callable[[], Producer], count: int, partitions: Iterable[tuple[str, int]] = ()) -> None:
         self.producers = [make() for _ in range(count)]
+        self.dealt = deal_to_producers(partitions, count)
 
     def close(self) -> None:
         """Destroy every producer now (`closing`); records not yet acknowledged are dropped."""
@@ -329,10 +338,29 @@ class ProducerSet:
             close_producer(out)
         self.producers = []
 
-    def of(self, key: int) -> Producer:
-        """The producer of every partition whose key (its writer slot) is `key`."""
-        return self.producers[key % len(self.producers)]
+    def of(self, topic: str, partition: int) -> Producer:
+        """The producer of a mirror partition (one the set was not dealt goes by its topic's name)."""
+        block = (topic, partition // PARTITIONS_PER_PRODUCER)
+        index = self.dealt.get(block)
+        if index is None:
+            index = zlib.crc32(topic.encode()) + block[1]
+        return self.producers[index % len(self.producers)]
 
     def land_by(self, deadline: float) -> int:
         """`land_by_deadline` for every producer: the records not acknowledged by `deadline`."""
         return sum(land_by_deadline(out, deadline) for out in self.producers)
+
+
+def deal_to_producers(partitions: Iterable[tuple[str, int]], count: int) -> dict[tuple[str, int], int]:
+    """Which of `count` producers writes each block of a topic's partitions (PARTITIONS_PER_PRODUCER
+    consecutive ones): a topic no wider than a block goes through one producer, a wider one
+    through several; the blocks are dealt largest first, each to the producer with the fewest
+    partitions so far."""
+    sizes = Counter((topic, p // PARTITIONS_PER_PRODUCER) for topic, p in partitions)
+    loads = [(0, i) for i in range(max(1, count))]
+    dealt = {}
+    for block, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        load, index = heapq.heappop(loads)
+        dealt[block] = index
+        heapq.heappush(loads, (load + size, index))
+    return dealt

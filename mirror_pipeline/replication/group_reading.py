@@ -183,6 +183,7 @@ class RoundReader:
         self.pending: list[Message] = []  # records read past a full round, first in the next
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
         self.last_cut = 0.0  # when the last round was cut (time.monotonic)
+        self.ending: list[TopicPartition] = []  # bounded units read to their end, paused as the round ends
         reader.assign([TopicPartition(m.unit.source_topic, m.unit.partition, m.position) for m in self.reading()])
 
     def reading(self) -> list[Member]:
@@ -236,6 +237,12 @@ class RoundReader:
     def read_round(self) -> list[Member]:
         """Read records into the live partitions' chunks until the round holds a chunk's records or
         memory, or nothing more comes; the partitions with something to announce."""
+        try:
+            return self._read_round()
+        finally:
+            self._pause_ended()
+
+    def _read_round(self) -> list[Member]:
         held = records = self.round_partitions = 0
         while True:
             if self.pending:
@@ -347,11 +354,24 @@ class RoundReader:
         return taken, held, full
 
     def _end(self, part: Member, position: int) -> None:
-        """A bounded unit read everything it copies: stop fetching its partition."""
+        """A bounded unit read everything it copies: its partition is no longer fetched from the
+        round's end (`_pause_ended`); a record of it read until then is not copied."""
         part.position = max(part.position, position)
         if not part.ended:
             part.ended = True
-            self.reader.pause([part.source_tp])
+            self.ending.append(part.source_tp)
+
+    def _pause_ended(self) -> None:
+        """Pause the partitions the round read to their end, in one call.
+
+        Each pause is an operation the consumer's broker thread serves, and
+        after each it walks every assigned partition: paused one by one, a task
+        reading one record from each of 2,500 partitions walked them 2,500
+        times (0.67 CPU-s of the task's 2.0); paused a round at a time, 0.3.
+        """
+        if self.ending:
+            self.reader.pause(self.ending)
+            self.ending = []
 
     def _note_ends(self) -> None:
         """Bounded units whose consumer position passed their end (across markers or aborted records)."""

@@ -43,7 +43,8 @@ class RoundSending:
             self.flush_by = min(self.flush_by, deadline)
             self.stamps[id(part)] = list(map(timestamp_of, part.chunk))
             chunk_ts = chunk_timestamps(self.stamps[id(part)])[0]
-            produce_chunk(self.out.of(part.slot), part.unit.mirror_topic, part.unit.partition, part.chunk, chunk_ts)
+            out = self.out.of(part.unit.mirror_topic, part.unit.partition)
+            produce_chunk(out, part.unit.mirror_topic, part.unit.partition, part.chunk, chunk_ts)
             self.produced.append(part)
 
     def land(self, runs: dict[int, tuple[tuple[int, int], ...]], failures: Failures, throttles: ThrottleWatch) -> None:

@@ -115,7 +115,8 @@ def open_producers(
     # them, so together they hold no more than one producer did.
     max_message_bytes = min(p.unit.max_message_bytes for p in parts)
     settings = throttles.watching(writer_settings(ctx, link, max_message_bytes, memory.writer_settings(), on_delivery))
-    return ProducerSet(lambda: kc.producer(settings), producer_count(parts))
+    mirror_partitions = [(p.unit.mirror_topic, p.unit.partition) for p in parts]
+    return ProducerSet(lambda: kc.producer(settings), producer_count(parts), mirror_partitions)
 
 
 def open_writers(pool: Executor, ctx: CopyContext, link: str, slots: Iterable[int]) -> dict[int, SlotWriter]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections import Counter
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
@@ -24,6 +25,7 @@ from mirror_pipeline.replication.chunks import (
     ProducerSet,
     chunk_runs,
     chunk_timestamps,
+    deal_to_producers,
     produce_chunk,
     producers_for,
 )
@@ -348,15 +350,29 @@ class LandingProducer:
         return 0
 
 
+def test_topics_are_dealt_whole_to_the_least_loaded_producer():
+    partitions = [("big", p) for p in range(100)] + [(f"t{i}", p) for i in range(30) for p in range(3)]
+    dealt = deal_to_producers(partitions, 3)
+    assert dealt[("big", 0)] != dealt[("big", 1)]  # 64 and 36 partitions: two blocks, two producers
+    loads = Counter()
+    for topic, p in partitions:
+        loads[dealt[(topic, p // 64)]] += 1
+    assert sorted(loads.values()) == [63, 63, 64]
+    assert deal_to_producers(partitions, 3) == dealt  # the same partitions, the same deal
+
+
 def test_a_task_writes_through_one_producer_per_64_partitions_up_to_four():
     assert [producers_for(n) for n in (1, 8, 64, 65, 200, 256, 257, 10_000)] == [1, 1, 1, 2, 4, 4, 4, 4]
 
 
 def test_a_partition_keeps_its_producer_and_landing_counts_every_producer():
     made = iter([LandingProducer(), LandingProducer(unacked=3), LandingProducer(), LandingProducer(unacked=2)])
-    writers = ProducerSet(lambda: next(made), 4)
-    assert writers.of(5) is writers.of(9) is writers.producers[1]  # slot 5 and 9: the same one
-    assert writers.of(63) is writers.producers[3]
+    partitions = [(f"t{i}", p) for i in range(8) for p in range(10)] + [("wide", p) for p in range(256)]
+    writers = ProducerSet(lambda: next(made), 4, partitions)
+    assert all(writers.of(t, p) is writers.of(t, 0) for t, p in partitions if t != "wide")  # a topic, one producer
+    assert {id(writers.of("wide", p)) for p in range(256)} == {id(out) for out in writers.producers}
+    assert writers.of("wide", 63) is writers.of("wide", 0) is not writers.of("wide", 64)  # blocks of 64
+    assert writers.of("not-dealt", 3) is writers.of("not-dealt", 3)
     assert writers.land_by(time.monotonic() + 1) == 5
     assert [p.flushes for p in writers.producers] == [1, 1, 1, 1]
     assert [p.purged for p in writers.producers] == [False, True, False, True]  # only those that did not land
