@@ -5,6 +5,9 @@ Exit codes and the error boundary: see `mirror_pipeline.cli.common`.
 
 from __future__ import annotations
 
+import atexit
+import gc
+
 import click
 
 from mirror_pipeline.cli.acls import acls
@@ -42,4 +45,10 @@ link.add_command(acls)
 
 
 def main() -> None:
+    # Registered first, so it runs last: the interpreter's finalization then skips the full
+    # collections over everything a command loaded (Dagster, PySpark, a plan of 10,000
+    # partitions), 0.6-0.7 s after a 10,000-partition `run` had done its work, for memory the
+    # process hands back anyway. Objects still go when their last reference does, and every
+    # record a command writes is flushed before it returns: nothing waits on a collection.
+    atexit.register(gc.freeze)
     cli()
