@@ -18,6 +18,7 @@ from dagster import BetaWarning, Definitions, definitions
 
 from mirror_pipeline.config.loader import CONFIG_ENV_VAR, DEFAULT_CONFIG_FILE, load_config
 from mirror_pipeline.model.errors import ConfigError
+from mirror_pipeline.replication import gc_policy
 from mirror_pipeline_dagster import dagster_name, link_definitions
 from mirror_pipeline_dagster.acl_sync import acl_sync_definitions
 from mirror_pipeline_dagster.lifecycle_jobs import lifecycle_jobs
@@ -85,6 +86,7 @@ def build_definitions(config_path: str | Path | None = None) -> Definitions:
 @definitions
 def defs() -> Definitions:
     """What Dagster loads: built when the code location loads, not when this module is imported."""
+    gc_policy.apply()  # the processes that load it (code server, runs) plan cycles, as the CLI does
     return build_definitions()
 
 

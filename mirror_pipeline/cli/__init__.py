@@ -22,6 +22,7 @@ from mirror_pipeline.cli.offsets import offsets
 from mirror_pipeline.cli.run import run
 from mirror_pipeline.cli.ui import ui
 from mirror_pipeline.cli.verify import verify
+from mirror_pipeline.replication import gc_policy
 
 
 @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,4 +52,5 @@ def main() -> None:
     # process hands back anyway. Objects still go when their last reference does, and every
     # record a command writes is flushed before it returns: nothing waits on a collection.
     atexit.register(gc.freeze)
+    gc_policy.apply()  # and collects less often while it works: a wide link's plan holds no cycles
     cli()
