@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from mirror_pipeline.config.replication_policy import default_state_topic, state_topic
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka import leader_lookups
+from mirror_pipeline.kafka.controller_requests import held_by_controller
 from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import StateStore
@@ -138,13 +139,22 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
     def outcome(topic: str, mirror: str, what: str, reason: str = "") -> None:
         result.outcomes[topic] = TopicOutcome(topic, mirror, what, reason)
 
-    selected = [
+    wanted = [
         t
         for t, error in source_topics.items()
-        if not error and link.auto_create_filters.selects(t) and not ctx.naming.is_internal(t) and t not in by_source
+        if not error and link.auto_create_filters.selects(t) and not ctx.naming.is_internal(t)
     ]
+    # A mirror whose topic the destination does not list was created moments ago (the controller holds
+    # its topic: nothing to do) or by a create that stopped half-way (its topic is created below).
+    unlisted = {
+        by_source[t].mirror_topic
+        for t in wanted
+        if t in by_source and by_source[t].state == ACTIVE and by_source[t].mirror_topic not in dest_topics
+    }
+    pending = held_by_controller(ctx.dest_admin, sorted(unlisted)) if unlisted else set()
+    # Whether the link may read a topic is asked once for all the topics that may need a mirror.
+    selected = [t for t in wanted if t not in by_source or by_source[t].mirror_topic in unlisted - pending]
     unreadable_of = _unreadable_all(ctx, selected, source_counts)
-    checked = set(selected)
     to_create: list[tuple[str, str]] = []
     for topic, error in sorted(source_topics.items()):
         if not link.auto_create_filters.selects(topic):
@@ -157,6 +167,15 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
         known = by_source.get(topic)
         if known is not None and (known.mirror_topic in dest_topics or known.state != ACTIVE):
             outcome(topic, known.mirror_topic, EXISTING, f"mirror '{known.mirror_topic}' of this link ({known.state})")
+            continue
+        if known is not None and known.mirror_topic in pending:
+            outcome(
+                topic,
+                known.mirror_topic,
+                EXISTING,
+                f"mirror '{known.mirror_topic}' of this link ({known.state}; created moments ago, "
+                f"cluster '{ctx.dest.alias}' does not list its topic yet)",
+            )
             continue
         if ctx.naming.would_loop(topic):
             outcome(
@@ -172,7 +191,7 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
                 f"mirror of this link; a normal topic is never taken over",
             )
             continue
-        unreadable = error or (unreadable_of.get(topic, "") if topic in checked else _unreadable(ctx, topic))
+        unreadable = error or unreadable_of.get(topic, "")
         if unreadable:
             outcome(topic, mirror, SKIPPED, f"the link cannot read it on cluster '{ctx.source.alias}': {unreadable}")
             continue
@@ -237,9 +256,9 @@ def _list_topics(admin, alias: str) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, int]) -> dict[str, str]:
-    """`_unreadable` of many topics: one offsets request for all when the link can describe
-    every one (the usual case), else each alone, to say which cannot be and why; then one
-    READ probe (one consumer) for all the others."""
+    """Why the link cannot read each of `topics` on the source ("" when it can), as `create_mirror` would
+    find: one offsets request for all when the link can describe every one (the usual case), else each
+    alone, to say which cannot be and why; then one READ probe (one consumer) for all the others."""
     try:
         kc.list_offsets(
             ctx.source_admin, [(t, p) for t in topics for p in range(partitions[t])], "latest", ctx.source.alias
@@ -248,11 +267,6 @@ def _unreadable_all(ctx: LinkContext, topics: list[str], partitions: dict[str, i
     except MirrorError:  # an unreadable topic fails the whole request (as TOPIC_AUTHORIZATION_FAILED, say)
         found = {t: why for t in topics if (why := _not_described(ctx, t))}
     return {**found, **_not_fetched(ctx, [t for t in topics if t not in found])}
-
-
-def _unreadable(ctx: LinkContext, topic: str) -> str:
-    """Why the link cannot read `topic` on the source ("" when it can), as `create_mirror` would find."""
-    return _not_described(ctx, topic) or _not_fetched(ctx, [topic]).get(topic, "")
 
 
 def _not_described(ctx: LinkContext, topic: str) -> str:

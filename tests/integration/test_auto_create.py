@@ -408,3 +408,52 @@ def test_partitions_added_are_listed_when_growing_returns_and_read_by_clients_th
         assert kc.watermark(reader, topic, 39) == (0, 0)
     finally:
         reader.close()
+
+
+def test_a_mirror_whose_topic_is_not_listed_yet_is_left_alone_and_one_created_half_way_is_completed(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, admin
+):
+    """A broker lists a new topic a moment after the controller made it (on a new wide link, long
+    moments): such a mirror exists, and the scan neither creates nor probes it again (it did so one
+    mirror at a time, 20-40 ms each). A mirror registered by a create that stopped before its
+    topic was made still gets its topic."""
+    from mirror_pipeline.kafka.controller_requests import held_by_controller
+    from mirror_pipeline.link.context import LinkContext
+    from mirror_pipeline.operations import auto_create as scans
+
+    u = unique_name()
+    late, half_way = create_topic(source_bootstrap, f"{u}-late"), create_topic(source_bootstrap, f"{u}-half")
+    produce(source_bootstrap, half_way, 3)
+    config = load_config(write_config(auto_create(u, include(f"{u}-"))))
+    assert sorted(engine.auto_create(config, LINK).created) == sorted([late, half_way])
+    dest = admin(destination_bootstrap)
+    dest.delete_topics([half_way])[half_way].result(30)
+    deadline = time.monotonic() + 30
+    while half_way in dest.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+    ctx = LinkContext.open(config, LINK)
+    list_topics, create_topics = ctx.dest_admin.list_topics, ctx.dest_admin.create_topics
+    created: list[str] = []
+
+    def not_listing_late(*args, **kwargs):
+        metadata = list_topics(*args, **kwargs)
+        metadata.topics.pop(late, None)  # as a broker the controller has not told yet
+        return metadata
+
+    def creating(new_topics, **kwargs):
+        if not kwargs.get("validate_only"):
+            created.extend(t.topic for t in new_topics)
+        return create_topics(new_topics, **kwargs)
+
+    ctx.dest_admin.list_topics, ctx.dest_admin.create_topics = not_listing_late, creating
+    result = scans.scan(ctx)
+
+    assert result.outcomes[late].outcome == scans.EXISTING
+    assert "does not list its topic yet" in result.outcomes[late].reason
+    assert result.outcomes[half_way].outcome == scans.CREATED, result.outcomes[half_way]
+    assert late not in created and half_way in created
+    assert half_way in dest.list_topics(timeout=10).topics
+    # What the scan asks the controller creates nothing.
+    assert held_by_controller(dest, [late, f"{u}-never"]) == {late}
+    assert f"{u}-never" not in dest.list_topics(timeout=10).topics
