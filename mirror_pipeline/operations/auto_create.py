@@ -152,8 +152,9 @@ def scan(ctx: LinkContext, dry_run: bool = False) -> AutoCreateResult:
         if t in by_source and by_source[t].state == ACTIVE and by_source[t].mirror_topic not in dest_topics
     }
     pending = held_by_controller(ctx.dest_admin, sorted(unlisted)) if unlisted else set()
+    half_way = unlisted - pending
     # Whether the link may read a topic is asked once for all the topics that may need a mirror.
-    selected = [t for t in wanted if t not in by_source or by_source[t].mirror_topic in unlisted - pending]
+    selected = [t for t in wanted if t not in by_source or by_source[t].mirror_topic in half_way]
     unreadable_of = _unreadable_all(ctx, selected, source_counts)
     to_create: list[tuple[str, str]] = []
     for topic, error in sorted(source_topics.items()):
