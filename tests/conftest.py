@@ -113,6 +113,7 @@ LONG_GROUPS = {
     "test_stalled_writer": 55,
     "test_topologies": 51,
     "test_copy": 39,
+    "test_follow_late_tasks": 40,
     "test_metrics_exporter": 33,
 }
 

@@ -5,12 +5,13 @@ The work is cut into *epochs*. An epoch is a Spark job whose units have no
 upper offset: every mirrored partition gets one, the units are dealt to half
 the session's task slots, and each task copies records as they arrive until
 the epoch ends, with the same chunk protocol, fencing and checks as a
-cycle's unit. A little before that end (HAND_OVER_LEAD_S, or twice what
-planning took last time) the driver plans the next epoch and starts its job
-in the other half of the slots: its tasks fence the writers at the end and
-go on from where the offset map says, so no epoch boundary stops the copy
-(`replication.epochs`). The driver then records the epoch that ended (its
-ranges, as a cycle's lineage).
+cycle's unit. A little before that end (at least HAND_OVER_LEAD_S, or twice
+what planning took plus what the last tasks took to start) the driver plans
+the next epoch and starts its job in the other half of the slots: its tasks
+fence the writers at the end and go on from where the offset map says, so no
+epoch boundary stops the copy (`replication.epochs`). The driver then records
+the epoch that ended (its ranges, as a cycle's lineage). Epochs last longer
+than asked while tasks start too slowly for them (`replication.epoch_pace`).
 
 An epoch that failed anything is followed by one planned in full, repairs
 included, once the epoch in flight has ended: a crash anywhere is repaired
@@ -43,6 +44,7 @@ from mirror_pipeline.model.results import CycleResult
 from mirror_pipeline.operations import auto_create
 from mirror_pipeline.operations.heartbeats import HeartbeatEmitter
 from mirror_pipeline.replication import cycle, epochs
+from mirror_pipeline.replication.epoch_pace import EpochPace
 from mirror_pipeline.replication.spark_runner import SparkTasksLost
 from mirror_pipeline.sync import offset_sync
 from mirror_pipeline.sync.config_sync import ConfigSyncFailed, sync_topic_configs
@@ -51,9 +53,6 @@ log = logging.getLogger(__name__)
 
 # Longer epochs plan and record lineage less often; shorter ones record it sooner and stop sooner.
 DEFAULT_EPOCH_S = 120.0
-# How long before an epoch ends the next one is planned and its job started, at least: its tasks
-# start and open their clients meanwhile (0.3-1.5 s in a warm local session), then wait for the end.
-HAND_OVER_LEAD_S = 3.0
 # With nothing to copy (every mirror paused, say), the next plan comes this much later.
 IDLE_WAIT_S = 5.0
 # Set by the follow job to its run worker's pid: follow mode started under Dagster stops once that
@@ -114,13 +113,13 @@ def follow(
     number = 0
     running: epochs.RunningEpoch | None = None
     clean = True  # the epoch reported last copied everything it planned
-    lead = HAND_OVER_LEAD_S
+    pace = EpochPace(epoch_s)
     try:
         while running is not None or not stop.is_set():
             if running is None:
                 number += 1
                 scan = ctx.link.auto_create_enable and not (number == 1 and scanned)
-                started = _started(ctx, spark, jobs, number, epoch_s, mirror_topics, scan)
+                started = _started(ctx, spark, jobs, number, pace.length_s, mirror_topics, scan)
                 if isinstance(started, Epoch):  # it could not start
                     if number == 1:
                         raise MirrorError(started.error)
@@ -132,13 +131,14 @@ def follow(
                     stop.wait(IDLE_WAIT_S)
                     continue
                 running = started
-            _wait_for_hand_over(running, running.ends_at - min(lead, epoch_s / 2), stop)
+            _wait_for_hand_over(running, pace.plan_next_at(running.ends_at), stop)
             successor = None
             if clean and not stop.is_set() and not (running.job and running.job.done()):
                 planning = time.monotonic()
-                successor = _continued(ctx, spark, jobs, running, epoch_s, mirror_topics)
-                lead = max(HAND_OVER_LEAD_S, 2 * (time.monotonic() - planning))
+                successor = _continued(ctx, spark, jobs, running, pace.length_s, mirror_topics)
+                pace.planned(time.monotonic() - planning)
             epoch, clusters_failed = _finished(ctx, running, handed_over=successor is not None)
+            pace.ended(running.submitted, running.starts_at, epochs.last_ready_at(running))
             reporter.put(report.epoch, epoch)
             clean = not epoch.error
             running = successor

@@ -47,6 +47,8 @@ class RunningEpoch:
     started: float  # when its planning started (time.time)
     ends_at: float  # when the next epoch's tasks fence its writers (time.time)
     job: Future[list[UnitResult]] | None  # None: nothing to copy
+    submitted: float = 0.0  # when its job was submitted (time.time)
+    starts_at: float = 0.0  # when its tasks fence (time.time): the epoch before's end, or its submission
 
 
 def start(
@@ -81,7 +83,8 @@ def continue_from(
     follow_s: float,
     map_end: int,
 ) -> RunningEpoch | None:
-    """The epoch after `running`, started while it copies; its tasks take over at `running.ends_at`.
+    """The epoch after `running`, started while it copies; its tasks take over at `running.ends_at`,
+    or now when that has passed (the driver waited that long for the epoch before `running` to end).
 
     The partitions `running` copies continue (`WorkUnit.continues`), each
     from its newest segment as the map has it now (its task moves on to what
@@ -137,7 +140,11 @@ def continue_from(
         )
     if not plan.units:
         return None  # nothing left to follow (every mirror paused, say): the idle wait of a full plan
-    return _submitted(ctx, spark, jobs, running.number + 1, plan, started, running.ends_at, follow_s)
+    # A hand-over later than `running.ends_at` leaves a gap, never an overlap: `running`'s tasks stop
+    # reading before their own hand-over and take a later fence for a take-over (`FollowTimes`).
+    # Anchored in the past, every epoch after would start as late and its tasks leave their partitions.
+    starts_at = max(running.ends_at, time.time())
+    return _submitted(ctx, spark, jobs, running.number + 1, plan, started, starts_at, follow_s)
 
 
 def finish(ctx: LinkContext, epoch: RunningEpoch, handed_over: bool) -> CycleResult:
@@ -148,6 +155,15 @@ def finish(ctx: LinkContext, epoch: RunningEpoch, handed_over: bool) -> CycleRes
     results = epoch.job.result() if epoch.job is not None else []
     log.info("%s: epoch %d copied %d records", ctx.link.name, epoch.number, sum(r.records for r in results))
     return outcome(ctx, epoch.plan, results, epoch.started, consolidate=not handed_over)
+
+
+def last_ready_at(epoch: RunningEpoch) -> float | None:
+    """When the epoch's last task was ready to fence (its clients opened, `hand_over.wait_for_start`),
+    from the results of its ended job; None: not known (nothing copied, the job failed, or no task
+    got that far). See `epoch_pace` for what it tells."""
+    if epoch.job is None or not epoch.job.done() or epoch.job.exception() is not None:
+        return None
+    return max((r.ready_at for r in epoch.job.result() if r.ready_at), default=None)
 
 
 def _submitted(
@@ -161,7 +177,7 @@ def _submitted(
     follow_s: float,
 ) -> RunningEpoch:
     plan.units = [replace(u, starts_at=starts_at) for u in plan.units]
-    job = None
+    job, submitted = None, time.time()
     if plan.units:
         # Half the slots: the next epoch's tasks start in the other half while this one's still copy.
         groups = follow_groups(plan.units, max(1, task_slots(spark) // 2))
@@ -170,4 +186,4 @@ def _submitted(
             f"{len(plan.units)} partitions in {len(groups)} tasks"
         )
         job = jobs.submit(run_unit_groups, spark, groups, copy_context(ctx), description)
-    return RunningEpoch(number, plan, started, starts_at + follow_s, job)
+    return RunningEpoch(number, plan, started, starts_at + follow_s, job, submitted, starts_at)

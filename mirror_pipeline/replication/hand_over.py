@@ -78,6 +78,10 @@ def wait_for_start(parts: Sequence[Member]) -> bool:
     epoch's task untouched, which goes on from the offset map (no successor: the next full plan),
     and their results say so (`left_to_next_epoch`: the epoch's line tells why it copied nothing)."""
     starts_at, follow_s = max(p.unit.starts_at for p in parts), max(p.unit.follow_s for p in parts)
+    if follow_s:
+        ready_at = time.time()
+        for part in parts:
+            part.result.ready_at = ready_at
     delay = starts_at - time.time()
     if delay > 0:
         time.sleep(delay)

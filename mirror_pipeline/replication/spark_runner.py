@@ -57,6 +57,7 @@ RESULT_SCHEMA = pa.schema(
         ("rss_start_bytes", pa.int64()),
         ("rss_peak_bytes", pa.int64()),
         ("left_to_next_epoch", pa.bool_()),
+        ("ready_at", pa.float64()),
         ("fenced_after_hand_over_ms", pa.int64()),
         ("ready_after_hand_over_ms", pa.int64()),
     ]
@@ -293,4 +294,4 @@ def ddl_of(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in schema)
 
 
-_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean"}
+_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean", pa.float64(): "double"}

@@ -244,6 +244,9 @@ def start_cycle(config_path: Path, link: str, topic: str, log_dir: Path) -> Star
 
 # Follow mode's epochs in the fault suite: short, so kills land in every part of an epoch's life.
 FOLLOW_EPOCH_S = 3
+# How long a graceful stop of follow mode may take: it finishes the epochs in flight, up to two, and
+# epochs last longer than FOLLOW_EPOCH_S while their tasks start late (`epoch_pace`: a loaded machine).
+FOLLOW_STOP_S = FOLLOW_EPOCH_S + 120
 
 
 def start_follow(config_path: Path, link: str, topic: str, log_dir: Path) -> Started:

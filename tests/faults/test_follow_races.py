@@ -19,6 +19,7 @@ from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import LINK
 from tests.faults.harness import (
     FOLLOW_EPOCH_S,
+    FOLLOW_STOP_S,
     assert_clean,
     kill_session,
     log_ends,
@@ -37,7 +38,7 @@ def following(path, topic: str, dest_bootstrap: str, log_dir):
         wait_until_copying(dest_bootstrap, topic, follower, at_least=1000)
         yield follower
         follower.proc.send_signal(signal.SIGTERM)
-        code = wait_exit(follower, FOLLOW_EPOCH_S + 60)
+        code = wait_exit(follower, FOLLOW_STOP_S)
         assert code == 0, f"follow mode did not stop gracefully (exit {code}): {follower.output()}"
     finally:
         kill_session(follower)

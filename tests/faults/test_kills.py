@@ -41,6 +41,7 @@ from mirror_pipeline.config.loader import load_config
 from tests.faults.conftest import FULL, LINK
 from tests.faults.harness import (
     FOLLOW_EPOCH_S,
+    FOLLOW_STOP_S,
     SOURCE_KINDS,
     catch_up,
     compare,
@@ -136,7 +137,7 @@ def kill_at_random(started, how: str, rng: random.Random, strays: list, destinat
             return "not following within 90 s"
         time.sleep(rng.uniform(0.0, 3 * FOLLOW_EPOCH_S))
         started.proc.send_signal(signal.SIGTERM)
-        code = wait_exit(started, FOLLOW_EPOCH_S + 60)
+        code = wait_exit(started, FOLLOW_STOP_S)
         output = started.stacks() if code is None else started.output()
         assert code == 0, f"follow mode did not stop gracefully on SIGTERM (exit {code}):\n{output}"
         return None

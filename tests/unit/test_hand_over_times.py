@@ -108,9 +108,12 @@ def test_a_task_ready_late_still_stops_before_its_hand_over():
 )
 def test_a_task_fences_unless_ready_too_close_to_its_hand_over(ready_after_start_s, fences):
     parts = [member(unit(starts_at=time.time() - ready_after_start_s, follow_s=6.0)), member(unit(partition=1))]
+    before = time.time()
     assert wait_for_start(parts) is fences
     # A task that does not fence says so in each of its partitions' results, for the epoch's line.
     assert [p.result.left_to_next_epoch for p in parts] == [not fences] * 2
+    # When it was ready, before any wait for its start: the driver paces the epochs from it.
+    assert [p.result.ready_at for p in parts] == [pytest.approx(before, abs=0.02)] * 2
 
 
 def test_a_task_that_took_over_notes_when_it_had_fenced_and_was_ready():
@@ -139,6 +142,7 @@ def test_a_cycle_task_always_fences():
     part = member(unit())
     assert wait_for_start([part]) is True
     assert part.result.left_to_next_epoch is False
+    assert part.result.ready_at == 0.0
 
 
 def test_the_late_margin_is_the_clock_skew_or_a_quarter_of_a_short_epoch():
