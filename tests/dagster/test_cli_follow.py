@@ -34,7 +34,8 @@ from tests.kafka_records import assert_identical, commit, committed, read_topic
 LINK = f"cli-follow-{uuid.uuid4().hex[:8]}"
 # Shorter than the first epoch's Spark task may take to start cold (a new Python worker, its imports
 # and clients: 2-4 s here), so that the test also meets a task ready too late for its epoch, which
-# leaves its partitions to the next epoch (`hand_over.wait_for_start`), and many hand-overs.
+# leaves its partitions to the next epoch (`hand_over.wait_for_start`) and makes the next epochs
+# longer (`epoch_pace`), and many hand-overs.
 EPOCH_S = 2
 
 
