@@ -158,7 +158,7 @@ class UnitResult:
     # so nothing was copied here; the next epoch copies the partition.
     left_to_next_epoch: bool = False
     # Follow mode: when the task had opened its clients, before it waited for its start (time.time;
-    # 0: a cycle's task). The driver lengthens epochs that its tasks cannot start within (`epochs`).
+    # 0: a cycle's task). The driver lengthens epochs that its tasks cannot start within (`epoch_pace`).
     ready_at: float = 0.0
     # Follow mode, a task that took over from the epoch before: when it had fenced, and when it was
     # ready to copy, in ms after the hand-over time (`hand_over.note_take_over`); -1 otherwise.
