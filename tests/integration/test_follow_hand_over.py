@@ -27,14 +27,14 @@ EPOCHS = 4
 
 
 class _Epochs:
-    """The report follow mode gives its epochs to: stops it once EPOCHS are reported."""
+    """The report follow mode gives its epochs to: stops it once `count` are reported."""
 
-    def __init__(self, stop: threading.Event):
-        self.stop, self.seen = stop, []
+    def __init__(self, stop: threading.Event, count: int = EPOCHS):
+        self.stop, self.seen, self.count = stop, [], count
 
     def epoch(self, epoch) -> None:
         self.seen.append(epoch)
-        if len(self.seen) >= EPOCHS:
+        if len(self.seen) >= self.count:
             self.stop.set()
 
     def synced(self, kind, result, error) -> None:

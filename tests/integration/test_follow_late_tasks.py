@@ -17,14 +17,13 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Producer
-
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from tests.integration.conftest import LINK
+from tests.integration.test_follow_hand_over import _Epochs, _produce_until
 from tests.kafka_records import assert_identical, load_source, read_topic
 
-PARTITIONS = 2
+PARTITIONS = 3  # as `_produce_until` writes
 EPOCH_S = 1.0
 HOLD_S = 2.0  # how long each task of the jobs beside follow mode holds its slot
 HOLDERS = 3
@@ -32,35 +31,10 @@ EPOCHS = 7
 ON_TIME_AT_THE_END = 3  # the last epochs, which must all have copied
 
 
-class _Epochs:
-    def __init__(self, stop: threading.Event):
-        self.stop, self.seen = stop, []
-
-    def epoch(self, epoch) -> None:
-        self.seen.append(epoch)
-        if len(self.seen) >= EPOCHS:
-            self.stop.set()
-
-    def synced(self, kind, result, error) -> None:
-        pass
-
-
 def _hold_a_slot(spark, done: threading.Event) -> None:
     """One single-task job after another, each holding a task slot HOLD_S."""
     while not done.is_set():
         spark.sparkContext.parallelize([HOLD_S], 1).foreach(lambda s: time.sleep(s))
-
-
-def _produce_until(done: threading.Event, bootstrap: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    i = 0
-    while not done.is_set():
-        for p in range(PARTITIONS):
-            producer.produce(topic, key=b"late-%d" % i, value=b"v" * 100, partition=p)
-            i += 1
-        producer.poll(0)
-        done.wait(0.02)
-    assert producer.flush(30) == 0
 
 
 def test_epochs_lengthen_until_tasks_that_start_late_copy(
@@ -73,7 +47,7 @@ def test_epochs_lengthen_until_tasks_that_start_late_copy(
     engine.create_mirror(config, LINK, topic)
 
     stop, done = threading.Event(), threading.Event()
-    report = _Epochs(stop)
+    report = _Epochs(stop, EPOCHS)
     beside = [threading.Thread(target=_hold_a_slot, args=(spark, done)) for _ in range(HOLDERS)]
     beside.append(threading.Thread(target=_produce_until, args=(done, source_bootstrap, topic)))
     for thread in beside:
