@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.config.redaction import scrub
 from mirror_pipeline.kafka import clients as kc
-from mirror_pipeline.kafka.topic_configs import describe_topic_configs
+from mirror_pipeline.kafka.topic_configs import describe_topic_configs, described_topics_configs
 from mirror_pipeline.link import write_guard
 from mirror_pipeline.link.context import LinkContext
-from mirror_pipeline.link.partitions import grow_partitions, source_partitions
+from mirror_pipeline.link.partitions import grow_partitions, settled_partitions, source_partitions
 from mirror_pipeline.model.errors import MirrorError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import CONFIG_SYNCED_STATES
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline.sync.config_alter import alter_configs, await_visible
 from mirror_pipeline.sync.config_plan import (
     ConfigPlan,
@@ -101,13 +102,8 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
     selected, skipped = _select(ctx, mirror_topics)
     records = read_sync_records(ctx) if selected else {}
 
-    checked: dict[str, _Checked] = {}
-    errors: dict[str, str] = {}
-    for info in selected:
-        try:
-            checked[info.mirror_topic] = _check(ctx, info, records.get(info.mirror_topic, {}), grow=True)
-        except MirrorError as exc:
-            errors[info.mirror_topic] = scrub(str(exc), secrets)
+    checked, unchecked = _check_all(ctx, selected, records, grow=True)
+    errors = {m: scrub(str(exc), secrets) for m, exc in unchecked.items()}
 
     to_change = {m: c for m, c in checked.items() if c.plan.changes}
     if to_change:
@@ -205,8 +201,7 @@ def config_drift(ctx: LinkContext, mirror: str) -> dict:
     ctx.check_destination()
     registry = ctx.registry()
     if mirror not in registry:
-        known = ", ".join(sorted(registry)) or "none"
-        raise MirrorRefused(f"no mirror '{mirror}' on link '{ctx.link.name}' (mirrors: {known})")
+        raise MirrorRefused(f"no mirror '{mirror}' on link '{ctx.link.name}' (mirrors: {some_of(sorted(registry))})")
     info = registry[mirror]
     if info.state not in CONFIG_SYNCED_STATES:
         return {
@@ -233,12 +228,14 @@ def config_drifts(ctx: LinkContext, mirror_topics: list[str] | None = None) -> d
     secrets = _secrets(ctx)
     selected, _skipped = _select(ctx, mirror_topics)
     records = read_sync_records(ctx) if selected else {}
+    checked, unchecked = _check_all(ctx, selected, records)
     now = time.time()
     out: dict[str, dict] = {}
     for info in selected:
-        try:
-            out[info.mirror_topic] = _drift(_check(ctx, info, records.get(info.mirror_topic, {})), now)
-        except MirrorError as exc:
+        if info.mirror_topic in checked:
+            out[info.mirror_topic] = _drift(checked[info.mirror_topic], now)
+        else:
+            exc = unchecked[info.mirror_topic]
             last = last_synced(records.get(info.mirror_topic, {}), info)
             out[info.mirror_topic] = {
                 "mirror_topic": info.mirror_topic,
@@ -263,6 +260,39 @@ def _select(ctx: LinkContext, mirror_topics: list[str] | None) -> tuple[list[Mir
     return selected, skipped
 
 
+def _check_all(
+    ctx: LinkContext, infos: list[MirrorInfo], records: dict[str, dict], grow: bool = False
+) -> tuple[dict[str, _Checked], dict[str, MirrorError]]:
+    """`_check` of every mirror of `infos`: (the checked mirrors, the others' errors), by mirror topic.
+
+    The partition counts come from one metadata request per cluster and the
+    configs from one describe-configs request per cluster: asked mirror by
+    mirror, four requests each, a sync of 1,000 mirrors took 5-6 s, and
+    `link sync-configs` checks twice (the sync, then the record's check). A
+    mirror whose partition counts differ (to grow) or whose topics are not in
+    the answers (gone, not allowed) is checked on its own, which says why.
+    """
+    settled = settled_partitions(ctx, infos)
+    together = [i for i in infos if i.mirror_topic in settled]
+    source = described_topics_configs(ctx.source_admin, [i.source_topic for i in together])
+    mirror = described_topics_configs(ctx.dest_admin, [i.mirror_topic for i in together])
+    checked: dict[str, _Checked] = {}
+    errors: dict[str, MirrorError] = {}
+    for info in infos:
+        record = records.get(info.mirror_topic, {})
+        if info.source_topic in source and info.mirror_topic in mirror:
+            parts = settled[info.mirror_topic]
+            checked[info.mirror_topic] = _planned(
+                info, record, source[info.source_topic], mirror[info.mirror_topic], parts, parts
+            )
+            continue
+        try:
+            checked[info.mirror_topic] = _check(ctx, info, record, grow)
+        except MirrorError as exc:
+            errors[info.mirror_topic] = exc
+    return checked, errors
+
+
 def _check(ctx: LinkContext, info: MirrorInfo, record: dict, grow: bool = False) -> _Checked:
     """The mirror's configs against the source's; only a sync (`grow`) changes anything.
 
@@ -273,6 +303,17 @@ def _check(ctx: LinkContext, info: MirrorInfo, record: dict, grow: bool = False)
     dst_parts = kc.topic_partitions(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
     source = describe_topic_configs(ctx.source_admin, info.source_topic, ctx.source.alias)
     mirror = describe_topic_configs(ctx.dest_admin, info.mirror_topic, ctx.dest.alias)
+    return _planned(info, record, source, mirror, src_parts, dst_parts)
+
+
+def _planned(
+    info: MirrorInfo,
+    record: dict,
+    source: dict[str, str],
+    mirror: dict[str, str],
+    src_parts: int,
+    dst_parts: int | None,
+) -> _Checked:
     plan = plan_config_changes(source, mirror, str_map(record.get("applied")), str_map(record.get("pending")))
     return _Checked(info, record, source, plan, src_parts, dst_parts)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
 
 from mirror_pipeline import engine
 from mirror_pipeline.kafka.topic_configs import LONG_MAX, describe_topic_configs
@@ -224,6 +224,31 @@ def test_a_mirror_that_fails_is_named_and_the_others_are_still_synced(
         # Leave no registered mirror without its topic for other tests' whole-link cycles.
         ctx.store.delete_mirror(bad)
         ctx.store._write_plain(ctx.store.state_topic, config_sync_key(LINK, bad), None)
+
+
+def test_mirrors_checked_together_and_one_that_grew_are_synced_in_one_pass(
+    config, mirror, admin, source_bootstrap, destination_bootstrap
+) -> None:
+    # Mirrors whose partition counts match are checked from one request per cluster; one whose
+    # source gained partitions is checked on its own, and grows.
+    settled, grown = mirror("settled", partitions=2), mirror("grown")
+    src, dst = admin(source_bootstrap), admin(destination_bootstrap)
+    for topic in (settled, grown):
+        set_configs(src, topic, retention_ms="4700000")
+    src.create_partitions([NewPartitions(grown, 3)])[grown].result(timeout=30)
+
+    drift = link_config_drift(config, LINK, mirrors=[settled, grown])
+    assert drift[settled]["drift"] == {"retention.ms": ["604800000", "4700000"]}
+    assert (drift[settled]["source_partitions"], drift[settled]["mirror_partitions"]) == (2, 2)
+    assert drift[grown]["drift"] == {"retention.ms": ["604800000", "4700000"]}
+    assert (drift[grown]["source_partitions"], drift[grown]["mirror_partitions"]) == (3, 1)
+
+    result = sync_configs(config, LINK, mirrors=[settled, grown])
+    for topic in (settled, grown):
+        assert result.mirrors[topic].changed == {"retention.ms": ("604800000", "4700000")}
+        wait_for(dst, topic, {"retention.ms": "4700000"})
+    assert (result.mirrors[grown].source_partitions, result.mirrors[grown].mirror_partitions) == (3, 3)
+    assert all(d["in_sync"] for d in link_config_drift(config, LINK, mirrors=[settled, grown]).values())
 
 
 def test_only_active_and_paused_mirrors_are_synced(
