@@ -42,6 +42,7 @@ import click
 from mirror_pipeline.cli.values import LINK, SafePath, printable, shown
 from mirror_pipeline.config.loader import PipelineConfig, load_config
 from mirror_pipeline.model.errors import ConfigError, MirrorError
+from mirror_pipeline.model.text import some_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_ENV = "MIRROR_PIPELINE_DEBUG"
@@ -195,7 +196,7 @@ def refuse_unknown_mirrors(names, known, link: str, given_as: str, as_json: bool
     if unknown:
         fail(
             f"{given_as}: no mirror {', '.join(shown(n) for n in unknown)} on link '{link}'; give mirror topics "
-            f"of the link ({', '.join(sorted(known)) or 'it has none'})"
+            f"of the link ({some_of(sorted(known), none='it has none')})"
             + (", or --all" if given_as == "TOPICS" else ""),
             as_json,
         )

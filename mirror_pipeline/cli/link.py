@@ -20,6 +20,7 @@ from mirror_pipeline.cli.common import (
 )
 from mirror_pipeline.cli.values import LINK, TOPIC
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
+from mirror_pipeline.model.text import NAMES_SHOWN, some_of
 
 
 @click.group()
@@ -90,7 +91,7 @@ def describe(name: str, config_path: str | None, as_json: bool) -> None:
             + [
                 f"  mirrors: unknown: {d['mirrors_unknown']}"
                 if d["mirrors"] is None
-                else f"  mirrors: {', '.join(m['mirror_topic'] for m in d['mirrors']) or 'none'}"
+                else f"  mirrors: {_mirror_names(d['mirrors'])}"
             ]
             + ([f"  last ACL sync: {_render_last_acl_sync(d['acl_sync'])}"] if "acl_sync" in d else [])
             + [f"  heartbeats: {d['heartbeats']['sentence']}"]
@@ -250,3 +251,11 @@ def _binding_text(b: dict) -> str:
         f"{b['permissionType']} {b['principal']} {b['operation']} on {b['resourceType']} {b['patternType']} "
         f"'{b['name']}'"
     )
+
+
+def _mirror_names(mirrors: list[dict]) -> str:
+    """The mirrors' names, or on a wide link how many there are and the first few (`--json` has them all)."""
+    names = [m["mirror_topic"] for m in mirrors]
+    if len(names) <= NAMES_SHOWN:
+        return ", ".join(names) or "none"
+    return f"{len(names):,}: {some_of(names)} (`mirror list` lists them)"

@@ -28,6 +28,7 @@ from mirror_pipeline.link.state_store import StateStore
 from mirror_pipeline.link.state_writers import SegmentWriter, fenced_batches, fenced_writers
 from mirror_pipeline.model.errors import ConfigError, MirrorRefused
 from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.text import some_of
 
 SegmentWriters = dict[tuple[str, int], SegmentWriter]  # (mirror, partition) -> its slot's writer, fenced
 
@@ -174,9 +175,9 @@ class LinkContext:
             return sorted(registry.values(), key=lambda m: m.mirror_topic)
         unknown = [t for t in topics if t not in registry]
         if unknown:
-            known = ", ".join(sorted(registry)) or "none"
             raise MirrorRefused(
-                f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' (mirrors: {known})"
+                f"no mirror {', '.join(repr(u) for u in unknown)} on link '{self.link.name}' "
+                f"(mirrors: {some_of(sorted(registry))})"
             )
         return [registry[t] for t in topics]
 

@@ -12,3 +12,14 @@ def first_few(texts: list[str], sep: str, shown: int = 5) -> tuple[str, int]:
     """The first `shown` texts joined by `sep`, and how many were left out: a line a person reads
     names a few of thousands and counts the rest."""
     return sep.join(texts[:shown]), max(0, len(texts) - shown)
+
+
+# Names a message lists in full; past this it names the first ones and counts the rest.
+NAMES_SHOWN = 10
+
+
+def some_of(names: list[str], none: str = "none", shown: int = NAMES_SHOWN) -> str:
+    """`names` joined by ", ", or the first `shown` of them and how many more (a wide link's 1,000
+    mirrors in a refusal would bury it); `none` when there are none."""
+    said, more = first_few(names, ", ", shown)
+    return (said + (f" and {more:,} more" if more else "")) or none

@@ -33,6 +33,7 @@ from mirror_pipeline.model.states import (
     STOPPED,
     STOPPING,
 )
+from mirror_pipeline.model.text import some_of
 
 DONE = {
     "pause": "paused",
@@ -145,7 +146,7 @@ def check_request(
     if unknown:
         clauses.append(
             f"no mirror {', '.join(repr(t) for t in unknown)} on link '{link.name}' "
-            f"(its mirrors: {', '.join(sorted(registry)) or 'none'})"
+            f"(its mirrors: {some_of(sorted(registry))})"
         )
     clauses += [why for t in chosen if t in registry and (why := why_not(verb, registry[t], link, every))]
     clauses += [_WAYS_OUT] if any(_RECREATED in c for c in clauses) else []

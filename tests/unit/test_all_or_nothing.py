@@ -111,6 +111,18 @@ def test_a_request_is_refused_naming_every_mirror_that_cannot_go(link):
     assert check_request("pause", link, registry, ["a", "a"]) == [registry["a"]]
 
 
+def test_a_refusal_on_a_wide_link_names_ten_of_its_mirrors_and_counts_the_rest(link):
+    registry = {m.mirror_topic: m for m in (mirror(f"t{i:04d}") for i in range(1000))}
+
+    with pytest.raises(MirrorRefused) as refused:
+        check_request("pause", link, registry, ["nosuch"])
+
+    assert str(refused.value) == (
+        "pause refused: no mirror 'nosuch' on link 'west-to-east' (its mirrors: t0000, t0001, t0002, t0003, t0004, "
+        "t0005, t0006, t0007, t0008, t0009 and 990 more); nothing was changed"
+    )
+
+
 def test_the_ways_out_of_an_auto_create_refusal_are_said_once(auto_link):
     registry = {m.mirror_topic: m for m in (mirror("orders-1"), mirror("orders-2"), mirror("payments"))}
 
