@@ -16,6 +16,10 @@ from mirror_pipeline.model.metrics import CopySample
 from mirror_pipeline_dagster.naming import LinkNames
 
 _PAGE = 500
+_FIRST_PAGE = 20
+# How far before a window a read still looks for its records: a record may be stored after one stamped up to
+# this much later than it (writers' clocks differ; an event is stamped before it is stored).
+DISORDER_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -71,16 +75,26 @@ def recorded_checkpoints(instance: DagsterInstance, link: str, since: float) -> 
     ]
 
 
-def _materializations(instance: DagsterInstance, key: AssetKey, since: float):
+def _materializations(instance: DagsterInstance, key: AssetKey, since: float) -> list:
+    """The asset's materializations stamped after `since`, oldest first.
+
+    Read newest first, a page at a time, until a page holds nothing stamped
+    after `since - DISORDER_S`. Asked for the records after a time instead, the
+    event log read every materialization of the asset ever recorded (none of
+    its indexes has the timestamp): 0.8 s per asset, on each scrape, on an
+    instance of 350,000 events, and growing with its history.
+    """
+    found = []
     cursor = None
+    limit = _FIRST_PAGE  # reading a record is the cost: a window with none reads a few
     while True:
         page = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, after_timestamp=since), limit=_PAGE, cursor=cursor, ascending=True
+            AssetRecordsFilter(asset_key=key), limit=limit, cursor=cursor, ascending=False
         )
-        yield from page.records
-        if not page.has_more:
-            return
-        cursor = page.cursor
+        found += [r for r in page.records if r.timestamp > since]
+        if not page.has_more or all(r.timestamp <= since - DISORDER_S for r in page.records):
+            return found[::-1]
+        cursor, limit = page.cursor, min(_PAGE, 2 * limit)
 
 
 def _values(metadata: dict) -> dict:
