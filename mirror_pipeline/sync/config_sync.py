@@ -37,7 +37,14 @@ from mirror_pipeline.sync.config_plan import (
     managed,
     plan_config_changes,
 )
-from mirror_pipeline.sync.config_records import config_sync_key, read_sync_records, str_map, write_sync_records
+from mirror_pipeline.sync.config_records import (
+    MAX_CHECKED_MIRRORS,
+    config_sync_key,
+    read_sync_records,
+    str_map,
+    unchanged_but_times,
+    write_sync_records,
+)
 
 __all__ = [
     # defined here
@@ -130,6 +137,7 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
     now = time.time()
     results: dict[str, MirrorConfigSync] = {}
     records_out: dict[str, dict] = {}
+    in_sync: list[str] = []
     for m, c in checked.items():
         failed = m in errors
         last = last_synced(c.record, c.info)
@@ -152,6 +160,7 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
             # The alter did not land (a topic's configs change all or nothing).
             records_out[m] = {k: v for k, v in c.record.items() if k != "pending"}
         else:
+            in_sync.append(m)
             records_out[m] = {
                 "applied": c.plan.applied,
                 "synced_at": now,
@@ -171,7 +180,11 @@ def sync_topic_configs(ctx: LinkContext, mirror_topics: list[str] | None = None)
                 config_sync_lag_ms=lag_ms(now, last),
                 error=errors[m],
             )
-    if records_out:
+    if mirror_topics is None and len(in_sync) <= MAX_CHECKED_MIRRORS:
+        # A sync of every mirror: the records that say only a later time are the checked record's.
+        records_out = {m: r for m, r in records_out.items() if not unchanged_but_times(checked[m].record, r)}
+        write_sync_records(ctx, records_out, (now, in_sync))
+    elif records_out:
         write_sync_records(ctx, records_out)
     # Grants made since the last pass get their DENY; stopped mirrors lose their guard (R-ACL-3).
     in_scope = [

@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
 
 from mirror_pipeline import engine
+from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka.topic_configs import LONG_MAX, describe_topic_configs
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.sync.config_records import checked_key
 from mirror_pipeline.sync.config_sync import (
     ConfigSyncFailed,
     config_drift,
@@ -249,6 +252,47 @@ def test_mirrors_checked_together_and_one_that_grew_are_synced_in_one_pass(
         wait_for(dst, topic, {"retention.ms": "4700000"})
     assert (result.mirrors[grown].source_partitions, result.mirrors[grown].mirror_partitions) == (3, 3)
     assert all(d["in_sync"] for d in link_config_drift(config, LINK, mirrors=[settled, grown]).values())
+
+
+def test_a_sync_of_every_mirror_rewrites_only_the_records_that_changed(
+    write_config, own_state, create_topic, unique_name, admin, source_bootstrap, destination_bootstrap
+) -> None:
+    # A link of its own (its own state topic), so that a sync of all its mirrors touches only this test's.
+    config = load_config(write_config(own_state))
+    quiet, changing = (create_topic(source_bootstrap, unique_name(label)) for label in ("quiet", "changing"))
+    for topic in (quiet, changing):
+        engine.create_mirror(config, LINK, topic)
+    sync_configs(config, LINK)
+    store = LinkContext.open(config, LINK).store
+    end = store.read_latest(store.state_topic)[1]
+    set_configs(admin(source_bootstrap), changing, retention_ms="4800000")
+
+    synced = sync_configs(config, LINK)
+
+    assert synced.mirrors[changing].changed == {"retention.ms": ("604800000", "4800000")}
+    assert synced.mirrors[quiet].in_sync and not synced.mirrors[quiet].changed
+    written = keys_written(destination_bootstrap, store.state_topic, end)
+    # The changing mirror's intent (before its alter) and its record, then the link's checked record.
+    assert written == [config_sync_key(LINK, changing)] * 2 + [checked_key(LINK)]
+    records = read_sync_records(LinkContext.open(config, LINK))
+    assert records[quiet]["synced_at"] == records[changing]["synced_at"] == synced.mirrors[quiet].synced_at
+    drift = link_config_drift(config, LINK)
+    assert all(d["in_sync"] and d["config_sync_lag_ms"] == 0 for d in drift.values())
+
+
+def keys_written(bootstrap: str, topic: str, since: int) -> list[str]:
+    """The keys of the records of single-partition `topic` from offset `since` to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)[1]
+        consumer.assign([TopicPartition(topic, 0, since)])
+        keys: list[str] = []
+        deadline = time.monotonic() + 30
+        while since + len(keys) < end and time.monotonic() < deadline:
+            keys += [m.key().decode() for m in consumer.consume(100, 1.0) if m.error() is None]
+        return keys
+    finally:
+        consumer.close()
 
 
 def test_only_active_and_paused_mirrors_are_synced(
