@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
@@ -83,14 +84,10 @@ def describe_topics_configs(
     admin: AdminClient, topics: list[str], alias: str, timeout: float = 15.0
 ) -> dict[str, dict[str, str]]:
     """Effective configs of several topics, asked in one request: topic -> configs."""
-    resources = {topic: ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)}
-    if not resources:
-        return {}
-    futures = admin.describe_configs(list(resources.values()), request_timeout=timeout)
     out: dict[str, dict[str, str]] = {}
-    for topic, resource in resources.items():
+    for topic, answer in _asked(admin, topics, timeout).items():
         try:
-            entries = futures[resource].result()
+            entries = answer.result()
         except KafkaException as exc:
             if kc.error_code(exc) in kc.UNKNOWN_TOPIC:
                 raise TopicNotFound(f"cluster '{alias}': topic '{topic}' does not exist") from None
@@ -105,17 +102,22 @@ def described_topics_configs(admin: AdminClient, topics: list[str], timeout: flo
     """Effective configs of several topics, asked in one request: those answered, topic -> configs. A topic
     whose configs did not come back (gone, not allowed, no answer) is left out, for the caller to ask
     alone (`describe_topic_configs`), which says why."""
+    out: dict[str, dict[str, str]] = {}
+    for topic, answer in _asked(admin, topics, timeout).items():
+        try:
+            out[topic] = _values(answer.result())
+        except KafkaException:
+            continue
+    return out
+
+
+def _asked(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, Future]:
+    """One describe-configs request for `topics` (each once): topic -> its answer."""
     resources = {topic: ConfigResource(ResourceType.TOPIC, topic) for topic in dict.fromkeys(topics)}
     if not resources:
         return {}
     futures = admin.describe_configs(list(resources.values()), request_timeout=timeout)
-    out: dict[str, dict[str, str]] = {}
-    for topic, resource in resources.items():
-        try:
-            out[topic] = _values(futures[resource].result())
-        except KafkaException:
-            continue
-    return out
+    return {topic: futures[resource] for topic, resource in resources.items()}
 
 
 def _values(entries: Mapping[str, ConfigEntry]) -> dict[str, str]:
