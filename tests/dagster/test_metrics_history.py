@@ -68,5 +68,5 @@ def test_the_window_holds_exactly_the_copies_stamped_in_it_and_reads_few_older_o
 
     assert [c.mirror for c in copies] == ["in-window", "stored-late", "newest"]  # oldest stored first
     assert all(c.bytes == 7 for c in copies)
-    # The newest 4 records, then 8 more, all but one of them stamped before the window and its disorder margin.
+    # The newest 4 records (three in the window), then 8 more, all stamped before the window and its margin: done.
     assert pages == [4, 8]
