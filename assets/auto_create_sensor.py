@@ -21,6 +21,7 @@ from dagster import RunRequest, SensorDefinition, SensorEvaluationContext, Senso
 
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.states import ACTIVE
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline_dagster.mirror_data import mirror_partitions
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
@@ -64,7 +65,7 @@ def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -
         new_keys = sorted(set(plan.mirrors) - set(registered))
         partition_requests = [partitions_def.build_add_request(new_keys)] if new_keys else []
         if new_keys:
-            context.log.info(f"registering {len(new_keys)} mirror(s) of {link.name}: {', '.join(new_keys)}")
+            context.log.info(f"registering {len(new_keys)} mirror(s) of {link.name}: {some_of(new_keys)}")
         previous = _read_cursor(context.cursor)
         seen = set(previous["mirrors"]) if previous is not None else set(plan.mirrors)
         first_copy = sorted(m for m, state in plan.mirrors.items() if state == ACTIVE and m not in seen)
@@ -72,7 +73,7 @@ def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -
         stamp = time.time_ns() // 1_000_000
         requests = []
         if first_copy:
-            context.log.info(f"link {link.name}: first copy of {', '.join(first_copy)}")
+            context.log.info(f"link {link.name}: first copy of {some_of(first_copy)}")
             requests.append(
                 request_for_mirrors(
                     first_copy,
@@ -87,7 +88,7 @@ def build_auto_create_sensor(names: LinkNames, replicate_job, auto_create_job) -
         if plan.to_create and running:
             summary += f"; run {running} of {auto_create_job.name} is still in progress"
         elif plan.to_create:
-            context.log.info(f"link {link.name}: to mirror: {', '.join(plan.to_create)}")
+            context.log.info(f"link {link.name}: to mirror: {some_of(plan.to_create)}")
             requests.append(
                 RunRequest(
                     run_key=f"{link.name}:auto-create:{stamp}",

@@ -50,6 +50,7 @@ from mirror_pipeline.config.link_settings import LinkSettings
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.states import CONFIG_SYNCED_STATES as SYNCED_STATES
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline.sync.config_sync import (
     ConfigSyncFailed,
     ConfigSyncResult,
@@ -130,7 +131,7 @@ def _mirror_config_asset(names: LinkNames) -> AssetsDefinition:
             f"link {names.link}: {result.configs_changed} config(s) changed on "
             f"{sum(1 for r in result.mirrors.values() if r.changed)} of {len(result.mirrors)} mirror(s)"
             + (
-                f"; skipped {', '.join(f'{m} ({s})' for m, s in sorted(result.skipped.items()))}"
+                f"; skipped {some_of([f'{m} ({s})' for m, s in sorted(result.skipped.items())])}"
                 if result.skipped
                 else ""
             )
@@ -212,7 +213,7 @@ def config_in_sync_result(drifts: dict[str, dict]) -> AssetCheckResult:
         passed=not drifted,
         severity=AssetCheckSeverity.WARN,
         description=(
-            f"{len(drifted)} of {len(drifts)} mirror(s) differ from their source: {', '.join(drifted)}"
+            f"{len(drifted)} of {len(drifts)} mirror(s) differ from their source: {some_of(list(drifted))}"
             if drifted
             else f"{len(drifts)} mirror(s) in sync with their source"
         ),

@@ -45,6 +45,7 @@ from dagster import (
 
 from mirror_pipeline.model.errors import ClusterUnreachable
 from mirror_pipeline.model.states import count_per_state, state_summary
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline_dagster.naming import LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
 from mirror_pipeline_dagster.runs import request_for_mirrors, run_in_progress, run_waiting
@@ -87,7 +88,7 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
             else []
         )
         if new:
-            context.log.info(f"registering {len(new)} new mirror(s) of {link.name}: {', '.join(new)}")
+            context.log.info(f"registering {len(new)} new mirror(s) of {link.name}: {some_of(new)}")
         behind = sorted(m for m, lag in lags.items() if lag > link.lag_alert_records)
         summary = state_summary(count_per_state(states.values()))
         now = time.time()
@@ -120,7 +121,8 @@ def build_lag_sensor(names: LinkNames, job) -> SensorDefinition:
         run_key = f"{link.name}:lag:{time.time_ns() // 1_000_000}"
         cursor["last_run_key"] = run_key
         context.log.info(
-            f"{len(behind)} mirror(s) of {link.name} behind: " + ", ".join(f"{m} ({lags[m]})" for m in behind)
+            f"{len(behind)} mirror(s) of {link.name} behind, the most first: "
+            + some_of([f"{m} ({lags[m]:,})" for m in sorted(behind, key=lambda m: -lags[m])])
         )
         return SensorResult(
             run_requests=[request_for_mirrors(behind, registered + new, run_key=run_key, tags=names.run_tags)],

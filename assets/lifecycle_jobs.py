@@ -34,6 +34,7 @@ from pydantic import Field
 
 from mirror_pipeline import engine
 from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline.operations.lifecycle import LifecycleResult
 from mirror_pipeline_dagster.naming import LINK_TAG
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
@@ -96,7 +97,7 @@ def checked_request(
         _refuse(f"{verb} refused: timeout_s must be between 1 and {MAX_TIMEOUT_S:.0f} seconds, not {timeout_s}")
     known = _config_call(lambda: mirror_engine.list_mirrors(config.link))
     _config_call(lambda: engine.check_lifecycle(loaded, config.link, verb, known, topics))
-    context.log.info(f"{verb} of {len(topics)} mirror(s) of link {config.link}: {', '.join(topics)}")
+    context.log.info(f"{verb} of {len(topics)} mirror(s) of link {config.link}: {some_of(topics)}")
     request = {"link": config.link, "topics": topics}
     return {**request, "timeout_s": timeout_s} if timeout_s is not None else request
 

@@ -44,6 +44,7 @@ from dagster_pyspark import PySparkResource
 
 from mirror_pipeline.engine import CycleFailed
 from mirror_pipeline.model.errors import MirrorError
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline_dagster.mirror_metadata import cycle_metadata, materialization_metadata, mirror_metadata
 from mirror_pipeline_dagster.naming import LINK_TAG, LinkNames
 from mirror_pipeline_dagster.resources.engine import MirrorEngine
@@ -176,7 +177,7 @@ def _mirrors_to_copy(context: AssetExecutionContext, mirror_engine, names: LinkN
     it was registered; copying the others must not fail because of it.
     """
     mirrors = existing_mirrors(context, mirror_engine, names)
-    context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {', '.join(mirrors)}")
+    context.log.info(f"link {names.link}: copying {len(mirrors)} mirror(s): {some_of(mirrors)}")
     return mirrors
 
 

@@ -24,6 +24,7 @@ from dagster import (
 
 from mirror_pipeline.model.errors import ClusterUnreachable, MirrorError
 from mirror_pipeline.model.results import MirrorInfo
+from mirror_pipeline.model.text import some_of
 
 # Dagster's own run tags for a single run over a partition range: the form the
 # backfill daemon uses for single-run backfill policies.
@@ -123,7 +124,7 @@ def one_run_over_mirrors(
     if unregistered:
         context.log.info(
             f"{len(unregistered)} mirror(s) not yet registered as partitions "
-            f"(the lag sensor adds them): {', '.join(unregistered)}"
+            f"(the lag sensor adds them): {some_of(unregistered)}"
         )
     wanted = [m for m in wanted if m in set(registered)]
     if not wanted:
@@ -147,7 +148,7 @@ def existing_mirrors(context, mirror_engine, names) -> list[str]:
         raise Failure(description=str(exc)) from exc
     gone = [k for k in keys if k not in known]
     if gone and len(gone) == len(keys):
-        raise Failure(description=f"no mirror {', '.join(gone)} on link '{names.link}'")
+        raise Failure(description=f"no mirror {some_of(gone)} on link '{names.link}'")
     if gone:
-        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {', '.join(gone)}")
+        context.log.warning(f"not mirrors of link {names.link} (deleted?), skipped: {some_of(gone)}")
     return [k for k in keys if k in known]

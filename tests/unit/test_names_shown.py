@@ -11,6 +11,7 @@ from mirror_pipeline.cli import cli
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.text import some_of
+from mirror_pipeline_dagster.config_sync import config_in_sync_result
 from tests.config_files import write_pair_config
 
 LINK = "west-to-east"
@@ -43,3 +44,11 @@ def test_link_describe_counts_the_mirrors_of_a_wide_link(tmp_path, monkeypatch) 
     )
     listed = CliRunner().invoke(cli, ["link", "describe", LINK, "--config", config, "--json"])
     assert len(json.loads(listed.output)["mirrors"]) == 1000  # --json has every one
+
+
+def test_the_config_check_of_a_wide_link_names_ten_drifted_mirrors() -> None:
+    """The Dagster layer's lines say the same way which mirrors they mean (`some_of`)."""
+    drifts = {f"t{i:04d}": {"in_sync": i % 2 == 1, "config_sync_lag_ms": 0} for i in range(1000)}
+    description = config_in_sync_result(drifts).description or ""
+    assert description.startswith("500 of 1000 mirror(s) differ from their source: t0000, t0002, ")
+    assert description.endswith("t0018 and 490 more")
