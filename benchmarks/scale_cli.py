@@ -20,7 +20,7 @@ start-up and Spark session included):
    writer settings and read back by one consumer, each timed as the row's
    reference (what the brokers allow for one record in each partition),
    then one `run`;
-5. `mirror describe` of one mirror;
+5. `mirror describe` of one mirror, and a tick of each of the link's sensors;
 6. `link sync-configs` with nothing to change, then again after one config
    changed on every source topic;
 7. `metrics show`, then `metrics serve` scraped over HTTP twice (the second
@@ -52,6 +52,7 @@ if str(REPO) not in sys.path:  # run as a plain script from any directory
 import yaml  # noqa: E402
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
 
+from benchmarks import sensor_ticks  # noqa: E402
 from benchmarks.common import QUIET, admin_for, local_clusters, say, warm_up  # noqa: E402
 from benchmarks.scale import Loader, topic_names  # noqa: E402
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS  # noqa: E402
@@ -284,6 +285,7 @@ ROWS = [
     ("reference_write", "  reference: one producer, the copy's writer settings, writes that record"),
     ("reference_read", "  reference: one consumer reads that record from every partition"),
     ("describe", "`mirror describe` of one mirror"),
+    *sensor_ticks.ROWS,
     ("config_sync_idle", "`link sync-configs` with nothing to change"),
     ("config_sync_changed", "`link sync-configs` after a config changed on every source topic"),
     ("metrics_show", "`metrics show`"),
@@ -358,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds["one_record_run"] = command(config_path, *run)
         seconds["describe"] = command(config_path, "mirror", "describe", names[0], "--link", LINK)
         matched, checked = mirrors_match(a, b, names, args.partitions)
+        seconds.update(sensor_ticks.time_ticks(config_path, LINK))
         seconds["config_sync_idle"] = command(config_path, "link", "sync-configs", LINK)
         change_source_configs(a, names)
         seconds["config_sync_changed"] = command(config_path, "link", "sync-configs", LINK)
