@@ -3,7 +3,8 @@
 `deploy/dagster.yaml` (embedded SQLite: `make demo`, the CLI's default home)
 and `deploy/dagster-postgres.yaml` (a real deployment) must admit the same
 runs: a setting changed in one and not the other would make production differ
-from what the tests and the demo run. No database here.
+from what the tests and the demo run. No database here, but an instance of the
+local file in an empty home.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from dagster import DagsterInstance
+from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.scheduler.instigation import TickStatus
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PG_VARIABLES = {
@@ -54,3 +58,14 @@ def test_no_literal_password_in_the_postgres_file() -> None:
     text = (DEPLOY / "dagster-postgres.yaml").read_text()
     settings = [line.split("#")[0].strip() for line in text.splitlines()]
     assert [s for s in settings if s.startswith("password")] == ["password:"]  # only the `env:` reference below it
+
+
+def test_a_deployed_instance_purges_old_ticks(tmp_path: Path) -> None:
+    """Dagster reads the retention the two files set (a sensor's ticks keep its cursor: 60 KB a tick
+    for the lag sensor of 1,000 mirrors), on an instance of its own in an empty home."""
+    (tmp_path / "dagster.yaml").write_text((DEPLOY / "dagster.yaml").read_text())
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        sensor = instance.get_tick_retention_settings(InstigatorType.SENSOR)
+        schedule = instance.get_tick_retention_settings(InstigatorType.SCHEDULE)
+    assert sensor == {TickStatus.SKIPPED: 7, TickStatus.SUCCESS: 30, TickStatus.FAILURE: 30, TickStatus.STARTED: 30}
+    assert set(schedule.values()) == {30}
