@@ -151,7 +151,7 @@ def test_a_mirror_paused_mid_epoch_has_its_reservations_closed_at_what_landed(
         # doubt, by design; the epoch reports it, and the resume's plan settles that chunk.
         failed = [e.error for e in report.seen if topic in e.error]
         assert failed, f"{left_open} left open, and no epoch reported a failure of the mirror: {report.seen}"
-        warnings.warn(f"{left_open} stopped before the pause was found, the epoch said: {failed}", stacklevel=1)
+        warnings.warn(f"{left_open}: stopped before its task found the pause; the epoch said: {failed}", stacklevel=1)
     engine.resume(config, LINK, [topic])
     assert engine.run_cycle(config, LINK, spark, mirrors=[topic]).lag_after == 0
     assert_map_covers_the_mirror(config, destination_bootstrap, topic)
