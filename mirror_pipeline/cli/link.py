@@ -256,6 +256,6 @@ def _binding_text(b: dict) -> str:
 def _mirror_names(mirrors: list[dict]) -> str:
     """The mirrors' names, or on a wide link how many there are and the first few (`--json` has them all)."""
     names = [m["mirror_topic"] for m in mirrors]
-    if len(names) <= NAMES_SHOWN:
-        return ", ".join(names) or "none"
-    return f"{len(names):,}: {some_of(names)} (`mirror list` lists them)"
+    return (
+        some_of(names) if len(names) <= NAMES_SHOWN else f"{len(names):,}: {some_of(names)} (`mirror list` lists them)"
+    )
