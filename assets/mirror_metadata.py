@@ -40,6 +40,7 @@ def mirror_metadata(copy: MirrorCopyResult | None) -> dict:
         "lag_after": MetadataValue.int(copy.lag_after),
         "partitions_added": MetadataValue.int(copy.partitions_added),
         **left_to_next_epoch_metadata(copy),
+        **held_metadata(copy),
         **latency_metadata(copy),
         "lineage": MetadataValue.md(lineage_table(copy)),
         "lineage_json": MetadataValue.json([p.to_dict() for p in copy.partitions]),
@@ -70,9 +71,17 @@ def left_to_next_epoch_metadata(copy: MirrorCopyResult) -> dict:
         "partitions_left_to_next_epoch": MetadataValue.int(len(left)),
         "note": MetadataValue.text(
             f"partition(s) {', '.join(map(str, left))} left to the next epoch: their task was ready too late to "
-            "take over this one, so the next epoch copies them from where the mirror ends"
+            "take over this one, or was still waiting out records in doubt, so the next epoch copies them from "
+            "where the mirror ends"
         ),
     }
+
+
+def held_metadata(copy: MirrorCopyResult) -> dict:
+    """Follow mode: rounds not acknowledged in time, after which their partitions were held until none of
+    those records could land, then copied on (`left_open`)."""
+    held = sum(p.rounds_held for p in copy.partitions)
+    return {"rounds_not_acknowledged_in_time": MetadataValue.int(held)} if held else {}
 
 
 def lineage_table(copy: MirrorCopyResult) -> str:

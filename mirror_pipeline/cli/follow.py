@@ -90,8 +90,13 @@ def epoch_line(number: int, d: dict | None, error: str) -> str:
     if d.get("left_to_next_epoch"):
         text += (
             f"; {d['left_to_next_epoch']:,} partition(s) left to the next epoch "
-            "(their copy task started too late to take over in this one, or waited out the records of the task "
-            "before it)"
+            "(their copy task started too late to take over in this one, or was still waiting out records in "
+            "doubt: the task before's, or a round not acknowledged in time)"
+        )
+    if d.get("rounds_held"):
+        text += (
+            f"; {d['rounds_held']:,} round(s) not acknowledged in time (a destination broker slow or stalled): "
+            "their partitions were held until none of those records could land, then copied on"
         )
     if memory := over_budget_note(d.get("task_memory")):
         text += f"; {memory}"

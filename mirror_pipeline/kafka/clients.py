@@ -291,10 +291,10 @@ def list_offsets(
     read_committed consumer can see (R-MT-8).
     """
     from confluent_kafka import IsolationLevel
-    from confluent_kafka import TopicPartition as TP
     from confluent_kafka.admin import OffsetSpec
 
-    wanted = {TP(t, p): (OffsetSpec.earliest() if spec == "earliest" else OffsetSpec.latest()) for t, p in partitions}
+    offset_spec = OffsetSpec.earliest() if spec == "earliest" else OffsetSpec.latest()
+    wanted = {TopicPartition(t, p): offset_spec for t, p in partitions}
     if not wanted:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
@@ -310,7 +310,10 @@ def list_offsets(
         failed: set[str] = set()
         for tp, fut in futures.items():
             try:
-                result[(tp.topic, tp.partition)] = fut.result().offset
+                offset = fut.result().offset
+                if offset < 0:  # a request that timed out can come back without an error, as -1001
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no offset in the answer"))
+                result[(tp.topic, tp.partition)] = offset
             except KafkaException as exc:
                 failed.add(tp.topic)
                 leader_lookups.forget(admin, failed)  # before any raise below
@@ -365,8 +368,7 @@ _LEADERLESS_HINT = (
     " a minute to come up on a busy broker: try again shortly)"
 )
 
-# Errors no retry can mend; anything else (leaders moving, a topic settling)
-# is retried until the deadline.
+# Errors no retry can mend; anything else (leaders moving, a topic settling) is retried until the deadline.
 _FINAL = (
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,

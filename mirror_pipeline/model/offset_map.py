@@ -114,6 +114,10 @@ class Segment:
     def closed(self) -> Segment:
         return replace(self, open=False) if self.open else self
 
+    def in_doubt(self) -> Segment:
+        """This segment as a reservation: how much of it landed only the mirror's log end tells."""
+        return replace(self, open=True)
+
     def sure_end(self) -> tuple[int, int]:
         """(mirror offset, source offset) where this segment certainly ends: an open reservation
         at its start (how much of it landed only the mirror's log end tells)."""

@@ -346,6 +346,11 @@ class ProducerSet:
             index = zlib.crc32(topic.encode()) + block[1]
         return self.producers[index % len(self.producers)]
 
+    def serve_reports(self) -> None:
+        """Serve the delivery reports that have come (their callbacks run here)."""
+        for out in self.producers:
+            out.poll(0)
+
     def land_by(self, deadline: float) -> int:
         """`land_by_deadline` for every producer: the records not acknowledged by `deadline`."""
         return sum(land_by_deadline(out, deadline) for out in self.producers)

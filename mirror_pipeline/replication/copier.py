@@ -157,6 +157,9 @@ class UnitResult:
     # Follow mode: the task was ready too late to take over this epoch (`hand_over.wait_for_start`),
     # so nothing was copied here; the next epoch copies the partition.
     left_to_next_epoch: bool = False
+    # Follow mode: rounds not acknowledged in time that held the partition in this task, until none
+    # of their records could land (`left_open.hold_after_timeout`).
+    rounds_held: int = 0
     # Follow mode: when the task had opened its clients, before it waited for its start (time.time;
     # 0: a cycle's task). The driver lengthens epochs that its tasks cannot start within (`epoch_pace`).
     ready_at: float = 0.0

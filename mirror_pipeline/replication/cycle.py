@@ -200,6 +200,7 @@ def _cycle_result(ctx: LinkContext, plan: Plan, results: list[UnitResult], start
             latency_sum_ms=r.latency_sum_ms if r else 0,
             latency_records=r.latency_records if r else 0,
             left_to_next_epoch=r.left_to_next_epoch if r else False,
+            rounds_held=r.rounds_held if r else 0,
         )
         mirrors.setdefault(mirror, []).append(copy)
         sources[mirror] = pp.mirror.source_topic

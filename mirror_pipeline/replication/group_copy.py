@@ -18,11 +18,10 @@ The protocol is `copier`'s, kept per partition:
    mode, a reservation for many rounds, sent without a transaction and renewed
    in one no round waits for: `reservations`, `renewals`), the segments of a
    slot in one transaction, produce every record with idempotent producers,
-   and wait until all are acknowledged. A round is announced only once every record
-   of the round before is acknowledged: after a crash at most the last
-   segment of each partition is in doubt (`repair`), as with one unit. A
-   crash between two partitions' records leaves each partition with its own
-   announced, partly landed segment, which the next plan settles.
+   and wait until all are acknowledged. A round is announced only once every
+   record of the round before is acknowledged: after a crash at most the last
+   segment of each partition is in doubt (`repair`), as with one unit; each
+   partition's own announced, partly landed segment is settled by the next plan.
 4. Verify every partition's log end is where its last segment ends (R-MT-9).
 
 A slot whose writer was fenced (a pause or stop of a mirror it also serves,
@@ -32,9 +31,9 @@ stopped mirror's, a partition another writer wrote to) end with
 `StateChanged` or `ConcurrentWriter`. The task's other slots go on meanwhile.
 In follow mode a slot fenced at the epoch's end is the next epoch's task
 taking over (`hand_over`): its units end there, unannounced round dropped,
-and step 4 is that task's check after fencing.
-Memory is the task's budget (`MemoryPlan`), shared by the units: a round is
-one chunk.
+and step 4 is that task's check after fencing. A follow-mode round not acknowledged
+in time holds its partitions until none of its records can land (`left_open`).
+Memory is the task's budget (`MemoryPlan`), shared by the units: a round is one chunk.
 """
 
 from __future__ import annotations
@@ -54,12 +53,7 @@ from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication import left_open, reservations, slot_announcing
-from mirror_pipeline.replication.chunks import (
-    IDLE_TIMEOUT_S,
-    POLL_S,
-    ProducerSet,
-    chunk_runs,
-)
+from mirror_pipeline.replication.chunks import IDLE_TIMEOUT_S, POLL_S, ProducerSet, chunk_runs
 from mirror_pipeline.replication.copier import CopyContext, InTurn, UnitResult, WorkUnit, copy_unit
 from mirror_pipeline.replication.group_checks import ReadAhead, check_after_fencing, verify_log_ends
 from mirror_pipeline.replication.group_reading import Member, RoundReader
@@ -281,7 +275,7 @@ class _GroupCopy:
             else:
                 reservations.closed(part, closed)
 
-        sending = RoundSending(self.out, self.rounds, ctx.writer_delivery_timeout_ms, land_by)
+        sending = RoundSending(self.out, ctx.writer_delivery_timeout_ms, land_by)
         sending.send(under)
         if renewing and not unsent and not due:
             self.renewals.start(renewing, fresh, started)
@@ -290,7 +284,11 @@ class _GroupCopy:
         announced, fenced = self._announce(announcing, lambda p: fresh.get(id(p)), note)
         sending.send([p for p in announced if id(p) in unsent])
         self.next_due = reservations.next_due(self.parts)
-        sending.land(runs, self.failures, self.throttles)
+        if missed := sending.land(runs, self.failures, self.throttles):
+            holding = bool(self.times.follow_until) and not self.times.taken_over()
+            if holding:
+                self._collect_renewal(wait=True)  # it may have renewed their reservations
+            left_open.hold_or_stop(missed, self.rounds, holding, ctx.writer_delivery_timeout_ms)
         for slot in fenced:
             self._retake(slot)
 
@@ -353,10 +351,12 @@ class _GroupCopy:
         return stop
 
     def _settle(self, parts: list[Member]) -> None:
-        """Settle reservations the task before left open (`left_open`); read on from where they end."""
+        """Settle reservations left open (`left_open`); read on from where they end."""
         self._collect_renewal(wait=True)
+        self.out.serve_reports()  # the last of a held part's, before its failures are forgotten
         settled, fenced = left_open.settle(self.ctx, self.link, self.admin, self.writers, parts)
         for part in settled:
+            self.failures.pop((part.unit.mirror_topic, part.unit.partition), None)
             self.rounds.take_up(part)
         for slot in fenced:
             self._retake(slot)

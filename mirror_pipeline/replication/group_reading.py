@@ -56,6 +56,9 @@ class Member:
     # `settle_at` (`time.time`), once none of its records can still land (`left_open`).
     left_open: Segment | None = None
     settle_at: float = 0.0
+    # Follow mode: the reservation held is this task's own, a round under it not acknowledged in
+    # time (`left_open.hold_after_timeout`).
+    held_after_timeout: bool = False
     latency: Latency = field(default_factory=Latency)
 
     @classmethod
@@ -89,10 +92,13 @@ class Member:
 
     def start_at(self, dest_end: int, position: int) -> None:
         """Copy from mirror offset `dest_end`, source offset `position`, rather than where planned."""
+        self.go_on_from(dest_end, position)
+        self.result.source_from, self.result.dest_from = position, dest_end
+
+    def go_on_from(self, dest_end: int, position: int) -> None:
+        """Copy on from mirror offset `dest_end`, source offset `position`: what the part copied ends there."""
         self.dest_end, self.position = dest_end, position
-        result = self.result
-        result.source_from = result.source_until = position
-        result.dest_from = result.dest_until = dest_end
+        self.result.source_until, self.result.dest_until = position, dest_end
 
     def landed(self, dest_end: int, stamps: list[tuple[int, int]], acked_ms: int) -> None:
         """The round in hand was acknowledged, the mirror partition now ending at `dest_end`; `stamps`
@@ -205,8 +211,16 @@ class RoundReader:
         member.chunk, member.held, member.ended = [], 0, True
         self.reader.pause([member.source_tp])
 
+    def hold(self, member: Member) -> None:
+        """Follow mode: stop reading a member until it is taken up again (`left_open`); its round in
+        hand, and what was read of it past the round, are dropped (read again from where it goes on)."""
+        member.chunk, member.held, member.ended = [], 0, True
+        key = (member.unit.source_topic, member.unit.partition)
+        self.pending = [m for m in self.pending if (m.topic(), m.partition()) != key]
+        self.reader.incremental_unassign([member.source_tp])
+
     def take_up(self, member: Member) -> None:
-        """Read a member held until now (`left_open`, never assigned) from its position."""
+        """Read a member held until now (`left_open`: never assigned, or unassigned by `hold`) from its position."""
         member.ended = False
         unit = member.unit
         self.reader.incremental_assign([TopicPartition(unit.source_topic, unit.partition, member.position)])

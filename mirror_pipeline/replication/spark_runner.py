@@ -60,6 +60,7 @@ RESULT_SCHEMA = pa.schema(
         ("ready_at", pa.float64()),
         ("fenced_after_hand_over_ms", pa.int64()),
         ("ready_after_hand_over_ms", pa.int64()),
+        ("rounds_held", pa.int64()),
     ]
 )
 

@@ -9,6 +9,8 @@ must be graceful (exit 0).
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import signal
 import time
 
@@ -16,6 +18,7 @@ import pytest
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from tests.config_files import TEST_FENCE_WAIT_MS
 from tests.faults.conftest import LINK
 from tests.faults.harness import (
     FOLLOW_EPOCH_S,
@@ -119,4 +122,43 @@ def test_pause_racing_follow_mode_holds_and_resume_is_picked_up(
         complete=True,
         expected_state="ACTIVE",
         report=fault_report.race("pause vs follow mode, then resume"),
+    )
+
+
+# Stalls of the destination broker racing follow mode: each longer than the writers' delivery timeout
+# (half the fence wait), so that a round in flight is not acknowledged in time.
+STALLS = 3
+
+
+def test_destination_broker_stalls_racing_follow_mode_lose_and_duplicate_nothing(
+    live_mirror, local_kafka, source_bootstrap, destination_bootstrap, log_dir, fault_report
+):
+    """SIGSTOP of the destination broker at random points of follow mode's epochs: rounds in flight
+    go unacknowledged and their partitions are held until none of their records can land, then
+    settled at what landed (`left_open`); the state topics, on the same broker, stall with it."""
+    path, topic, live = live_mirror
+    config = load_config(path)
+    rng = random.Random()
+    with following(path, topic, destination_bootstrap, log_dir):
+        pid = local_kafka.status()[1].pid
+        for _ in range(STALLS):
+            time.sleep(rng.uniform(1.0, FOLLOW_EPOCH_S + 1))
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(rng.uniform(1.2, 2.0) * TEST_FENCE_WAIT_MS / 2000)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        wait_caught_up(config, topic)
+        live.stop()
+        wait_caught_up(config, topic, within=1)
+    assert_clean(
+        path,
+        LINK,
+        source_bootstrap,
+        destination_bootstrap,
+        topic,
+        PARTITIONS,
+        complete=True,
+        expected_state="ACTIVE",
+        report=fault_report.race("destination broker stalled 3 times vs follow mode"),
     )

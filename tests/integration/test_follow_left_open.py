@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pytest
+
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.link.context import LinkContext
@@ -31,9 +33,12 @@ FOLLOW_S = 8.0
 FENCE_WAIT_MS = 2000
 
 
-def _left_open_by_the_task_before(config, spark, source_bootstrap, destination_bootstrap, create_topic, name, landed):
+def _left_open_by_the_task_before(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, name, landed, reserved=True
+):
     """A mirror copied to offset 50 of a source of 100, and a unit continuing it planned before the
-    task before announced a reservation for source offsets 50.. and landed `landed` records under it."""
+    task before announced a reservation for source offsets 50.. (or, past its pack, a closed segment
+    of 30 records: `reserved` False) and landed `landed` records under it."""
     create_topic(source_bootstrap, name, partitions=1)
     load_source(source_bootstrap, name, records=50, partitions=1)
     engine.create_mirror(config, LINK, name)
@@ -43,7 +48,7 @@ def _left_open_by_the_task_before(config, spark, source_bootstrap, destination_b
     mirror = [m for m in ctx.registry().values() if m.mirror_topic == name]
     unit = plan_cycle(ctx, mirror, follow_s=FOLLOW_S).units[0]
     unit = replace(unit, continues=True, map_snapshot_end=epochs.offset_map_end(ctx))
-    reservation = Segment(50, ((50, 30),), 80, written_at=time.time(), open=True)
+    reservation = Segment(50, ((50, 30),), 80, written_at=time.time(), open=reserved)
     announce(ctx, name, reservation)
     produce_records(destination_bootstrap, name, landed(read_partition(source_bootstrap, name, 0)))
     return ctx, unit
@@ -53,13 +58,14 @@ def _segments(ctx: LinkContext, topic: str):
     return ctx.store.read_segments([topic]).segments[(topic, 0)]
 
 
+@pytest.mark.parametrize("reserved", [True, False], ids=["reservation", "closed-segment-past-the-pack"])
 def test_the_task_that_took_over_settles_it_at_what_landed_and_copies_on(
-    write_config, own_state, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+    reserved, write_config, own_state, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
 ):
     config = load_config(write_config({**own_state, "mirror.writer.fence.wait.ms": FENCE_WAIT_MS}))
     topic = unique_name()
     ctx, unit = _left_open_by_the_task_before(
-        config, spark, source_bootstrap, destination_bootstrap, create_topic, topic, lambda source: source[50:60]
+        config, spark, source_bootstrap, destination_bootstrap, create_topic, topic, lambda s: s[50:60], reserved
     )
 
     [result] = group_copy.copy_group([unit], copy_context(ctx))

@@ -61,11 +61,23 @@ def test_a_follow_epoch_says_which_partitions_it_left_to_the_next_one():
     line = epoch_line(1, result.to_dict(), "")
     assert line == (
         "epoch 1: copied 0 records (0 bytes) in 3.0s over 2 partitions; lag after: 46; 1 partition(s) left to "
-        "the next epoch (their copy task started too late to take over in this one, or waited out the records "
-        "of the task before it)"
+        "the next epoch (their copy task started too late to take over in this one, or was still waiting out "
+        "records in doubt: the task before's, or a round not acknowledged in time)"
     )
     on_time = CycleResult("l", 0.0, 3.0, 1, {"m": MirrorCopyResult("m", "s", (copy(0, 0, lag=6),))})
     assert "left to the next epoch" not in epoch_line(2, on_time.to_dict(), "")
+
+
+def test_a_follow_epoch_says_how_many_rounds_were_not_acknowledged_in_time_and_that_it_copied_on():
+    from mirror_pipeline.cli.follow import epoch_line
+
+    held = PartitionCopy(0, 0, 10, 0, 10, 10, 0, 0, rounds_held=2)
+    result = CycleResult("l", 0.0, 3.0, 2, {"m": MirrorCopyResult("m", "s", (held, copy(1, 0)))})
+    assert result.to_dict()["rounds_held"] == 2
+    assert epoch_line(1, result.to_dict(), "").endswith(
+        "; 2 round(s) not acknowledged in time (a destination broker slow or stalled): their partitions were "
+        "held until none of those records could land, then copied on"
+    )
 
 
 def test_a_follow_epoch_says_how_long_its_slowest_task_took_to_take_over():
