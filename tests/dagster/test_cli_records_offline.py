@@ -109,6 +109,7 @@ def test_a_cli_cycle_records_the_metadata_a_dagster_run_records(config_file: Pat
         "latency_sum_ms": 0,
         "latency_records": 0,
         "left_to_next_epoch": False,
+        "rounds_held": 0,
     }
 
 
@@ -153,7 +154,9 @@ def test_a_follow_epoch_records_the_partitions_it_left_to_the_next_epoch(config_
         5.0,
         2,
         {
-            "orders": MirrorCopyResult("orders", "orders", (PartitionCopy(0, 0, 10, 0, 10, 10, 100, 0), left)),
+            "orders": MirrorCopyResult(
+                "orders", "orders", (PartitionCopy(0, 0, 10, 0, 10, 10, 100, 0, rounds_held=2), left)
+            ),
             "refunds": MirrorCopyResult("refunds", "refunds", (all_left,)),
         },
     )
@@ -171,6 +174,9 @@ def test_a_follow_epoch_records_the_partitions_it_left_to_the_next_epoch(config_
     assert "| 1 | left to the next epoch | [3, 3) | 0 | 0 | 4 | – |" in orders["lineage"].value
     assert "| 0 | [0, 10) | [0, 10) | 10 | 100 | 0 | – |" in orders["lineage"].value
     assert orders["cycle_partitions_left_to_next_epoch"].value == 2
+    # Partition 0 copied on after two rounds not acknowledged in time (`left_open`).
+    assert orders["rounds_not_acknowledged_in_time"].value == 2
+    assert "rounds_not_acknowledged_in_time" not in refunds
     # A cycle (no follow epoch) leaves nothing to a next one: none of these keys.
     dagster_events.record_cycle(load_config(config_file), LINK, CYCLE, origin=f"run --link {LINK}")
     with dg.DagsterInstance.from_config(str(home)) as recorded:
@@ -179,7 +185,7 @@ def test_a_follow_epoch_records_the_partitions_it_left_to_the_next_epoch(config_
         ).records
     metadata = latest.asset_materialization.metadata
     assert "cycle_partitions_left_to_next_epoch" not in metadata and "note" not in metadata
-    assert "partitions_left_to_next_epoch" not in metadata
+    assert "partitions_left_to_next_epoch" not in metadata and "rounds_not_acknowledged_in_time" not in metadata
 
 
 def test_an_instance_opened_ahead_for_another_dagster_home_is_not_recorded_in(
