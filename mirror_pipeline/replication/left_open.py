@@ -140,7 +140,7 @@ def release(parts: Sequence[Member]) -> None:
     """Stop holding `parts` without settling them: their slot's writer was fenced, and whoever
     fenced it (the next epoch's task, or a verb's repair) settles their reservations."""
     for part in held(parts):
-        part.left_open = None
+        part.left_open, part.held_after_timeout = None, False
 
 
 def settle(
