@@ -327,7 +327,7 @@ def list_offsets(
                     raise ClusterUnreachable(
                         f"cluster '{alias}': listing offsets of '{tp.topic}' failed: {err.name()}"
                     ) from None
-                if err.code() == KafkaError._NOENT:
+                if err.code() in _ASK_FOR_LEADERS:
                     leaderless.add(tp.topic)
                 retry = (tp, err)
         leader_lookups.answered(admin, (tp for tp in result if tp[0] not in failed))
@@ -342,13 +342,11 @@ def list_offsets(
 
 
 def _refresh_leaders(admin: AdminClient, topics: set[str], deadline: float) -> None:
-    """Ask again for the leaders of `topics`, which the client's metadata did not name (`_NOENT`).
+    """Ask again for the leaders of `topics`, which the client's metadata did not name (`_NOENT`) or
+    named at an old leader epoch (`_ASK_FOR_LEADERS`).
 
-    librdkafka looks a partition's leader up in the client's cached metadata
-    first; a topic created moments before could stay without one there until
-    the retries' deadline passed (seen in `benchmarks/scale.py`, creating 100
-    topics in a row). A metadata request for the topic brings its leaders in.
-    """
+    librdkafka looks a partition's leader up in its cached metadata first: a topic created moments
+    before stayed without one until the deadline (`benchmarks/scale.py`), and an old epoch stayed old."""
     for topic in sorted(topics):
         try:
             metadata = admin.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
@@ -360,9 +358,11 @@ def _refresh_leaders(admin: AdminClient, topics: set[str], deadline: float) -> N
 # A partition just added is unknown to a client until its metadata refreshes.
 UNKNOWN_GRACE_S = 5.0
 
-# No leader answered for a partition: a single broker made the 9,900 partitions of a new topic live
-# over tens of seconds, so the operator is told that waiting and trying again is the remedy.
+# No leader answered for a partition: a single broker made the 9,900 partitions of a new topic live over
+# tens of seconds, so the operator is told that waiting and trying again is the remedy.
 _LEADERLESS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._NOENT)
+# Mended by asking for metadata: no leader known, or an epoch the leader moved past (a broker fenced by a stall).
+_ASK_FOR_LEADERS = (KafkaError._NOENT, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH)
 _LEADERLESS_HINT = (
     " (no leader answered within {timeout:.0f}s; the partitions of a topic created moments ago can take"
     " a minute to come up on a busy broker: try again shortly)"
