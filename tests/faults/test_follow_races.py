@@ -69,6 +69,13 @@ def wait_caught_up(config, topic: str, within: int = 500, timeout: float = 120) 
     pytest.fail(f"follow mode did not catch up on '{topic}' in {timeout:.0f}s")
 
 
+def drained(config, topic: str, live) -> None:
+    """Follow mode caught up with the live producer, which is then stopped, and with its last records."""
+    wait_caught_up(config, topic)
+    live.stop()
+    wait_caught_up(config, topic, within=1)
+
+
 def test_failover_racing_follow_mode_is_final(
     live_mirror, source_bootstrap, destination_bootstrap, log_dir, fault_report
 ):
@@ -109,9 +116,7 @@ def test_pause_racing_follow_mode_holds_and_resume_is_picked_up(
         # The pause fenced every partition: at most the chunk a task had announced lands after it.
         assert all(held[p] - at_pause[p] <= CHUNK for p in held), (at_pause, held)
         engine.resume(config, LINK, [topic])
-        wait_caught_up(config, topic)  # the follower's next epoch takes the mirror up again
-        live.stop()
-        wait_caught_up(config, topic, within=1)
+        drained(config, topic, live)  # the follower's next epoch takes the mirror up again
     assert_clean(
         path,
         LINK,
@@ -148,9 +153,7 @@ def test_destination_broker_stalls_racing_follow_mode_lose_and_duplicate_nothing
                 time.sleep(rng.uniform(1.2, 2.0) * TEST_FENCE_WAIT_MS / 2000)
             finally:
                 os.kill(pid, signal.SIGCONT)
-        wait_caught_up(config, topic)
-        live.stop()
-        wait_caught_up(config, topic, within=1)
+        drained(config, topic, live)
     assert_clean(
         path,
         LINK,
