@@ -152,8 +152,9 @@ def topic_identity(admin: AdminClient, topic: str, alias: str, timeout: float = 
     cluster does not tell it, or None when no such topic exists."""
     deadline = time.monotonic() + timeout
     while True:
+        asking_s = max(MIN_ASK_S, deadline - time.monotonic())  # the tries share `timeout`
         try:
-            description = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result()
+            description = admin.describe_topics(TopicCollection([topic]), request_timeout=asking_s)[topic].result()
             break
         except KafkaException as exc:
             code = kc.error_code(exc)
@@ -172,6 +173,8 @@ def topic_identity(admin: AdminClient, topic: str, alias: str, timeout: float = 
 # cluster that refuses connections (_TRANSPORT) is not asked again: its error is told at once.
 _ASK_AGAIN = frozenset({KafkaError._DESTROY_BROKER})
 ASK_AGAIN_S = 0.2
+# The shortest request a try makes, however little of the timeout is left.
+MIN_ASK_S = 0.5
 
 
 def _not_described(exc: KafkaException, topic: str, alias: str) -> MirrorError:
