@@ -123,7 +123,9 @@ def check_after_fencing(
     from another writer at or past where this task's copy ends, or whose log
     end is not that end, fails: it is not written to. A continuing part,
     `starting` its copy, first moves its start to the newest segment announced
-    since its plan; taken back mid-copy (not `starting`) it is checked as any other.
+    since its plan; taken back mid-copy (not `starting`) it is checked as any other, except one held
+    (`left_open`): its log end is checked as it is settled, and here only that no other writer
+    announced past its reservation.
 
     The state and the offset map are read side by side, both after fencing, which is all
     the check needs: a stop or another cycle that comes later fences this task's writers in
@@ -164,7 +166,9 @@ def check_after_fencing(
         live = [p for p in parts if not p.failed]
         if not live:
             return
-        ends = _log_ends(ctx, admin, live)
+        held = [(p, p.left_open) for p in live if p.left_open is not None]
+        live = [p for p in live if p.left_open is None]
+        ends = _log_ends(ctx, admin, live) if live else {}
         writes = announced.result()
     finally:
         wait([announced])  # on every way out: its consumer is closed before the task goes on
@@ -179,6 +183,13 @@ def check_after_fencing(
         _hold_short(continuing, ends, ctx.writer_delivery_timeout_ms)
         live = [p for p in live if p.left_open is None]
     newer = newest_starts(writes)
+    for part, reservation in held:
+        if newer.get(_tp(part), -1) > reservation.dest_start:
+            part.fail(
+                ConcurrentWriter.__name__,
+                f"mirror '{part.unit.mirror_topic}' partition {part.unit.partition}: another writer wrote "
+                f"to it while it was held; this unit stopped without writing",
+            )
     for part in live:
         unit = part.unit
         if not (unit.continues and starting) and newer.get(_tp(part), -1) >= part.dest_end:

@@ -1,10 +1,9 @@
 """A task's units copied together: one writer per slot, one consumer, one producer, in rounds.
 
-A copy unit alone (`copier.copy_unit`) pays a fixed price before its first
-record: a fenced writer, three clients, a read of the link's state and of the
-offset map. On a wide link that price, not the records, set a cycle's time.
-Here a task pays it once for all its units: a cycle's small units (a chunk
-or less behind) and every partition of a follow-mode task.
+A copy unit alone (`copier.copy_unit`) pays a fixed price before its first record: a fenced
+writer, three clients, a read of the link's state and of the offset map. On a wide link that
+price, not the records, set a cycle's time. Here a task pays it once for all its units: a
+cycle's small units (a chunk or less behind) and every partition of a follow-mode task.
 
 The protocol is `copier`'s, kept per partition:
 
@@ -24,16 +23,15 @@ The protocol is `copier`'s, kept per partition:
    partition's own announced, partly landed segment is settled by the next plan.
 4. Verify every partition's log end is where its last segment ends (R-MT-9).
 
-A slot whose writer was fenced (a pause or stop of a mirror it also serves,
-or another cycle) is taken back and its units checked again as at step 2:
-those that may go on read their unannounced round again, the others (the
-stopped mirror's, a partition another writer wrote to) end with
-`StateChanged` or `ConcurrentWriter`. The task's other slots go on meanwhile.
-In follow mode a slot fenced at the epoch's end is the next epoch's task
-taking over (`hand_over`): its units end there, unannounced round dropped,
-and step 4 is that task's check after fencing. A follow-mode round not acknowledged
-in time holds its partitions until none of its records can land (`left_open`).
-Memory is the task's budget (`MemoryPlan`), shared by the units: a round is one chunk.
+A slot whose writer was fenced (a pause or stop of a mirror it also serves, or another cycle)
+is taken back and its units checked again as at step 2: those that may go on read their
+unannounced round again, a held one stays held, the others (the stopped mirror's, a partition
+another writer wrote to) end with `StateChanged` or `ConcurrentWriter`; the task's other slots
+go on meanwhile. In follow mode a slot fenced at the epoch's end is the next epoch's task taking
+over (`hand_over`): its units end there, unannounced round dropped, and step 4 is that task's
+check after fencing. A follow-mode round not acknowledged in time holds its partitions until
+none of its records can land (`left_open`). Memory is the task's budget (`MemoryPlan`), shared
+by the units: a round is one chunk.
 """
 
 from __future__ import annotations
@@ -362,17 +360,17 @@ class _GroupCopy:
             self._retake(slot)
 
     def _retake(self, slot: int) -> None:
-        """A slot's writer was fenced mid-copy: by a pause or stop of a mirror the slot also
-        serves, or by another cycle. Take it back and check its parts again as at the start
-        (against where each one's copy ends now); those that may go on read their round
-        again, the others stop. At most RETAKES_PER_SLOT times a slot, then its parts stop."""
+        """A slot's writer was fenced mid-copy (a pause or stop of a mirror the slot also serves, another
+        cycle): take it back and check its parts again as at the start (against where each one's copy
+        ends now); those that may go on read their round again, a held one (`left_open`) is settled
+        under the writer taken back, the others stop. At most RETAKES_PER_SLOT times a slot."""
         members = [p for p in self.parts if p.slot == slot and not p.failed]
-        left_open.release(members)  # the writer that fenced this one settles them
         for part in members:
             part.reserved_until = 0.0  # fenced: the next round announces anew, closing the reservation
         self.next_due = 0.0
         if self.times.taken_over():
-            for part in members:  # the next epoch's task: it goes on from what landed
+            left_open.release(members)  # the next epoch's task settles them
+            for part in members:  # and goes on from what landed
                 self.rounds.hand_over(part)
             return
         if self.retakes[slot] >= RETAKES_PER_SLOT:
@@ -382,12 +380,14 @@ class _GroupCopy:
                 )
             return
         self.retakes[slot] += 1
+        log.info("link '%s' writer slot %d was fenced by another writer: taking it back", self.link, slot)
         self.writers[slot].close()
         self.writers[slot] = SlotWriter(self.ctx.dest_properties, self.link, slot, self.ctx.offset_map_topic)
         self.writers[slot].fence()
-        again = [p for p in members if p.has_news() or not p.ended]  # the others have copied everything
+        again = [p for p in members if p.has_news() or not p.ended or p.left_open is not None]  # not done
         for part in again:
-            self.rounds.rewind(part)
+            if part.left_open is None:
+                self.rounds.rewind(part)
         check_after_fencing(self.ctx, self.link, self.admin, self.pool, again, starting=False)
         # A paused mirror's reservations are closed at what landed (every round of them was
         # acknowledged): its resume then finds nothing in doubt, and waits no fence wait.

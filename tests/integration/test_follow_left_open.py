@@ -11,6 +11,8 @@ reservation can be left open at an exact place.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import replace
 
@@ -102,3 +104,66 @@ def test_landed_records_that_are_not_the_source_stop_the_unit_unwritten(
     assert "the record at mirror offset 55 is not source offset 55" in result.error
     assert len(read_partition(destination_bootstrap, topic, 0)) == 60, "nothing more was written to it"
     assert [s for _, s in _segments(ctx, topic) if s.open], "the reservation is left for the next plan's repair"
+
+
+@pytest.mark.parametrize("wrote_past", [False, True], ids=["fenced", "fenced-and-announced-past-it"])
+def test_a_held_partition_whose_slot_was_fenced_meanwhile_is_settled_unless_the_other_writer_went_on(
+    wrote_past,
+    write_config,
+    own_state,
+    spark,
+    source_bootstrap,
+    destination_bootstrap,
+    create_topic,
+    unique_name,
+    monkeypatch,
+    caplog,
+):
+    """Another writer fences the held partition's slot while the task waits to settle it (a pause
+    of a mirror sharing the slot, another cycle): the task takes the slot back and still settles
+    the reservation when none of its records can land. Before, the partition was let go at the
+    retake, left idle for the rest of the epoch and reported as written to by another writer.
+    When that writer also announced a segment past the reservation, the partition is its own: the
+    task stops it without writing."""
+    config = load_config(write_config({**own_state, "mirror.writer.fence.wait.ms": FENCE_WAIT_MS}))
+    topic = unique_name()
+    ctx, unit = _left_open_by_the_task_before(
+        config, spark, source_bootstrap, destination_bootstrap, create_topic, topic, lambda s: s[50:60]
+    )
+    checked = threading.Event()
+
+    def check_then_tell(*args, **kwargs):
+        group_copy_checks(*args, **kwargs)
+        checked.set()
+
+    group_copy_checks = group_copy.check_after_fencing
+    monkeypatch.setattr(group_copy, "check_after_fencing", check_then_tell)
+    caplog.set_level(logging.INFO, logger=group_copy.__name__)
+    results: list = []
+    task = threading.Thread(target=lambda: results.extend(group_copy.copy_group([unit], copy_context(ctx))))
+    task.start()
+    assert checked.wait(30), "the task did not get past its checks"
+    # The task holds the partition now (until 4 s after the reservation was written): fence its slot.
+    other = ctx.segment_writer(topic, 0)
+    try:
+        other.fence()
+        if wrote_past:  # the reservation closed at what landed, and a segment after it
+            other.write(puts=[Segment(50, ((50, 10),), 60), Segment(60, ((60, 5),), 65, open=True)])
+    finally:
+        other.close()
+    task.join(FOLLOW_S + 60)
+
+    assert not task.is_alive()
+    assert [r for r in caplog.records if "taking it back" in r.getMessage()], "the task's slot was not retaken"
+    [result] = results
+    if wrote_past:
+        assert result.error_kind == "ConcurrentWriter"
+        assert "another writer wrote to it while it was held" in result.error
+        assert len(read_partition(destination_bootstrap, topic, 0, committed_only=False)) == 60, "nothing written"
+        return
+    assert not result.error, result.error
+    assert (result.source_from, result.dest_from, result.records) == (60, 60, 40)
+    assert_identical(read_topic(source_bootstrap, topic, 1), read_topic(destination_bootstrap, topic, 1))
+    segments = _segments(ctx, topic)
+    assert not [s for _, s in segments if s.open], "the reservation was closed"
+    assert resolve_keyed(segments, 100).offset_map.dest_end == 100
