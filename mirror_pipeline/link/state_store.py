@@ -48,7 +48,7 @@ from mirror_pipeline.link.state_keys import (
 from mirror_pipeline.link.state_writers import SegmentWriter, SlotWriter, TransactionalWriter
 from mirror_pipeline.link.topic_reading import SETTLE_TIMEOUT_S, read_topic
 from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError
-from mirror_pipeline.model.offset_map import Segment
+from mirror_pipeline.model.offset_map import Segment, without_stale
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import may_copy
 
@@ -179,12 +179,12 @@ def newest_starts(writes: Iterable[SegmentWrite]) -> dict[tuple[str, int], int]:
 
 
 def live_segments(writes: Iterable[SegmentWrite]) -> dict[tuple[str, int], list[Segment]]:
-    """(mirror, partition) -> the segments written and not deleted after, in mirror-offset order."""
+    """(mirror, partition) -> the segments written, not deleted or replaced since (`offset_map.without_stale`)."""
     latest: dict[tuple[str, int], dict[int, bytes | None]] = defaultdict(dict)
     for tp, start, value in writes:
         latest[tp][start] = value
     return {
-        tp: [_parsed_segment(raw) for _, raw in sorted(by_start.items()) if raw is not None]
+        tp: without_stale(_parsed_segment(raw) for raw in by_start.values() if raw is not None)
         for tp, by_start in latest.items()
     }
 

@@ -213,7 +213,7 @@ class Resolution:
 
 def resolve(segments: Iterable[Segment], mirror_log_end: int) -> Resolution:
     """Merge a partition's segments into its offset map, clipped at the mirror's log end."""
-    ordered = _without_overlaps(segments)
+    ordered = _without_overlaps(_without_stale_reservations(segments))
     landed: list[Segment] = []
     in_doubt: list[Segment] = []
     for seg in ordered:
@@ -258,17 +258,19 @@ def consolidate(landed: Sequence[Segment], max_runs: int = MAX_RUNS_PER_SEGMENT)
     """Consecutive landed segments packed into as few segments as hold `max_runs` runs each.
 
     Each packed segment is keyed by the start of its first part. A part that
-    alone exceeds `max_runs` stays a segment of its own.
+    alone exceeds `max_runs` stays a segment of its own. Segments that do not
+    follow each other on the mirror are never merged: a merge would map the
+    records after the gap (or overlap) to the wrong mirror offsets.
     """
     packs: list[list[Segment]] = []
     runs_in_pack = 0
     for seg in landed:
-        if not packs or runs_in_pack + len(seg.runs) > max_runs:
+        if not packs or runs_in_pack + len(seg.runs) > max_runs or seg.dest_start != packs[-1][-1].dest_end:
             packs.append([])
             runs_in_pack = 0
         packs[-1].append(seg)
         runs_in_pack += len(seg.runs)
-    return [_merge(pack) for pack in packs]
+    return [pack[0] if len(pack) == 1 else _merge(pack) for pack in packs]
 
 
 def pack(landed: Sequence[Segment], max_runs: int = MAX_RUNS_PER_SEGMENT) -> tuple[list[Segment], list[int]]:
@@ -291,6 +293,35 @@ def _merge(parts: Sequence[Segment]) -> Segment:
     first, last = parts[0], parts[-1]
     # Padding only ever opens a partition's map, so it belongs to the first segment.
     return Segment(first.dest_start, tuple(runs), last.source_end, sum(s.padding for s in parts), last.written_at)
+
+
+def without_stale(segments: Iterable[Segment]) -> list[Segment]:
+    """A partition's segments without those its writers replaced, in mirror-offset order.
+
+    A reader that follows the offset map from some point can miss a replacement:
+    when the log cleaner drops a tombstone (`delete.retention.ms` after it was
+    written) and the value it replaced before the reader reads on, the reader
+    keeps the value it read first. Two kinds of segment are known to be stale
+    all the same: one another segment covers (a merge replaced it), and an open
+    reservation with a segment after it (the partition's next announcement
+    closes its reservation in the same transaction). Merged with the others,
+    either would map records to the wrong mirror offsets.
+    """
+    kept: list[Segment] = []
+    covered_to = -1
+    for seg in sorted(_without_stale_reservations(segments), key=lambda s: (s.dest_start, -s.dest_end)):
+        if seg.dest_start < covered_to and seg.dest_end <= covered_to:
+            continue
+        kept.append(seg)
+        covered_to = max(covered_to, seg.dest_end)
+    return kept
+
+
+def _without_stale_reservations(segments: Iterable[Segment]) -> list[Segment]:
+    """`segments` but an open reservation that is not the partition's last (see `without_stale`)."""
+    segments = list(segments)
+    last = max((s.dest_start for s in segments), default=None)
+    return [s for s in segments if not s.open or s.dest_start == last]
 
 
 def _without_overlaps(segments: Iterable[Segment]) -> list[Segment]:
