@@ -213,7 +213,7 @@ class Resolution:
 
 def resolve(segments: Iterable[Segment], mirror_log_end: int) -> Resolution:
     """Merge a partition's segments into its offset map, clipped at the mirror's log end."""
-    ordered = _without_overlaps(_without_stale_reservations(segments))
+    ordered = _without_overlaps(_reservations_closed(segments))
     landed: list[Segment] = []
     in_doubt: list[Segment] = []
     for seg in ordered:
@@ -301,15 +301,15 @@ def without_stale(segments: Iterable[Segment]) -> list[Segment]:
     A reader that follows the offset map from some point can miss a replacement:
     when the log cleaner drops a tombstone (`delete.retention.ms` after it was
     written) and the value it replaced before the reader reads on, the reader
-    keeps the value it read first. Two kinds of segment are known to be stale
-    all the same: one another segment covers (a merge replaced it), and an open
-    reservation with a segment after it (the partition's next announcement
-    closes its reservation in the same transaction). Merged with the others,
-    either would map records to the wrong mirror offsets.
+    keeps the value it read first. What was replaced is known all the same: an
+    open reservation that a later segment starts inside was closed there (the
+    partition's next announcement closes it in the same transaction), and a
+    segment another covers was merged into it. Taken as they were read, either
+    would map records to the wrong mirror offsets.
     """
     kept: list[Segment] = []
     covered_to = -1
-    for seg in sorted(_without_stale_reservations(segments), key=lambda s: (s.dest_start, -s.dest_end)):
+    for seg in sorted(_reservations_closed(segments), key=lambda s: (s.dest_start, -s.dest_end)):
         if seg.dest_start < covered_to and seg.dest_end <= covered_to:
             continue
         kept.append(seg)
@@ -317,11 +317,21 @@ def without_stale(segments: Iterable[Segment]) -> list[Segment]:
     return kept
 
 
-def _without_stale_reservations(segments: Iterable[Segment]) -> list[Segment]:
-    """`segments` but an open reservation that is not the partition's last (see `without_stale`)."""
-    segments = list(segments)
-    last = max((s.dest_start for s in segments), default=None)
-    return [s for s in segments if not s.open or s.dest_start == last]
+def _reservations_closed(segments: Iterable[Segment]) -> list[Segment]:
+    """`segments`, each open reservation that a later segment starts inside cut where that one starts
+    (as its closing did; left out when nothing of it is before). One that landed whole, with the next
+    segment from its end, stays as it is: nobody closes it, and it maps exactly what landed."""
+    ordered = sorted(segments, key=lambda s: s.dest_start)
+    result: list[Segment] = []
+    for i, seg in enumerate(ordered):
+        after = ordered[i + 1] if i + 1 < len(ordered) else None
+        if seg.open and after is not None and after.dest_start < seg.dest_end:
+            cut = seg.truncated(after.dest_start)
+            if cut is not None:
+                result.append(cut)
+        else:
+            result.append(seg)
+    return result
 
 
 def _without_overlaps(segments: Iterable[Segment]) -> list[Segment]:

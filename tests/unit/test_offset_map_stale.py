@@ -33,6 +33,20 @@ def test_an_open_reservation_with_a_segment_after_it_is_dropped():
     assert without_stale([MERGED, STALE_RESERVATION, *AFTER]) == [MERGED, *AFTER]
 
 
+def test_an_open_reservation_a_later_segment_starts_inside_is_cut_there():
+    # Its closing and the merge after it were both missed; the next segment says where it ended.
+    assert without_stale([closed(104, 148), reservation(252), *AFTER]) == [closed(104, 148), closed(252, 81), *AFTER]
+
+
+def test_a_reservation_that_landed_whole_before_the_next_segment_stays():
+    # Filled to its room, it was never closed: a plan took it as landed and copied on from its end.
+    whole = Segment(14742, ((14742, 2000),), 16742, open=True)
+    after = closed(16742, 2000)
+    assert without_stale([whole, after]) == [whole, after]
+    res = resolve([closed(0, 14742), whole, after], mirror_log_end=18742)
+    assert res.offset_map.dest_end == 18742 and res.offset_map.dest_of(15000) == 15000 and res.in_doubt == ()
+
+
 def test_a_segment_a_merge_covers_is_dropped():
     assert without_stale([closed(252, 80), MERGED, *AFTER]) == [MERGED, *AFTER]
 
