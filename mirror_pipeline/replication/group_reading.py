@@ -11,7 +11,7 @@ it, or its position moved past markers and aborted records it never hands out.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -133,36 +133,6 @@ class Member:
 ROUND_PARTITIONS = 256
 # Follow mode: the shortest time from one round's cut to the next's (see `RoundReader._first_of_round`).
 FOLLOW_ROUND_S = 0.01
-# Follow mode, a task reading more partitions than this: its fetches wait on the source broker
-# until a MiB has come, or for half a millisecond per partition, up to librdkafka's default 500 ms
-# (librdkafka's defaults: one byte, or 500 ms).
-WIDE_FOLLOW_PARTITIONS = 64
-PARTITIONS_FETCHED_PER_S = 2_000
-MAX_FETCH_WAIT_MS = 500
-
-
-def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
-    """The fetch settings of a wide follow-mode task's consumer; none the source cluster's own
-    properties set, and none for a bounded copy or a task of few partitions (librdkafka's defaults).
-
-    librdkafka has no incremental fetch sessions: every fetch names all of the consumer's
-    partitions, and the broker reads each. With the defaults a fetch is answered as soon as a
-    record arrives in any of them, so a wide consumer fetched about as often as records came:
-    at 2,000 records/s over 1,000 partitions (two tasks of 500) the source broker acknowledged
-    the load's own records p50 94-105 ms after sending (7 ms while MirrorMaker 2 read the same
-    load), and follow mode's p50 was 458-626 ms. A fetch that waits for a MiB or a time is cheap
-    under load but costs the broker the same while nothing comes: 50 ms gave p50 142-198 ms,
-    and 0.40 of a core on the source broker for the same 1,000 partitions idle (the defaults:
-    0.07). The wait is set so the broker reads about PARTITIONS_FETCHED_PER_S partitions a
-    second for a task whatever its width: 250 ms at 500 partitions, p50 244-257 ms under that
-    load, acknowledgements p50 6-7 ms, and 0.08 of a core idle (`benchmarks/latency.py`; benchmarks/README).
-    A fetch of a few partitions costs the broker little, and there a record should leave at once.
-    """
-    if len(parts) <= WIDE_FOLLOW_PARTITIONS or not any(p.unit.follow_s for p in parts):
-        return {}
-    wait_ms = min(MAX_FETCH_WAIT_MS, len(parts) * 1000 // PARTITIONS_FETCHED_PER_S)
-    wide = {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1 << 20}
-    return {key: value for key, value in wide.items() if key not in cluster_properties}
 
 
 class RoundReader:
@@ -190,6 +160,7 @@ class RoundReader:
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
         self.last_cut = 0.0  # when the last round was cut (time.monotonic)
         self.ending: list[TopicPartition] = []  # bounded units read to their end, paused as the round ends
+        self.drained: set[tuple[str, int]] = set()  # bounded units whose last record is in hand (paused)
         reader.assign([TopicPartition(m.unit.source_topic, m.unit.partition, m.position) for m in self.reading()])
 
     def reading(self) -> list[Member]:
@@ -231,6 +202,7 @@ class RoundReader:
         member.position = member.result.source_until
         key = (member.unit.source_topic, member.unit.partition)
         self.pending = [m for m in self.pending if (m.topic(), m.partition()) != key]
+        self.drained.discard(key)  # resumed below: paused again once read to its end
         tp = TopicPartition(member.unit.source_topic, member.unit.partition, member.position)
         self.reader.resume([member.source_tp])
         try:
@@ -346,6 +318,7 @@ class RoundReader:
                 new_partition and self.round_partitions >= ROUND_PARTITIONS
             ):
                 self.pending = msgs[i:]  # this record starts the next round
+                self._stop_fetching_drained(self.pending)
                 full = True
                 break
             self.round_partitions += new_partition
@@ -361,6 +334,7 @@ class RoundReader:
                 self._end(part, part.position)
             if records + taken >= self.round_records:
                 self.pending = msgs[i + 1 :]
+                self._stop_fetching_drained(self.pending)
                 full = True
                 break
         if taken:
@@ -371,8 +345,28 @@ class RoundReader:
         """A bounded unit read everything it copies: its partition is no longer fetched from the
         round's end (`_pause_ended`); a record of it read until then is not copied."""
         part.position = max(part.position, position)
-        if not part.ended:
-            part.ended = True
+        part.ended = True
+        self._stop_fetching(part)
+
+    def _stop_fetching_drained(self, pending: list[Message]) -> None:
+        """Bounded units whose last record waits in `pending` for a later round: nothing is left to
+        fetch for them, so they are paused at this round's end too.
+
+        A partition the consumer handed out everything of but that is not paused keeps its broker
+        thread walking every assigned partition: one record read from each of 2,500 partitions
+        kept it busy for 1.4 CPU-s after the last was read, 0.2 when each batch's partitions were
+        paused at once. A round takes ROUND_PARTITIONS partitions at most, so a wide task's
+        partitions wait in `pending` for later rounds: paused only as their round came, a run
+        copying one record from each of 10,000 partitions (four tasks) cost the tasks' Python
+        workers 9.6-9.8 CPU-s, against 9.1-9.3 paused here."""
+        for msg in pending:
+            part = self.by_tp.get((msg.topic(), msg.partition()))
+            if part is not None and msg.error() is None and offset_of(msg) + 1 >= part.unit.source_until:
+                self._stop_fetching(part)
+
+    def _stop_fetching(self, part: Member) -> None:
+        if (part.unit.source_topic, part.unit.partition) not in self.drained:
+            self.drained.add((part.unit.source_topic, part.unit.partition))
             self.ending.append(part.source_tp)
 
     def _pause_ended(self) -> None:

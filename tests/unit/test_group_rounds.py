@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
-from mirror_pipeline.replication import group_reading
+from mirror_pipeline.replication import group_reading, task_clients
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import ROUND_PARTITIONS, Member, RoundReader
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
@@ -256,18 +256,38 @@ def test_a_round_writes_to_round_partitions_at_most(monkeypatch):
     assert {p: [o for r in rounds for o in r.get(p, [])] for p in ranges} == {p: [0, 1, 2] for p in ranges}
 
 
+def test_a_partition_whose_last_record_waits_for_a_later_round_is_paused_at_once(monkeypatch):
+    # One record a partition, four partitions a round: the first consume hands out every record,
+    # and the six partitions left for later rounds have nothing more to fetch.
+    monkeypatch.setattr(group_reading, "ROUND_PARTITIONS", 4)
+    ranges = {p: (0, 1) for p in range(10)}
+    consumer = InterleavingConsumer({p: [record(p, 0)] for p in ranges}, {p: 1 for p in ranges}, 2)
+    reader = RoundReader(consumer, members(ranges, 1000), 1 << 20, 1000, 1048588)
+    reader.record_bytes = SIZE  # the first batch is no longer a probe of the records' size
+    first = reader.read_round()
+    assert len(first) == 4 and len(reader.pending) == 6
+    assert consumer.paused == set(ranges), "those in the round and those waiting in `pending` alike"
+    assert not any(m.ended for m in reader.members if m not in first), "their records are still to be copied"
+    copied = {m.unit.partition: [r.offset() for r in m.chunk] for m in first}
+    for m in first:  # landed
+        m.result.source_until, m.chunk, m.held = m.position, [], 0
+    for later in drain(reader):
+        copied.update(later)
+    assert copied == {p: [0] for p in ranges}
+
+
 def test_only_a_wide_follow_task_waits_on_the_broker_for_its_fetches():
-    wide = {p: (0, 10) for p in range(group_reading.WIDE_FOLLOW_PARTITIONS + 1)}
-    narrow = {p: (0, 10) for p in range(group_reading.WIDE_FOLLOW_PARTITIONS)}
-    settings = group_reading.follow_fetch_settings(following(members(wide, 100)), {})
+    wide = {p: (0, 10) for p in range(task_clients.WIDE_FOLLOW_PARTITIONS + 1)}
+    narrow = {p: (0, 10) for p in range(task_clients.WIDE_FOLLOW_PARTITIONS)}
+    settings = task_clients.follow_fetch_settings(following(members(wide, 100)), {})
     assert settings == {"fetch.wait.max.ms": 32, "fetch.min.bytes": 1 << 20}
     # A bounded copy, and a task of few partitions, fetch with librdkafka's defaults.
-    assert group_reading.follow_fetch_settings(members(wide, 100), {}) == {}
-    assert group_reading.follow_fetch_settings(following(members(narrow, 100)), {}) == {}
+    assert task_clients.follow_fetch_settings(members(wide, 100), {}) == {}
+    assert task_clients.follow_fetch_settings(following(members(narrow, 100)), {}) == {}
     # Wider, it waits longer: the broker reads about as many partitions a second for it.
     for partitions, wait_ms in ((500, 250), (1_000, 500), (20_000, 500)):
         wider = following(members({p: (0, 10) for p in range(partitions)}, 100))
-        assert group_reading.follow_fetch_settings(wider, {})["fetch.wait.max.ms"] == wait_ms
+        assert task_clients.follow_fetch_settings(wider, {})["fetch.wait.max.ms"] == wait_ms
     # What the source cluster's own properties set stays theirs.
-    chosen = group_reading.follow_fetch_settings(following(members(wide, 100)), {"fetch.wait.max.ms": "5"})
+    chosen = task_clients.follow_fetch_settings(following(members(wide, 100)), {"fetch.wait.max.ms": "5"})
     assert chosen == {"fetch.min.bytes": 1 << 20}
