@@ -61,6 +61,7 @@ def record_cycle(
     def read_then_record() -> None:
         # Dagster's import and the instance's opening (CPU), then the materializations' writes (CPU), overlap
         # the checks' read of Kafka (waits): at 10,000 partitions each took a second or two, one after the other.
+        # In a `run` that started a Spark session the first two began beside the session's start, and are done.
         prepare_in_background()
         with ThreadPoolExecutor(1, thread_name_prefix="copy-checks") as pool:
             overview = pool.submit(copy_checks_overview, config, link, result.measured_lags)
@@ -148,7 +149,7 @@ def load_in_background() -> None:
     """Start importing the Dagster side now, on a thread, so that the record after the work finds it
     loaded: work that waits on the network (an offset sync of 1,000 groups, a read of a wide link's
     lags) hides most of the import's second. Only beside work that imports nothing heavy meanwhile
-    (not a cycle, whose Spark session may import PySpark), and that leaves a core to the import: beside
+    (a cycle's Spark session imports PySpark first), and that leaves a core to the import: beside
     a copy's Spark job it slowed the job's tasks more than it saved."""
     _start_loading(_dagster_side)
 

@@ -89,7 +89,9 @@ def run(
         )
         return
     progress = _terminal_progress() if sys.stderr.isatty() and not as_json else None
-    spark = LazySession(config.spark)
+    # A session starts only when there is something to copy, and a record in Dagster follows the copy:
+    # Dagster's import and the instance's opening (a second of CPU) take the core the JVM's start leaves.
+    spark = LazySession(config.spark, while_starting=dagster_events.prepare_in_background)
     try:
         result = engine.run_cycle(config, link, spark, mirrors=list(mirrors) or None, progress=progress)
     except engine.CycleFailed as exc:

@@ -126,14 +126,24 @@ def spark_session(settings: SparkSettings) -> SparkSession:
 
 class LazySession:
     """A Spark session started on first use: a CLI cycle with nothing to copy never starts one
-    (a session's start is most of an empty `run`)."""
+    (a session's start is most of an empty `run`).
 
-    def __init__(self, settings: SparkSettings) -> None:
+    `while_starting` is called just before the session starts, once PySpark is imported: work it
+    hands to another thread then runs beside the JVM's start (two seconds in which this process
+    mostly waits), not beside PySpark's import on this thread.
+    """
+
+    def __init__(self, settings: SparkSettings, while_starting: Callable[[], object] | None = None) -> None:
         self._settings = settings
+        self._while_starting = while_starting
         self._session: SparkSession | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._session is None:
+            if self._while_starting is not None:
+                import pyspark.sql  # noqa: F401  (what `spark_session` imports first, here before the hand-off)
+
+                self._while_starting()
             self._session = spark_session(self._settings)
         return getattr(self._session, name)
 

@@ -208,6 +208,30 @@ def test_an_instance_opened_ahead_for_another_dagster_home_is_not_recorded_in(
         assert not untouched.fetch_materializations(NAMES.mirror_data_key, limit=10).records
 
 
+def test_an_instance_opened_ahead_twice_for_one_home_is_opened_once_and_recorded_in(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` opens the instance beside the Spark session's start, and the record asks again: the one
+    opened first is the one written to (not a second opening, with the first left open)."""
+    from mirror_pipeline.cli import dagster_recording
+
+    home = ensure_dagster_home(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dagster_events.prepare_in_background()
+    dagster_events._prepared()
+    first = dagster_recording._ahead
+    dagster_events.prepare_in_background()
+    dagster_events._prepared()
+    assert first is not None and dagster_recording._ahead is first
+
+    dagster_events.record_cycle(load_config(config_file), LINK, CYCLE, origin=f"run --link {LINK}")
+
+    assert dagster_recording._ahead is None  # taken by the record
+    with dg.DagsterInstance.from_config(str(home)) as recorded:
+        records = recorded.fetch_materializations(NAMES.mirror_data_key, limit=10).records
+        assert sorted(r.asset_materialization.partition for r in records) == ["orders", "refunds"]
+
+
 def test_secrets_never_reach_a_warning() -> None:
     error = RuntimeError("could not open postgresql://dagster:hunter2@db:5432/dagster with s3cr3t")
     said = dagster_events.reason(error, ["s3cr3t"])

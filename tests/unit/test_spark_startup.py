@@ -111,3 +111,30 @@ def test_setup_reports_a_failed_archive_and_goes_on(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "no class archive for the Spark driver (RuntimeError: the JVM wrote no archive" in err
     assert "start without one" in err
+
+
+def test_a_lazy_session_hands_off_once_just_before_its_start_and_never_without_one(monkeypatch):
+    """`run` starts loading Dagster beside the JVM's start: after PySpark's import, before the session,
+    once, and not at all when nothing needs a session (an empty `run` records nothing)."""
+    from mirror_pipeline.replication import spark_runner
+
+    events: list[str] = []
+
+    class Session:
+        def task_slots(self) -> int:
+            return 2
+
+    def start(settings):
+        events.append("session")
+        return Session()
+
+    monkeypatch.setattr(spark_runner, "spark_session", start)
+    untouched = spark_runner.LazySession(SparkSettings(), while_starting=lambda: events.append("hand-off"))
+    del untouched
+    assert events == []
+
+    lazy = spark_runner.LazySession(
+        SparkSettings(), while_starting=lambda: events.append("hand-off " + str("pyspark.sql" in sys.modules))
+    )
+    assert lazy.task_slots() == 2 and lazy.task_slots() == 2
+    assert events == ["hand-off True", "session"]
