@@ -44,7 +44,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.link.state_store import SlotWriter
@@ -64,6 +64,7 @@ from mirror_pipeline.replication.hand_over import (
 )
 from mirror_pipeline.replication.renewals import Renewals
 from mirror_pipeline.replication.round_sending import RoundSending
+from mirror_pipeline.replication.split_reader import Reader
 from mirror_pipeline.replication.task_clients import (
     SLOT_THREADS,
     Failures,
@@ -135,7 +136,7 @@ class _GroupCopy:
         self.follow_s = max(p.unit.follow_s for p in parts)
         self.times = FollowTimes(0.0)  # follow mode's, set once the task is ready to copy
         self.writers: dict[int, SlotWriter] = {}
-        self.consumers: list[Consumer] = []
+        self.consumers: list[Reader] = []
         self.out = ProducerSet(lambda: kc.producer({}), 0)  # none until `run` opens them (`producers_first`)
         self.failures: Failures = {}
         self.throttles = ThrottleWatch()
@@ -155,8 +156,7 @@ class _GroupCopy:
                 self.ctx.task_memory_bytes, max(u.max_message_bytes for u in units), max(u.chunk_records for u in units)
             )
             use_allocator_settings(memory)
-            # Opened before fencing, since they write nothing: the next epoch's task of follow
-            # mode opens them while the epoch before still copies, and fences at its start.
+            # Opened before fencing (they write nothing): a follow epoch's next task opens them as this one copies.
             self.consumers.append(reader := open_reader(self.ctx, self.link, self.parts, memory))
             if early := producers_first(self.parts):
                 self.out = open_producers(self.ctx, self.link, self.parts, memory, self.failures, self.throttles)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from mirror_pipeline.link.state_keys import writer_slot
 from mirror_pipeline.model.errors import MirrorError
@@ -31,6 +31,7 @@ from mirror_pipeline.replication.chunks import (
     without_errors,
 )
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
+from mirror_pipeline.replication.split_reader import Reader
 from mirror_pipeline.replication.task_memory import RECORD_OVERHEAD_BYTES
 
 
@@ -140,7 +141,7 @@ class RoundReader:
 
     def __init__(
         self,
-        reader: Consumer,
+        reader: Reader,
         members: Sequence[Member],
         chunk_bytes: int,
         round_records: int,

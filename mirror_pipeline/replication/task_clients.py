@@ -27,6 +27,7 @@ from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.replication.chunks import ProducerSet, producers_for
 from mirror_pipeline.replication.copier import CopyContext, writer_settings
 from mirror_pipeline.replication.group_reading import Member
+from mirror_pipeline.replication.split_reader import Reader, SplitReader
 from mirror_pipeline.replication.task_memory import MemoryPlan
 from mirror_pipeline.replication.throttling import ThrottleWatch
 
@@ -48,6 +49,10 @@ Failures = dict[tuple[str | None, int | None], KafkaError]
 WIDE_FOLLOW_PARTITIONS = 64
 PARTITIONS_FETCHED_PER_S = 2_000
 MAX_FETCH_WAIT_MS = 500
+# A bounded copy reads the partitions of this many topics through one consumer, in MAX_READERS at most
+# (`split_reader`): a task of 1,000 topics, four.
+TOPICS_PER_READER = 250
+MAX_READERS = 4
 
 
 def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
@@ -81,16 +86,30 @@ def open_admin(ctx: CopyContext, link: str) -> AdminClient:
     return admin
 
 
-def open_reader(ctx: CopyContext, link: str, parts: Sequence[Member], memory: MemoryPlan) -> Consumer:
-    """The task's consumer of the source, its cluster learned."""
-    reading = memory.reader_settings() | follow_fetch_settings(parts, ctx.source_properties)
-    reader = kc.consumer(kc.client_config(ctx.source_properties, link, "reader", **reading))
+def reader_count(parts: Sequence[Member]) -> int:
+    """The consumers a task reads the source through: one per TOPICS_PER_READER topics of a bounded
+    copy, MAX_READERS at most (`split_reader`); follow mode's one."""
+    if any(p.unit.follows for p in parts):
+        return 1
+    topics = len({p.unit.source_topic for p in parts})
+    return max(1, min(MAX_READERS, -(-topics // TOPICS_PER_READER)))
+
+
+def open_reader(ctx: CopyContext, link: str, parts: Sequence[Member], memory: MemoryPlan) -> Reader:
+    """The task's reader of the source, its cluster learned: a consumer, or `reader_count` of them
+    sharing the consumer's memory."""
+    count = reader_count(parts)
+    reading = memory.reader_settings(count) | follow_fetch_settings(parts, ctx.source_properties)
+    readers: list[Consumer] = []
     try:
-        kc.learn_cluster(reader)
+        for _ in range(count):
+            readers.append(reader := kc.consumer(kc.client_config(ctx.source_properties, link, "reader", **reading)))
+            kc.learn_cluster(reader)
     except BaseException:
-        reader.close()
+        for reader in readers:
+            reader.close()
         raise
-    return reader
+    return readers[0] if count == 1 else SplitReader(readers)
 
 
 def producers_first(parts: Sequence[Member]) -> bool:
@@ -110,14 +129,15 @@ def copying_threads(parts: Sequence[Member], producers: int) -> int:
     """The most threads a task of `parts` holds while it copies through `producers` producers.
 
     Beside the producers: its main thread, `SLOT_THREADS`, a writer per slot,
-    its consumer and admin client and, in follow mode, the consumer that reads
+    its consumers (`reader_count`) and admin client and, in follow mode, the consumer that reads
     a held partition's landed records while it settles (`left_open`, one at a
     time). A wide task's checks (two consumers) end before its producers open
     (`producers_first`).
     """
     slots = len({p.slot for p in parts})
     settling = READER_THREADS if any(p.unit.follows for p in parts) else 0
-    others = 1 + SLOT_THREADS + WRITER_THREADS * slots + READER_THREADS + ADMIN_THREADS + settling
+    readers = READER_THREADS * reader_count(parts)
+    others = 1 + SLOT_THREADS + WRITER_THREADS * slots + readers + ADMIN_THREADS + settling
     return others + PRODUCER_THREADS * producers
 
 

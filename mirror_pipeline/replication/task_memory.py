@@ -22,6 +22,8 @@ MiB = 1024 * 1024
 # message and op structures in the producer and consumer queues (measured on
 # CPython 3.11 / librdkafka 2.16: 250-300 bytes; headers are counted here too).
 RECORD_OVERHEAD_BYTES = 320
+# librdkafka wants fetch.max.bytes at least message.max.bytes (its default, 1,000,000).
+MIN_FETCH_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,14 @@ class MemoryPlan:
     allocator_retain_bytes: int
     allocator_mmap_threshold: int
 
-    def reader_settings(self) -> dict[str, object]:
+    def reader_settings(self, readers: int = 1) -> dict[str, object]:
+        """A consumer's buffers, when `readers` consumers share the prefetch (`split_reader`)."""
+        fetch = max(MIN_FETCH_BYTES, self.fetch_bytes // readers)
         return {
-            "queued.max.messages.kbytes": max(1, self.consumer_queue_bytes // 1024),
-            "queued.min.messages": self.consumer_queue_messages,
-            "fetch.max.bytes": self.fetch_bytes,
-            "max.partition.fetch.bytes": self.fetch_bytes,
+            "queued.max.messages.kbytes": max(1, self.consumer_queue_bytes // readers // 1024),
+            "queued.min.messages": max(1, self.consumer_queue_messages // readers),
+            "fetch.max.bytes": fetch,
+            "max.partition.fetch.bytes": fetch,
         }
 
     def writer_settings(self) -> dict[str, object]:
@@ -90,7 +94,7 @@ def memory_plan(budget: int, max_message_bytes: int, chunk_records: int) -> Memo
     consumer = budget // 8
     # librdkafka wants fetch.max.bytes >= message.max.bytes (1,000,000) and below
     # receive.message.max.bytes (100,000,000); 50 MiB was the setting before budgets.
-    fetch = min(max(budget // 32, 1_000_000), 50 * MiB)
+    fetch = min(max(budget // 32, MIN_FETCH_BYTES), 50 * MiB)
     return MemoryPlan(
         budget=budget,
         chunk_bytes=chunk,

@@ -22,9 +22,10 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_keys import LEGACY_WRITER_SLOTS, writer_slot
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.states import WATCHED
-from mirror_pipeline.replication import group_copy
+from mirror_pipeline.replication import group_copy, task_clients
 from mirror_pipeline.replication.cycle import copy_context
 from mirror_pipeline.replication.planner import plan_cycle
+from mirror_pipeline.replication.split_reader import SplitReader
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, load_source, read_topic
 
@@ -196,4 +197,51 @@ def test_a_task_lets_go_of_its_clients_and_threads_when_it_ends(
     else:
         assert all(not r.error for r in results), results
         assert sum(r.records for r in results) == records * partitions
+    assert not left_running, f"threads of the task left running after it ended: {dict(left_running)}"
+
+
+def test_a_task_over_many_topics_reads_them_through_several_consumers_and_copies_each_whole(
+    write_config, source_bootstrap, destination_bootstrap, create_topic, unique_name, monkeypatch
+):
+    """A bounded task of many topics reads them through a consumer per share of its topics
+    (`split_reader`); here a consumer per topic, three of them. A writer slot fenced once by
+    another cycle mid-copy is taken back, and its partitions read again through theirs."""
+    monkeypatch.setattr(task_clients, "TOPICS_PER_READER", 1)
+    config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
+    topics = [unique_name() for _ in range(3)]
+    for topic in topics:
+        create_topic(source_bootstrap, topic, partitions=2)
+        load_source(source_bootstrap, topic, records=2 * (2 * CHUNK + 17), partitions=2)
+        engine.create_mirror(config, LINK, topic)
+    ctx, the_plan = plan(config, topics)
+    copying = copy_context(ctx)
+    readers: list[object] = []
+    open_reader = group_copy.open_reader
+
+    def noted(*args, **kwargs):
+        readers.append(reader := open_reader(*args, **kwargs))
+        return reader
+
+    monkeypatch.setattr(group_copy, "open_reader", noted)
+    write, fenced = SlotWriter.write_segments, []
+
+    def another_cycle_takes_over_once(writer, *args, **kwargs):
+        if not fenced:
+            fenced.append(writer.slot)
+            other = SlotWriter(copying.dest_properties, LINK, writer.slot, copying.offset_map_topic)
+            other.fence()
+            other.close()
+        return write(writer, *args, **kwargs)
+
+    monkeypatch.setattr(SlotWriter, "write_segments", another_cycle_takes_over_once)
+    before = _threads()
+    results = group_copy.copy_group(the_plan.units, copying)
+    left_running = _threads_started_since(before)
+
+    (reader,) = readers
+    assert isinstance(reader, SplitReader) and len(reader.consumers) == 3
+    assert fenced, "a slot was fenced mid-copy"
+    assert all(not r.error for r in results), results
+    for topic in topics:
+        assert_identical(read_topic(source_bootstrap, topic, 2), read_topic(destination_bootstrap, topic, 2))
     assert not left_running, f"threads of the task left running after it ended: {dict(left_running)}"
