@@ -234,7 +234,13 @@ class _PortSnatchedAfterCheck(LocalKafka):
 
 
 def _broker_exited(cluster) -> bool:  # type: ignore[no-untyped-def]
-    return cluster.pid_file.exists() and running_pid(cluster) is None
+    """The broker `up` started has died. Its pid file must be written whole first: read between its
+    truncation and its write it is empty, and the port was let go before the broker bound it."""
+    try:
+        int(cluster.pid_file.read_text())
+    except (OSError, ValueError):
+        return False
+    return running_pid(cluster) is None
 
 
 def test_up_starts_again_when_a_port_is_taken_between_the_check_and_the_bind(tmp_path: Path) -> None:
