@@ -39,6 +39,7 @@ from mirror_pipeline import engine
 from mirror_pipeline.cli import cli
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.kafka import acls
+from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.required_acls import bindings, grants_from_dicts
 from mirror_pipeline.model.errors import MirrorRefused
@@ -200,6 +201,28 @@ def test_a_batch_and_auto_create_leave_out_only_the_unreadable_topic(secure_kafk
     assert says_read_is_missing(scan.skipped[denied], denied, principals), scan.skipped
     assert denied not in east_topics(link) and denied not in scan.mirrors
     assert engine.run_cycle(config, LINK, spark).records == 20  # the two readable mirrors copy
+
+
+def test_a_probe_through_several_consumers_finds_the_one_unreadable_topic(secure_kafka, principals, link, monkeypatch):
+    names = [f"rp-{link['tag']}-{i}" for i in range(3)]
+    new_source_topics(secure_kafka, link, link["config"], names)
+    revoke_read(secure_kafka, link, principals, names[1])
+    ctx = LinkContext.open(link["config"], LINK)
+    opened = []
+    consumer = read_probe.kc.consumer
+
+    def counted(conf):
+        opened.append(conf)
+        return consumer(conf)
+
+    # A consumer per topic, as on a link of 1,000 topics each consumer takes 250 of them.
+    monkeypatch.setattr(read_probe, "PROBE_TOPICS_PER_CONSUMER", 1)
+    monkeypatch.setattr(read_probe.kc, "consumer", counted)
+    found = read_probe.probe(ctx, names)
+
+    assert len(opened) == 3
+    assert list(found.denied) == [names[1]] and found.unanswered == []
+    assert says_read_is_missing(read_probe.cannot_read(ctx, names[1], found.denied[names[1]]), names[1], principals)
 
 
 def test_a_revoked_read_right_is_noticed_without_lag_and_fails_the_mirror_after_the_retry_timeout(
