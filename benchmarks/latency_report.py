@@ -116,6 +116,11 @@ def _notes(mode: str, m: dict[str, Any], p: dict[str, Any]) -> list[str]:
         )
     out += _copier_notes(mode, m.get("copier", {}), p)
     lat = m["latency"]
+    if lat.get("tracked_partitions", 0) < lat.get("partitions", 0):
+        out.append(
+            f"the figures are those of {lat['tracked_partitions']:,} of the {lat['partitions']:,} partitions "
+            "(evenly spread; a tracker of every partition would load the destination broker itself)"
+        )
     if lat.get("timestamp_changed") or lat.get("unexpected"):
         out.append(
             f"WARNING: {lat.get('timestamp_changed')} records with a changed timestamp, "

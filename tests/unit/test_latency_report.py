@@ -1,8 +1,10 @@
 """The latency benchmark's CPU comparison: what the issue's CPU target is read from."""
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from benchmarks.latency_load import _around_slowest
+from benchmarks.latency_load import MEASURED, SentLog, Tracker, _around_slowest, phase_stats
 from benchmarks.latency_report import _cpu_against_mm2, copier_cpu_s
 
 MM2 = {"benchmark": 40.0, "broker-a": 60.0, "broker-b": 50.0, "mm2": 100.0, "not-ours": 3.0, "wall": 300.0}
@@ -63,3 +65,34 @@ def test_the_slowest_record_is_shown_with_what_came_just_before_and_after_it():
     s = _around_slowest(produced, latency)
     assert (s["at_s"], s["from_s"], s["step_ms"]) == (3.01, 1.5, 100)
     assert s["max_ms"] == [9] * 15 + [240, 150] + [9] * 4  # to 0.5 s after it
+
+
+def _sent(records: int) -> SentLog:
+    """A phase's log of `records` records produced 1 ms apart from t=1000 ms, all acknowledged."""
+    log = SentLog()
+    for seq in range(records):
+        log.ts.append(1000 + seq)
+        log.acked.append(1)
+        log.acked_ms.append(0.0)
+    return log
+
+
+def test_a_wide_mirror_is_tracked_through_an_evenly_spread_sample_of_its_partitions():
+    tracker = Tracker("127.0.0.1:1", "wide", 9900)  # not started: no client is opened
+    assert tracker.step == 40 and len(tracker.tracked_partitions()) == 248
+    assert list(tracker.tracked_partitions())[:3] == [0, 40, 80]
+    assert len(Tracker("127.0.0.1:1", "narrow", 8).tracked_partitions()) == 8
+    load = SimpleNamespace(logs={MEASURED: _sent(2 * 9900)})  # two records in every partition
+    followed = [seq for seq in range(2 * 9900) if seq % 9900 % 40 == 0]
+    seen = tracker.logs[MEASURED]
+    for seq in followed[:-1]:
+        seen.add(seq, 1000 + seq, 1000 + seq + 5.0)
+    assert len(followed) == 496 and not tracker.arrived_all(load, MEASURED)
+    stats = phase_stats(load, tracker, MEASURED)
+    assert (stats["received"], stats["lost"], stats["p99_ms"]) == (495, 1, 5.0)
+
+    seen.add(followed[-1], 1000 + followed[-1], 1000 + followed[-1] + 7.0)
+    assert tracker.arrived_all(load, MEASURED)  # the records of partitions not followed are not waited for
+    stats = phase_stats(load, tracker, MEASURED)
+    assert (stats["received"], stats["lost"], stats["duplicated"], stats["max_ms"]) == (496, 0, 0, 7.0)
+    assert (stats["tracked_partitions"], stats["partitions"]) == (248, 9900)
