@@ -7,8 +7,8 @@ lag was never noticed at all. A Fetch is authorized for READ even when it
 returns nothing: one consumer with the link's source settings is assigned
 partition 0 of every topic at its end, and each partition answers either
 with its end (readable) or with TOPIC_AUTHORIZATION_FAILED (not readable).
-One client per PROBE_TOPICS_PER_CONSUMER topics asked, side by side; none
-when no topic is asked.
+The topics are shared among a few clients side by side (`topic_shares`);
+none when no topic is asked.
 
 A topic neither answer arrives for within the timeout is *unanswered*: a
 cycle treats it as no evidence either way (a leader moving, say), `create`
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka import topic_shares
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.errors import MirrorRefused
 
@@ -35,11 +36,6 @@ READ_PROBE_S = 10.0
 _PROBE_SETTINGS = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
 # How long one consume call of the probe waits before it looks whether every topic answered.
 PROBE_POLL_S = 0.02
-# librdkafka keeps every partition of every topic a consumer is assigned from on the broker thread of
-# its leader, and walks them all each time one of them starts fetching: on 1,000 topics of 10 partitions
-# one consumer took 0.6-0.9 s, four side by side 0.4-0.5 s (the copy tasks' readers split for the same cause).
-PROBE_TOPICS_PER_CONSUMER = 250
-MAX_PROBE_CONSUMERS = 4
 # SASL mechanisms whose principal is `User:<sasl.username>` under Kafka's default principal builder.
 _USERNAME_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -55,8 +51,9 @@ class ReadProbe:
 def probe(ctx: LinkContext, topics: Iterable[str], timeout: float = READ_PROBE_S) -> ReadProbe:
     """Fetch once from partition 0 of every topic with the link's source credentials (see the module)."""
     asked = sorted(set(topics))
-    consumers = min(MAX_PROBE_CONSUMERS, -(-len(asked) // PROBE_TOPICS_PER_CONSUMER))
-    if consumers <= 1:
+    # On 1,000 topics of 10 partitions one consumer took 0.6-0.9 s, four side by side 0.4-0.5 s.
+    consumers = topic_shares.consumers_for(len(asked))
+    if consumers == 1:
         return _probe_with_one(ctx, asked, timeout)
     with ThreadPoolExecutor(consumers, thread_name_prefix="read-probe") as pool:
         shares = pool.map(

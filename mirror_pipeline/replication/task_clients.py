@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, Message
 from confluent_kafka.admin import AdminClient
 
 from mirror_pipeline.kafka import clients as kc
+from mirror_pipeline.kafka import topic_shares
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.replication.chunks import ProducerSet, producers_for
 from mirror_pipeline.replication.copier import CopyContext, writer_settings
@@ -49,10 +50,6 @@ Failures = dict[tuple[str | None, int | None], KafkaError]
 WIDE_FOLLOW_PARTITIONS = 64
 PARTITIONS_FETCHED_PER_S = 2_000
 MAX_FETCH_WAIT_MS = 500
-# A bounded copy reads the partitions of this many topics through one consumer, in MAX_READERS at most
-# (`split_reader`): a task of 1,000 topics, four.
-TOPICS_PER_READER = 250
-MAX_READERS = 4
 
 
 def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
@@ -87,12 +84,11 @@ def open_admin(ctx: CopyContext, link: str) -> AdminClient:
 
 
 def reader_count(parts: Sequence[Member]) -> int:
-    """The consumers a task reads the source through: one per TOPICS_PER_READER topics of a bounded
-    copy, MAX_READERS at most (`split_reader`); follow mode's one."""
+    """The consumers a task reads the source through: a bounded copy's share its topics
+    (`topic_shares`, `split_reader`); follow mode's one."""
     if any(p.unit.follows for p in parts):
         return 1
-    topics = len({p.unit.source_topic for p in parts})
-    return max(1, min(MAX_READERS, -(-topics // TOPICS_PER_READER)))
+    return topic_shares.consumers_for(len({p.unit.source_topic for p in parts}))
 
 
 def open_reader(ctx: CopyContext, link: str, parts: Sequence[Member], memory: MemoryPlan) -> Reader:

@@ -18,11 +18,12 @@ import pytest
 
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
+from mirror_pipeline.kafka import topic_shares
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_keys import LEGACY_WRITER_SLOTS, writer_slot
 from mirror_pipeline.link.state_store import SlotWriter
 from mirror_pipeline.model.states import WATCHED
-from mirror_pipeline.replication import group_copy, task_clients
+from mirror_pipeline.replication import group_copy
 from mirror_pipeline.replication.cycle import copy_context
 from mirror_pipeline.replication.planner import plan_cycle
 from mirror_pipeline.replication.split_reader import SplitReader
@@ -206,7 +207,7 @@ def test_a_task_over_many_topics_reads_them_through_several_consumers_and_copies
     """A bounded task of many topics reads them through a consumer per share of its topics
     (`split_reader`); here a consumer per topic, three of them. A writer slot fenced once by
     another cycle mid-copy is taken back, and its partitions read again through theirs."""
-    monkeypatch.setattr(task_clients, "TOPICS_PER_READER", 1)
+    monkeypatch.setattr(topic_shares, "TOPICS_PER_CONSUMER", 1)
     config = load_config(write_config({"mirror.chunk.max.records": CHUNK}))
     topics = [unique_name() for _ in range(3)]
     for topic in topics:

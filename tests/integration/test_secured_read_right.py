@@ -38,7 +38,7 @@ from confluent_kafka.admin import (
 from mirror_pipeline import engine
 from mirror_pipeline.cli import cli
 from mirror_pipeline.config.loader import load_config
-from mirror_pipeline.kafka import acls
+from mirror_pipeline.kafka import acls, topic_shares
 from mirror_pipeline.link import read_probe
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.required_acls import bindings, grants_from_dicts
@@ -216,7 +216,7 @@ def test_a_probe_through_several_consumers_finds_the_one_unreadable_topic(secure
         return consumer(conf)
 
     # A consumer per topic, as on a link of 1,000 topics each consumer takes 250 of them.
-    monkeypatch.setattr(read_probe, "PROBE_TOPICS_PER_CONSUMER", 1)
+    monkeypatch.setattr(topic_shares, "TOPICS_PER_CONSUMER", 1)
     monkeypatch.setattr(read_probe.kc, "consumer", counted)
     found = read_probe.probe(ctx, names)
 

@@ -7,6 +7,7 @@ import pytest
 from confluent_kafka import Message, TopicPartition
 
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS as SLOTS
+from mirror_pipeline.kafka import topic_shares
 from mirror_pipeline.replication import task_clients
 from mirror_pipeline.replication.copier import UnitResult, WorkUnit
 from mirror_pipeline.replication.group_reading import Member
@@ -141,10 +142,10 @@ def members(topics: int, partitions: int, follow_s: float = 0.0) -> list[Member]
 
 
 def test_a_bounded_task_reads_through_a_consumer_per_share_of_its_topics_and_follow_mode_through_one():
-    per = task_clients.TOPICS_PER_READER
+    per = topic_shares.TOPICS_PER_CONSUMER
     assert task_clients.reader_count(members(per, 10)) == 1
     assert task_clients.reader_count(members(per + 1, 1)) == 2
-    assert task_clients.reader_count(members(1000, 3)) == task_clients.MAX_READERS == 4
+    assert task_clients.reader_count(members(1000, 3)) == topic_shares.MAX_CONSUMERS == 4
     assert task_clients.reader_count(members(1000, 3, follow_s=60.0)) == 1
 
 
@@ -164,7 +165,7 @@ def test_a_wide_task_counts_its_readers_threads_and_stays_within_the_task_thread
     readers = task_clients.reader_count(wide)
     threads = task_clients.copying_threads(wide, 0)
     with monkeypatch.context() as one:
-        one.setattr(task_clients, "MAX_READERS", 1)
+        one.setattr(topic_shares, "MAX_CONSUMERS", 1)
         assert threads == task_clients.copying_threads(wide, 0) + task_clients.READER_THREADS * (readers - 1)
     assert readers == 4
     producers = task_clients.producer_count(wide)
