@@ -84,8 +84,8 @@ def open_admin(ctx: CopyContext, link: str) -> AdminClient:
 
 
 def reader_count(parts: Sequence[Member]) -> int:
-    """The consumers a task reads the source through: a bounded copy's share its topics
-    (`topic_shares`, `split_reader`); follow mode's one."""
+    """The consumers a task reads the source through: for a bounded copy, as many as share its
+    topics (`topic_shares.consumers_for`, read through `split_reader`); for follow mode, one."""
     if any(p.unit.follows for p in parts):
         return 1
     return topic_shares.consumers_for(len({p.unit.source_topic for p in parts}))

@@ -1,4 +1,5 @@
-"""The latency benchmark's CPU comparison: what the issue's CPU target is read from."""
+"""The latency benchmark's CPU comparison (what the issue's CPU target is read from), and which
+records its tracker follows on a wide mirror."""
 
 from types import SimpleNamespace
 
