@@ -30,22 +30,26 @@ from mirror_pipeline.replication.planner import plan_cycle
 from tests.integration.conftest import LINK
 from tests.kafka_records import assert_identical, load_source, read_partition, read_topic
 
-FOLLOW_S = 24.0
+FOLLOW_S = 30.0
 # The writers' delivery timeout is half of it (1 s): a held partition is settled 2 s + 2 s (clock
 # skew) after its reservation was written.
 FENCE_WAIT_MS = 2000
 STALL_S = 3.0
+# Under a loaded suite the first stall can fall between two rounds (the task waiting on its
+# reservation's write, say), when nothing is in flight to time out: the broker is stopped again.
+STALL_ATTEMPTS = 3
+HELD_MESSAGE = "holding it at mirror offset"
 
 
 def _dest_end(bootstrap: str, topic: str) -> int:
     return len(read_partition(bootstrap, topic, 0, committed_only=False, timeout=10))
 
 
-def _stream(bootstrap: str, topic: str, seconds: float) -> int:
-    """A record every 10 ms for `seconds`, so that the stall meets rounds in flight; how many."""
+def _stream(bootstrap: str, topic: str, stop: threading.Event) -> int:
+    """A record every 10 ms until `stop`, so that a stall meets rounds in flight; how many."""
     out = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    sent, ends_at = 0, time.monotonic() + seconds
-    while time.monotonic() < ends_at:
+    sent = 0
+    while not stop.is_set():
         out.produce(topic, key=b"stream-%d" % sent, value=os.urandom(100), partition=0)
         out.poll(0)
         sent += 1
@@ -62,6 +66,21 @@ def _stalled(local_kafka, seconds: float) -> None:
         time.sleep(seconds)
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def _held(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if HELD_MESSAGE in r.getMessage()]
+
+
+def _stalled_until_a_round_is_held(local_kafka, caplog) -> None:
+    for _ in range(STALL_ATTEMPTS):
+        time.sleep(1)
+        _stalled(local_kafka, STALL_S)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not _held(caplog):
+            time.sleep(0.1)
+        if _held(caplog):
+            return
 
 
 def test_a_round_not_acknowledged_holds_its_partition_and_the_epoch_copies_on(
@@ -97,10 +116,12 @@ def test_a_round_not_acknowledged_holds_its_partition_and_the_epoch_copies_on(
     # Records that come before, while and after the broker is stopped: a round in flight then waits
     # for acknowledgements that come too late, and the rounds after it are not sent in time.
     streamed: list[int] = []
-    stream = threading.Thread(target=lambda: streamed.append(_stream(source_bootstrap, topic, STALL_S + 7)))
+    stop_streaming = threading.Event()
+    stream = threading.Thread(target=lambda: streamed.append(_stream(source_bootstrap, topic, stop_streaming)))
     stream.start()
-    time.sleep(1)
-    _stalled(local_kafka, STALL_S)
+    _stalled_until_a_round_is_held(local_kafka, caplog)
+    time.sleep(2)  # records after the stall too, copied after the held partition is settled
+    stop_streaming.set()
     stream.join()
     task.join(FOLLOW_S + 60)
 
@@ -108,8 +129,8 @@ def test_a_round_not_acknowledged_holds_its_partition_and_the_epoch_copies_on(
     [result] = results
     assert not result.error, result.error
     assert not result.left_to_next_epoch
-    held = [r.getMessage() for r in caplog.records if "holding it at mirror offset" in r.getMessage()]
-    assert held, "no round timed out: the stall did not meet a round in flight"
+    held = _held(caplog)
+    assert held, f"no round timed out: none of {STALL_ATTEMPTS} stalls met a round in flight"
     assert result.rounds_held == len(held)
     total = 40 + streamed[0]
     assert result.records == total - 20, "every record the epoch copied counts once, landed late or not"
