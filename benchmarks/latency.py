@@ -75,6 +75,7 @@ from benchmarks.latency_load import (  # noqa: E402
 )
 from benchmarks.latency_report import render_table  # noqa: E402
 from benchmarks.latency_sensor import SensorRuns  # noqa: E402
+from benchmarks.scale_cli import create_topics  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402
@@ -93,6 +94,7 @@ MODES = ("mm2", "cycles", "scheduled", "follow", "follow-standalone", "cycles-co
 # Modes that run on the local standalone cluster (started around them); the config each uses.
 ON_STANDALONE = ("follow-standalone", "cycles-connect", "sensor")
 LINKS = {mode: f"lat-{mode}" for mode in MODES[1:]} | {"burst-cycle": "lat-burst"}
+WIDE_MODES = ("mm2", "follow", "follow-standalone")  # the modes --topics spreads over many topics
 
 
 def write_config(
@@ -120,6 +122,25 @@ def write_config(
     return path
 
 
+def wide_prefix(mode: str, run_id: str) -> str:
+    return f"lat-{mode}-{run_id}-"
+
+
+def wide_links(run_id: str) -> dict[str, dict]:
+    """With --topics: each link auto-creates the mirrors of its own mode's topics, as a wide link is run."""
+    return {
+        link: {
+            "auto.create.mirror.topics.enable": True,
+            "auto.create.mirror.topics.filters": {
+                "topicFilters": [
+                    {"name": wide_prefix(mode, run_id), "patternType": "PREFIXED", "filterType": "INCLUDE"}
+                ]
+            },
+        }
+        for mode, link in LINKS.items()
+    }
+
+
 class Bench:
     """The clusters, configs and settings every mode shares."""
 
@@ -129,12 +150,13 @@ class Bench:
         self.b_admin = admin_for(b)
         spark = {"master": args.spark_master} if args.spark_master else {}
         every = {"mirror.writer.slots": args.writer_slots} if args.writer_slots else {}
-        self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark, every_link=every)
+        wide = wide_links(run_id) if args.topics > 1 else None
+        self.config = write_config(WORK_DIR / "latency.yaml", a, b, spark, wide, every)
         standalone = {
             "master": f"spark://127.0.0.1:{args.spark_master_port}",
             "conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": QUICK_JVM},
         }
-        self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone, every_link=every)
+        self.standalone_config = write_config(WORK_DIR / "latency-standalone.yaml", a, b, standalone, wide, every)
         connect = {"remote": f"sc://127.0.0.1:{args.spark_connect_port}"}
         self.connect_config = write_config(WORK_DIR / "latency-connect.yaml", a, b, connect, every_link=every)
         # Every link stays in it (one with mirrors cannot leave the config); only the sensor's runs by itself.
@@ -159,6 +181,34 @@ class Bench:
         return mirror
 
     def copier(self, mode: str) -> Copier:
+        return self.wide_copier(mode) if self.args.topics > 1 else self.narrow_copier(mode)
+
+    def wide_copier(self, mode: str) -> Copier:
+        """--topics source topics for the mode, mirrored the way a wide link is: auto-create (the link's
+        filter selects the mode's prefix) for follow, MM2's topic pattern for MM2."""
+        prefix = wide_prefix(mode, self.run_id)
+        sources = [f"{prefix}{i:04d}" for i in range(self.args.topics)]
+        say(f"{mode}: creating {len(sources):,} source topics of {self.args.partitions} partitions")
+        create_topics(self.a, sources, self.args.partitions)
+        if mode == "mm2":
+            return Mm2(WORK_DIR / "mm2", self.a, self.b, f"{prefix}.*").spread_over(
+                sources, [f"a.{t}" for t in sources]
+            )
+        config = self.standalone_config if mode == "follow-standalone" else self.config
+        t0 = time.monotonic()
+        engine.auto_create(load_config(config), LINKS[mode])
+        by_source = {m.source_topic: m.mirror_topic for m in engine.list_mirrors(load_config(config), LINKS[mode])}
+        missing = [t for t in sources if t not in by_source]
+        if missing:
+            raise SystemExit(f"{mode}: auto-create made no mirror of {len(missing):,} topics, {missing[0]} first")
+        say(f"{mode}: auto-create made {len(sources):,} mirrors in {time.monotonic() - t0:.1f}s")
+        mirrors = [by_source[t] for t in sources]
+        follow = Follow(
+            mode, config, LINKS[mode], sources[0], mirrors[0], WORK_DIR, self.args.epoch_seconds, self.args.stop_timeout
+        )
+        return follow.spread_over(sources, mirrors)
+
+    def narrow_copier(self, mode: str) -> Copier:
         args, topic = self.args, self.source_topic(mode)
         if mode == "mm2":
             return Mm2(WORK_DIR / "mm2", self.a, self.b, topic)
@@ -181,9 +231,9 @@ def measure(bench: Bench, copier: Copier, burst: bool) -> dict[str, Any]:
     args = bench.args
     if args.wait_quiet > 0:
         wait_until_quiet(args.wait_quiet)
-    tracker = Tracker(bench.b, copier.mirror_topic, args.partitions)
+    tracker = Tracker(bench.b, copier.mirrors, args.partitions)
     tracker.start()
-    load = Load(bench.a, copier.source_topic, args.partitions, args.record_bytes)
+    load = Load(bench.a, copier.sources, args.partitions, args.record_bytes)
     out: dict[str, Any] = {"topic": copier.source_topic, "mirror_topic": copier.mirror_topic}
     cpu = CpuSampler(bench.meter)
     cpu.start()
@@ -340,6 +390,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--record-bytes", type=int, default=1024, help="value size (default 1024; keys are 11 bytes)")
     ap.add_argument("--partitions", type=int, default=8, help="partitions per topic (default 8)")
+    ap.add_argument(
+        "--topics",
+        type=int,
+        default=1,
+        help="source topics per mode (default 1); more spread the load over all their partitions, "
+        f"and only the modes {', '.join(WIDE_MODES)} run, without a burst",
+    )
     ap.add_argument("--modes", default=",".join(MODES), help=f"modes to run, in this order (default {','.join(MODES)})")
     ap.add_argument("--skip", default="", help="modes to leave out, comma separated")
     ap.add_argument("--epoch-seconds", type=float, default=None, help="follow's --epoch-seconds (default: the CLI's)")
@@ -384,6 +441,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.mode_list) - set(MODES)
     if unknown:
         ap.error(f"unknown mode(s) {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
+    if args.topics < 1:
+        ap.error(f"--topics must be 1 or more, not {args.topics}")
+    if args.topics > 1:
+        narrow_only = [m for m in args.mode_list if m not in WIDE_MODES]
+        if narrow_only:
+            ap.error(
+                f"--topics {args.topics}: modes {', '.join(narrow_only)} run on one topic; use --modes with "
+                f"{', '.join(WIDE_MODES)}"
+            )
+        if args.burst_records:
+            ap.error(f"--topics {args.topics}: the burst runs on one topic; add --burst-records 0")
     return args
 
 
@@ -405,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             "rate": args.rate,
             "record_bytes": args.record_bytes,
             "partitions": args.partitions,
+            "topics": args.topics,
             "modes": args.mode_list,
             "schedule_seconds": args.schedule_seconds,
             "sensor_interval": args.sensor_interval,

@@ -74,8 +74,15 @@ class Copier:
 
     def __init__(self, source_topic: str, mirror_topic: str):
         self.source_topic, self.mirror_topic = source_topic, mirror_topic
+        # What the load writes and the tracker reads, in the same order: these two, or a wide link's
+        # topics (`spread_over`; the names above then only label the mode).
+        self.sources, self.mirrors = [source_topic], [mirror_topic]
         self.load_start: float | None = None
         self.load_end: float | None = None
+
+    def spread_over(self, sources: list[str], mirrors: list[str]) -> Copier:
+        self.sources, self.mirrors = sources, mirrors
+        return self
 
     def watch(self, tracker: Tracker, load: Load) -> None:
         """The tracker and load of the measurement, for a copier that decides by itself when it is done."""
@@ -130,7 +137,7 @@ def mm2_latency_properties(a: str, b: str, topic: str) -> str:
         "a.bootstrap.servers": a,
         "b.bootstrap.servers": b,
         "a->b.enabled": "true",
-        "a->b.topics": topic,  # this mode's topic only: the other modes' topics are on `a` too
+        "a->b.topics": topic,  # this mode's topic(s) only: the other modes' topics are on `a` too
         "b->a.enabled": "false",
         **MM2_SINGLE_NODE,  # one broker per cluster
         # The local brokers run no authorizer: there are no ACLs to sync, and every attempt fails.
@@ -199,6 +206,10 @@ class CliCycles(Copier):
         self.thread = threading.Thread(target=self._loop, name=f"cycles-{name}", daemon=True)
         self.log = workdir / f"{name}-runs.log"
         self.everything_arrived: Callable[[], bool] = lambda: False
+
+    def spread_over(self, sources: list[str], mirrors: list[str]) -> Copier:
+        self.sources, self.mirrors = sources, mirrors
+        return self
 
     def watch(self, tracker: Tracker, load: Load) -> None:
         # A few seconds' grace: the run's last records are committed, the tracker may not have read them yet.

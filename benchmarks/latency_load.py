@@ -24,7 +24,8 @@ import os
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -139,11 +140,41 @@ class SentLog:
         return len(self.ts)
 
 
-class Load:
-    """One producer on the source topic for all three phases; delivery reports mark what the source holds."""
+@dataclass(frozen=True)
+class Spread:
+    """Where a load's records go: every partition of `topics` in turn (a topic's partitions, then the next's).
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, record_bytes: int, conf: dict | None = None):
-        self.topic, self.partitions = topic, partitions
+    Sequence number n goes to the (n mod width)-th of those partitions, so a sample of them
+    (`tracked_step`) receives the same share of every phase.
+    """
+
+    topics: tuple[str, ...]
+    partitions: int  # per topic
+
+    @classmethod
+    def of(cls, topic: str | Sequence[str], partitions: int) -> Spread:
+        return cls((topic,) if isinstance(topic, str) else tuple(topic), partitions)
+
+    @property
+    def width(self) -> int:
+        return len(self.topics) * self.partitions
+
+    @property
+    def narrow(self) -> bool:
+        return len(self.topics) == 1
+
+    def place(self, seq: int) -> tuple[str, int]:
+        index = seq % self.width
+        return self.topics[index // self.partitions], index % self.partitions
+
+
+class Load:
+    """One producer on the source topics for all three phases; delivery reports mark what the source holds."""
+
+    def __init__(
+        self, bootstrap: str, topic: str | Sequence[str], partitions: int, record_bytes: int, conf: dict | None = None
+    ):
+        self.spread = Spread.of(topic, partitions)
         self.body = os.urandom(max(0, record_bytes - KEY_DIGITS))
         self.logs = {phase: SentLog() for phase in PHASES}
         self.producer = Producer(
@@ -154,7 +185,8 @@ class Load:
                 **(conf or PACED_PRODUCER),
             }
         )
-        self.producer.list_topics(topic, timeout=10)  # connected, leaders known, before any clock starts
+        # Connected, leaders known, before any clock starts.
+        self.producer.list_topics(self.spread.topics[0] if self.spread.narrow else None, timeout=30)
 
     def _on_delivery(self, err, msg) -> None:
         key = msg.key()
@@ -174,13 +206,14 @@ class Load:
         log.acked.append(0)
         log.acked_ms.append(0.0)
         key = phase + b"%0*d" % (KEY_DIGITS, seq)
+        topic, partition = self.spread.place(seq)
         while True:
             try:
                 self.producer.produce(
-                    self.topic,
+                    topic,
                     key=key,
                     value=key[1:] + self.body,
-                    partition=seq % self.partitions,
+                    partition=partition,
                     timestamp=ts,
                     on_delivery=self._on_delivery,
                 )
@@ -273,15 +306,18 @@ class Load:
 
 
 class Tracker(threading.Thread):
-    """A consumer on the mirror topic, from its beginning, logging each record's arrival.
+    """A consumer on the mirror topics, from their beginning, logging each record's arrival.
 
-    It waits for the topic to exist (MM2 creates its remote topic itself).
+    It waits for the topics to exist (MM2 creates its remote topics itself). `topic` is one
+    topic or the mirrors of a Spread's topics, in the same order.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int):
-        super().__init__(name=f"tracker-{topic}", daemon=True)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.step = tracked_step(partitions)
+    def __init__(self, bootstrap: str, topic: str | Sequence[str], partitions: int):
+        self.spread = Spread.of(topic, partitions)
+        self.topic = self.spread.topics[0]
+        super().__init__(name=f"tracker-{self.topic}", daemon=True)
+        self.bootstrap, self.partitions = bootstrap, self.spread.width
+        self.step = tracked_step(self.partitions)
         self.logs = {phase: PhaseLog() for phase in PHASES}
         self.first_arrival = threading.Event()
         self.stopping = threading.Event()
@@ -299,7 +335,7 @@ class Tracker(threading.Thread):
         )
         try:
             if self._wait_for_topic(c):
-                c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.tracked_partitions()])
+                c.assign([TopicPartition(*self.spread.place(i), OFFSET_BEGINNING) for i in self.tracked_partitions()])
                 self._consume(c)
         except Exception as exc:  # noqa: BLE001 - reported with the results, never a silent stop
             self.error = f"{type(exc).__name__}: {exc}"
@@ -308,9 +344,11 @@ class Tracker(threading.Thread):
             c.close()
 
     def _wait_for_topic(self, c: Consumer) -> bool:
+        spread = self.spread
         while not self.stopping.is_set():
-            meta = c.list_topics(self.topic, timeout=5).topics.get(self.topic)
-            if meta is not None and meta.error is None and len(meta.partitions) == self.partitions:
+            found = c.list_topics(spread.topics[0] if spread.narrow else None, timeout=30).topics
+            metas = [found.get(t) for t in spread.topics]
+            if all(m is not None and m.error is None and len(m.partitions) == spread.partitions for m in metas):
                 return True
             time.sleep(0.2)
         return False
@@ -338,11 +376,12 @@ class Tracker(threading.Thread):
                 self.first_arrival.set()
 
     def tracked_partitions(self) -> range:
+        """The followed partitions, as indexes into the Spread's (a single topic's: its partitions)."""
         return range(0, self.partitions, self.step)
 
     def tracked(self, records: int) -> np.ndarray:
         """Per sequence number of a phase's first `records`: whether its partition is followed (seq %
-        partitions is the load's partition)."""
+        width is the load's partition, `Spread.place`)."""
         return (np.arange(records) % self.partitions) % self.step == 0
 
     def arrived_all(self, load: Load, phase: bytes) -> bool:

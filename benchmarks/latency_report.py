@@ -13,6 +13,12 @@ FROM = 41  # "measured from" column
 LEFT_TO_NEXT_EPOCH = r"; ([\d,]+) partition\(s\) left to the next epoch"
 
 
+def topics_of(params: dict[str, Any]) -> str:
+    """`1,000 topics x ` when the load spread over several topics (--topics), else nothing."""
+    topics = params.get("topics", 1)
+    return f"{topics:,} topics x " if topics > 1 else ""
+
+
 def render_table(r: dict[str, Any]) -> str:
     p = r["params"]
     modes = r["modes"]
@@ -23,7 +29,7 @@ def render_table(r: dict[str, Any]) -> str:
     )
     rule = "-" * len(head)
     lines = [
-        f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {p['partitions']} "
+        f"mirror-pipeline latency: {p['rate']:,.0f} records/s x {p['record_bytes']} B, {topics_of(p)}{p['partitions']} "
         f"partitions, {p['seconds']:g} s of steady load per mode; {p['cpus']} CPUs shared by both brokers, the "
         f"copiers and the load",
         "",

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from benchmarks.latency_load import MEASURED, SentLog, Tracker, _around_slowest, phase_stats
+from benchmarks.latency_load import MEASURED, SentLog, Spread, Tracker, _around_slowest, phase_stats
 from benchmarks.latency_report import _cpu_against_mm2, copier_cpu_s
 
 MM2 = {"benchmark": 40.0, "broker-a": 60.0, "broker-b": 50.0, "mm2": 100.0, "not-ours": 3.0, "wall": 300.0}
@@ -97,3 +97,25 @@ def test_a_wide_mirror_is_tracked_through_an_evenly_spread_sample_of_its_partiti
     stats = phase_stats(load, tracker, MEASURED)
     assert (stats["received"], stats["lost"], stats["duplicated"], stats["max_ms"]) == (496, 0, 0, 7.0)
     assert (stats["tracked_partitions"], stats["partitions"]) == (248, 9900)
+
+
+def test_a_load_over_many_topics_goes_round_robin_over_all_their_partitions():
+    spread = Spread.of([f"t{i}" for i in range(1000)], 10)
+    assert spread.width == 10_000 and not spread.narrow
+    assert [spread.place(seq) for seq in (0, 9, 10, 9999, 10_000)] == [
+        ("t0", 0),
+        ("t0", 9),
+        ("t1", 0),
+        ("t999", 9),
+        ("t0", 0),
+    ]
+    assert Spread.of("one", 8).place(13) == ("one", 5) and Spread.of("one", 8).narrow
+
+
+def test_the_tracker_of_many_topics_samples_partitions_across_all_of_them():
+    mirrors = [f"m{i}" for i in range(1000)]
+    tracker = Tracker("127.0.0.1:1", mirrors, 10)  # not started: no client is opened
+    assert (tracker.partitions, tracker.step, len(tracker.tracked_partitions())) == (10_000, 40, 250)
+    followed = [tracker.spread.place(i) for i in tracker.tracked_partitions()]
+    assert followed[:3] == [("m0", 0), ("m4", 0), ("m8", 0)] and followed[-1] == ("m996", 0)
+    assert tracker.tracked(10_001).sum() == 251  # sequence 10,000 is partition 0 of m0 again
