@@ -69,6 +69,28 @@ def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s:
             time.sleep(1)
 
 
+def wait_until_listed(
+    admin: AdminClient, names: list[str], partitions: int, what: str, timeout_s: float = 180
+) -> float:
+    """Until the cluster's metadata lists every topic of `names` with `partitions` partitions, and their
+    leaders answer; seconds it took. A single broker given thousands of new partitions lists the last
+    of them tens of seconds after their creation, and a client asking for the offsets of a topic it
+    has not seen yet is told the topic does not exist."""
+    start = time.monotonic()
+    while True:
+        topics = admin.list_topics(timeout=30).topics
+        if all(t in topics and len(topics[t].partitions) == partitions for t in names):
+            break
+        if time.monotonic() - start > timeout_s:
+            listed = sum(t in topics for t in names)
+            raise SystemExit(f"{what}: {listed} of {len(names)} topics listed after {timeout_s:.0f} s")
+        time.sleep(1)
+    kc.list_offsets(
+        admin, [(t, p) for t in names for p in range(partitions)], "latest", what, read_committed=False, timeout=120
+    )
+    return time.monotonic() - start
+
+
 def end_offsets(admin: AdminClient, topic: str, partitions: int, earliest: bool = False) -> list[int]:
     spec = "earliest" if earliest else "latest"
     offs = kc.list_offsets(admin, [(topic, p) for p in range(partitions)], spec, "bench", read_committed=False)

@@ -59,6 +59,7 @@ from benchmarks.common import (  # noqa: E402
     mm2_class_present,
     say,
     wait_for_leaders,
+    wait_until_listed,
     warm_up,
 )
 from benchmarks.latency_copiers import CliCycles, Copier, Follow, Mm2, follow_options  # noqa: E402
@@ -201,8 +202,13 @@ class Bench:
         missing = [t for t in sources if t not in by_source]
         if missing:
             raise SystemExit(f"{mode}: auto-create made no mirror of {len(missing):,} topics, {missing[0]} first")
-        say(f"{mode}: auto-create made {len(sources):,} mirrors in {time.monotonic() - t0:.1f}s")
         mirrors = [by_source[t] for t in sources]
+        say(f"{mode}: auto-create made {len(sources):,} mirrors in {time.monotonic() - t0:.1f}s")
+        # Measured once the destination lists them all: its broker lists the last of a thousand new
+        # topics tens of seconds after auto-create returns, and the first epoch leaves out any mirror
+        # it does not list yet (they join the next epoch, one --epoch-seconds later).
+        listed_s = wait_until_listed(self.b_admin, mirrors, self.args.partitions, mode, timeout_s=300)
+        say(f"{mode}: cluster b listed every mirror {listed_s:.1f}s later")
         follow = Follow(
             mode, config, LINKS[mode], sources[0], mirrors[0], WORK_DIR, self.args.epoch_seconds, self.args.stop_timeout
         )

@@ -53,7 +53,7 @@ import yaml  # noqa: E402
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
 
 from benchmarks import sensor_ticks  # noqa: E402
-from benchmarks.common import QUIET, admin_for, local_clusters, say, warm_up  # noqa: E402
+from benchmarks.common import QUIET, admin_for, local_clusters, say, wait_until_listed, warm_up  # noqa: E402
 from benchmarks.scale import Loader, topic_names  # noqa: E402
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS  # noqa: E402
 from mirror_pipeline.kafka import clients as kc  # noqa: E402
@@ -109,19 +109,7 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
         futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in batch])
         for fut in futures.values():
             fut.result(60)
-    # Every topic's metadata first: a client asking for the offsets of a topic it has not seen yet
-    # is told the topic does not exist.
-    deadline = time.monotonic() + 180
-    while True:
-        topics = admin.list_topics(timeout=30).topics
-        if all(t in topics and len(topics[t].partitions) == partitions for t in names):
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit(f"setup: {sum(t in topics for t in names)} of {len(names)} topics visible after 180 s")
-        time.sleep(1)
-    kc.list_offsets(
-        admin, [(t, p) for t in names for p in range(partitions)], "latest", "a", read_committed=False, timeout=120
-    )
+    wait_until_listed(admin, names, partitions, "setup")
 
 
 def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int) -> dict[str, str]:
