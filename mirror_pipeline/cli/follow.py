@@ -26,6 +26,7 @@ from mirror_pipeline.cli.signals import stop_on_signals
 from mirror_pipeline.cli.values import printable
 from mirror_pipeline.config.loader import PipelineConfig
 from mirror_pipeline.model.results import over_budget_note
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline.operations.follow import RUN_WORKER_PID_ENV, Epoch
 
 
@@ -100,6 +101,11 @@ def epoch_line(number: int, d: dict | None, error: str) -> str:
         )
     if memory := over_budget_note(d.get("task_memory")):
         text += f"; {memory}"
+    if waiting := d.get("not_listed_yet"):
+        text += (
+            f"; {len(waiting):,} mirror(s) created moments ago not copied in it, their topics not listed by the "
+            f"destination yet ({some_of(waiting, shown=5)}): the next epoch, sooner than usual, takes them"
+        )
     return text + (f"; {error}" if error else "")
 
 

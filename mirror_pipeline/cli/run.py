@@ -27,7 +27,7 @@ from mirror_pipeline.cli.common import (
 )
 from mirror_pipeline.cli.values import TOPIC, printable
 from mirror_pipeline.model.results import over_budget_note
-from mirror_pipeline.model.text import first_few
+from mirror_pipeline.model.text import some_of
 from mirror_pipeline.operations.follow import DEFAULT_EPOCH_S
 from mirror_pipeline.replication.spark_runner import LazySession, spark_session
 
@@ -192,11 +192,6 @@ def _render_cycle(d: dict) -> str:
     if waiting:
         text += (
             f"\n{len(waiting):,} mirror(s) created moments ago not copied yet: the destination does not list "
-            f"their topics yet; the next run copies them ({_first_names(waiting)})"
+            f"their topics yet; the next run copies them ({some_of(waiting, shown=5)})"
         )
     return text
-
-
-def _first_names(names: list[str]) -> str:
-    said, more = first_few(names, ", ")
-    return said + (f" and {more:,} more" if more else "")

@@ -119,7 +119,7 @@ def follow(
             if running is None:
                 number += 1
                 scan = ctx.link.auto_create_enable and not (number == 1 and scanned)
-                started = _started(ctx, spark, jobs, number, pace.length_s, mirror_topics, scan)
+                started = _started(ctx, spark, jobs, number, pace, mirror_topics, scan)
                 if isinstance(started, Epoch):  # it could not start
                     if number == 1:
                         raise MirrorError(started.error)
@@ -135,7 +135,7 @@ def follow(
             successor = None
             if clean and not stop.is_set() and not (running.job and running.job.done()):
                 planning = time.monotonic()
-                successor = _continued(ctx, spark, jobs, running, pace.length_s, mirror_topics)
+                successor = _continued(ctx, spark, jobs, running, pace, mirror_topics)
                 pace.planned(time.monotonic() - planning)
             epoch, clusters_failed = _finished(ctx, running, handed_over=successor is not None)
             pace.ended(running.submitted, running.starts_at, epochs.last_ready_at(running))
@@ -169,7 +169,7 @@ def _started(
     spark,
     jobs: ThreadPoolExecutor,
     number: int,
-    epoch_s: float,
+    pace: EpochPace,
     mirror_topics: Sequence[str] | None,
     scan: bool,
 ) -> epochs.RunningEpoch | Epoch:
@@ -177,7 +177,7 @@ def _started(
     try:
         if scan:
             _scan(ctx)
-        return epochs.start(ctx, spark, jobs, number, mirror_topics, epoch_s)
+        return epochs.start(ctx, spark, jobs, number, mirror_topics, pace.length_s, pace.waiting_length_s)
     except MirrorError as exc:
         return Epoch(number, None, str(exc))
 
@@ -187,7 +187,7 @@ def _continued(
     spark,
     jobs: ThreadPoolExecutor,
     running: epochs.RunningEpoch,
-    epoch_s: float,
+    pace: EpochPace,
     mirror_topics: Sequence[str] | None,
 ) -> epochs.RunningEpoch | None:
     """The epoch after `running`, started to take over at its end; None: planned in full after it."""
@@ -195,7 +195,9 @@ def _continued(
         map_end = epochs.offset_map_end(ctx)
         if ctx.link.auto_create_enable:
             _scan(ctx)
-        return epochs.continue_from(ctx, spark, jobs, running, mirror_topics, epoch_s, map_end)
+        return epochs.continue_from(
+            ctx, spark, jobs, running, mirror_topics, pace.length_s, map_end, pace.waiting_length_s
+        )
     except MirrorError as exc:
         log.warning("follow: the next epoch is planned once epoch %d has ended: %s", running.number, exc)
         return None

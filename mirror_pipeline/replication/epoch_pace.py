@@ -31,6 +31,10 @@ HAND_OVER_LEAD_S = 3.0
 LATE_FACTOR = 2.0
 # How many of the latest epochs' lateness counts.
 LATENESS_EPOCHS = 8
+# An epoch that leaves out mirrors the destination does not list yet lasts at most this long, so
+# that they join within seconds rather than a whole epoch later: a broker given a thousand new
+# topics at once (auto-create on a wide link) listed the last of them tens of seconds afterwards.
+WAITING_MIRRORS_EPOCH_S = 20.0
 
 
 @dataclass
@@ -46,6 +50,12 @@ class EpochPace:
 
     def __post_init__(self) -> None:
         self.length_s = self.length_s or self.epoch_s
+
+    @property
+    def waiting_length_s(self) -> float:
+        """How long an epoch lasts that left out mirrors not listed yet: short, but never so short
+        that tasks as late as the last ones would leave their partitions."""
+        return min(self.length_s, max(WAITING_MIRRORS_EPOCH_S, LATE_FACTOR * max(self.lateness_s, default=0.0)))
 
     def plan_next_at(self, ends_at: float) -> float:
         """When to plan and start the epoch after one that ends at `ends_at` (`time.time`s): the lead,

@@ -58,13 +58,16 @@ def start(
     number: int,
     mirror_topics: Sequence[str] | None,
     follow_s: float,
+    waiting_s: float | None = None,
 ) -> RunningEpoch:
-    """An epoch planned in full (repairs included) while no epoch copies; its tasks fence at once."""
+    """An epoch planned in full (repairs included) while no epoch copies; its tasks fence at once.
+
+    It lasts `follow_s`, or `waiting_s` when it leaves out mirrors the destination does not list yet."""
     started = time.time()
     ctx.check_destination()
     ctx.store.settle_cleaning()
     plan = planned(ctx, selected_mirrors(ctx, mirror_topics), follow_s)
-    return _submitted(ctx, spark, jobs, number, plan, started, time.time(), follow_s)
+    return _submitted(ctx, spark, jobs, number, plan, started, time.time(), _length(plan, follow_s, waiting_s))
 
 
 def offset_map_end(ctx: LinkContext) -> int:
@@ -82,9 +85,11 @@ def continue_from(
     mirror_topics: Sequence[str] | None,
     follow_s: float,
     map_end: int,
+    waiting_s: float | None = None,
 ) -> RunningEpoch | None:
     """The epoch after `running`, started while it copies; its tasks take over at `running.ends_at`,
     or now when that has passed (the driver waited that long for the epoch before `running` to end).
+    Its length is `start`'s.
 
     The partitions `running` copies continue (`WorkUnit.continues`), each
     from its newest segment as the map has it now (its task moves on to what
@@ -144,7 +149,14 @@ def continue_from(
     # reading before their own hand-over and take a later fence for a take-over (`FollowTimes`).
     # Anchored in the past, every epoch after would start as late and its tasks leave their partitions.
     starts_at = max(running.ends_at, time.time())
-    return _submitted(ctx, spark, jobs, running.number + 1, plan, started, starts_at, follow_s)
+    return _submitted(
+        ctx, spark, jobs, running.number + 1, plan, started, starts_at, _length(plan, follow_s, waiting_s)
+    )
+
+
+def _length(plan: Plan, follow_s: float, waiting_s: float | None) -> float:
+    """Mirrors created moments ago and not listed yet join the next epoch: it comes sooner."""
+    return min(follow_s, waiting_s) if plan.not_listed_yet and waiting_s else follow_s
 
 
 def finish(ctx: LinkContext, epoch: RunningEpoch, handed_over: bool) -> CycleResult:
@@ -176,7 +188,8 @@ def _submitted(
     starts_at: float,
     follow_s: float,
 ) -> RunningEpoch:
-    plan.units = [replace(u, starts_at=starts_at) for u in plan.units]
+    # Every unit, continuing or new, ends with the epoch (`hand_over.FollowTimes`).
+    plan.units = [replace(u, starts_at=starts_at, follow_s=follow_s) for u in plan.units]
     job, submitted = None, time.time()
     if plan.units:
         # Half the slots: the next epoch's tasks start in the other half while this one's still copy.

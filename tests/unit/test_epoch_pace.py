@@ -9,7 +9,13 @@ import pytest
 
 from mirror_pipeline.replication import epochs
 from mirror_pipeline.replication.copier import UnitResult
-from mirror_pipeline.replication.epoch_pace import HAND_OVER_LEAD_S, LATE_FACTOR, LATENESS_EPOCHS, EpochPace
+from mirror_pipeline.replication.epoch_pace import (
+    HAND_OVER_LEAD_S,
+    LATE_FACTOR,
+    LATENESS_EPOCHS,
+    WAITING_MIRRORS_EPOCH_S,
+    EpochPace,
+)
 from mirror_pipeline.replication.hand_over import late_margin_s
 from mirror_pipeline.replication.planner import Plan
 
@@ -84,3 +90,15 @@ def test_an_epoch_was_ready_when_its_last_task_was():
     assert epochs.last_ready_at(_epoch([_result(T0 + 1.0), _result(T0 + 4.5), _result(0.0)])) == T0 + 4.5
     assert epochs.last_ready_at(_epoch([_result(0.0)])) is None  # no task got that far
     assert epochs.last_ready_at(_epoch(RuntimeError("tasks lost"))) is None
+
+
+def test_an_epoch_that_left_out_mirrors_not_listed_yet_is_short_but_long_enough_for_late_tasks():
+    assert EpochPace(120.0).waiting_length_s == WAITING_MIRRORS_EPOCH_S
+    assert EpochPace(5.0).waiting_length_s == 5.0  # never longer than the epochs asked for
+    pace = EpochPace(120.0)
+    pace.ended(submitted=T0, starts_at=T0, last_ready_at=T0 + 15.0)
+    assert pace.waiting_length_s == LATE_FACTOR * 15.0
+    waiting, listed = Plan(not_listed_yet=["new-topic"]), Plan()
+    assert epochs._length(waiting, 120.0, pace.waiting_length_s) == 30.0
+    assert epochs._length(listed, 120.0, pace.waiting_length_s) == 120.0
+    assert epochs._length(waiting, 120.0, None) == 120.0

@@ -32,13 +32,20 @@ def test_idle_partitions_are_counted_not_listed():
     assert text.endswith("3 partition(s) up to date with nothing to copy (not listed)")
 
 
-def test_mirrors_not_listed_yet_are_named():
+def test_mirrors_not_listed_yet_are_named_by_a_run_and_by_a_follow_epoch():
     waiting = tuple(f"m{i}" for i in range(7))
     text = _render_cycle(CycleResult("l", 0.0, 1.0, 0, {}, not_listed_yet=waiting).to_dict())
     assert (
         "7 mirror(s) created moments ago not copied yet: the destination does not list their topics yet; "
         "the next run copies them (m0, m1, m2, m3, m4 and 2 more)"
     ) in text
+
+    from mirror_pipeline.cli.follow import epoch_line
+
+    assert epoch_line(1, CycleResult("l", 0.0, 1.0, 0, {}, not_listed_yet=waiting).to_dict(), "").endswith(
+        "; 7 mirror(s) created moments ago not copied in it, their topics not listed by the destination yet "
+        "(m0, m1, m2, m3, m4 and 2 more): the next epoch, sooner than usual, takes them"
+    )
 
 
 def test_a_failed_cycle_names_five_mirrors_and_counts_the_rest():
