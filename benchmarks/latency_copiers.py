@@ -207,10 +207,6 @@ class CliCycles(Copier):
         self.log = workdir / f"{name}-runs.log"
         self.everything_arrived: Callable[[], bool] = lambda: False
 
-    def spread_over(self, sources: list[str], mirrors: list[str]) -> Copier:
-        self.sources, self.mirrors = sources, mirrors
-        return self
-
     def watch(self, tracker: Tracker, load: Load) -> None:
         # A few seconds' grace: the run's last records are committed, the tracker may not have read them yet.
         self.everything_arrived = lambda: tracker.wait_all(load, MEASURED, 5.0)
