@@ -52,6 +52,22 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict |
     wait_for_leaders(admin, topic, partitions)
 
 
+# Topics created per CreateTopics request: Kafka 4's controller refuses a request that would write
+# more than 10,000 metadata records (a topic is one, and one per partition).
+CREATE_BATCH = 100
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Many topics, CREATE_BATCH per request, then until the cluster lists them all (`wait_until_listed`)."""
+    admin = admin_for(bootstrap)
+    for i in range(0, len(names), CREATE_BATCH):
+        batch = names[i : i + CREATE_BATCH]
+        futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in batch])
+        for fut in futures.values():
+            fut.result(60)
+    wait_until_listed(admin, names, partitions, "setup")
+
+
 def wait_for_leaders(admin: AdminClient, topic: str, partitions: int, timeout_s: float = 300) -> None:
     """Wait until every partition has a leader that answers ListOffsets: a single broker makes
     the partitions of a wide topic live over tens of seconds (NOT_LEADER_FOR_PARTITION meanwhile),

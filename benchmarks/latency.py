@@ -55,6 +55,7 @@ import yaml  # noqa: E402
 from benchmarks.common import (  # noqa: E402
     admin_for,
     create_topic,
+    create_topics,
     local_clusters,
     mm2_class_present,
     say,
@@ -76,7 +77,6 @@ from benchmarks.latency_load import (  # noqa: E402
 )
 from benchmarks.latency_report import render_table  # noqa: E402
 from benchmarks.latency_sensor import SensorRuns  # noqa: E402
-from benchmarks.scale_cli import create_topics  # noqa: E402
 from benchmarks.throughput import CpuMeter, wait_until_quiet  # noqa: E402
 from mirror_pipeline import engine  # noqa: E402
 from mirror_pipeline.config.loader import load_config  # noqa: E402

@@ -27,8 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import QUIET, REPO, local_clusters, say, warm_up  # noqa: E402
-from benchmarks.scale_cli import create_topics  # noqa: E402
+from benchmarks.common import QUIET, REPO, create_topics, local_clusters, say, warm_up  # noqa: E402
 
 BENCH_ROOT = REPO / ".local-kafka" / "bench-offsets-race"
 BASE_PORT = 18592

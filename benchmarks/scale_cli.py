@@ -53,7 +53,7 @@ import yaml  # noqa: E402
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
 
 from benchmarks import sensor_ticks  # noqa: E402
-from benchmarks.common import QUIET, admin_for, local_clusters, say, wait_until_listed, warm_up  # noqa: E402
+from benchmarks.common import CREATE_BATCH, QUIET, admin_for, create_topics, local_clusters, say, warm_up  # noqa: E402
 from benchmarks.scale import Loader, topic_names  # noqa: E402
 from mirror_pipeline.config.setting_values import DEFAULT_WRITER_SLOTS  # noqa: E402
 from mirror_pipeline.kafka import clients as kc  # noqa: E402
@@ -62,8 +62,6 @@ from mirror_pipeline.kafka.topic_configs import describe_topics_configs, setting
 BENCH_ROOT = REPO / ".local-kafka" / "bench-scale-cli"
 BASE_PORT = 16592
 LINK = "wide"
-# Topics created per CreateTopics request while setting up.
-CREATE_BATCH = 100
 GROUP_PREFIX = "scale-group-"
 # Offset a group commits on each partition of its topic (every partition holds more records).
 GROUP_OFFSET = 3
@@ -98,18 +96,6 @@ def write_config(path: Path, a: str, b: str, spark_master: str | None, writer_sl
         data["links"][LINK]["mirror.writer.slots"] = writer_slots
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    admin = admin_for(bootstrap)
-    for i in range(0, len(names), CREATE_BATCH):
-        batch = names[i : i + CREATE_BATCH]
-        futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in batch])
-        for fut in futures.values():
-            fut.result(60)
-    wait_until_listed(admin, names, partitions, "setup")
 
 
 def commit_groups(bootstrap: str, names: list[str], partitions: int, groups: int) -> dict[str, str]:
