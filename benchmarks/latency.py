@@ -200,9 +200,9 @@ class Bench:
             create_topics(self.b, remote, self.args.partitions)
             return Mm2(WORK_DIR / "mm2", self.a, self.b, f"{prefix}.*").spread_over(sources, remote)
         config = self.standalone_config if mode == "follow-standalone" else self.config
-        t0 = time.monotonic()
-        engine.auto_create(load_config(config), LINKS[mode])
-        by_source = {m.source_topic: m.mirror_topic for m in engine.list_mirrors(load_config(config), LINKS[mode])}
+        t0, loaded = time.monotonic(), load_config(config)
+        engine.auto_create(loaded, LINKS[mode])
+        by_source = {m.source_topic: m.mirror_topic for m in engine.list_mirrors(loaded, LINKS[mode])}
         missing = [t for t in sources if t not in by_source]
         if missing:
             raise SystemExit(f"{mode}: auto-create made no mirror of {len(missing):,} topics, {missing[0]} first")

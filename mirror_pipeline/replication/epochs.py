@@ -62,7 +62,7 @@ def start(
 ) -> RunningEpoch:
     """An epoch planned in full (repairs included) while no epoch copies; its tasks fence at once.
 
-    It lasts `follow_s`, or `waiting_s` when it leaves out mirrors the destination does not list yet."""
+    It lasts `follow_s`, at most `waiting_s` when it leaves out mirrors the destination does not list yet."""
     started = time.time()
     ctx.check_destination()
     ctx.store.settle_cleaning()
