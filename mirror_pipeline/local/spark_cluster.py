@@ -31,7 +31,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from mirror_pipeline.config.spark_requirements import CONNECT_SESSION_CONF, QUICK_JVM, REQUIRED_CONF, WORKER_DAEMON_CONF
+from mirror_pipeline.config.spark_requirements import (
+    CONNECT_SESSION_CONF,
+    QUICK_JVM,
+    REQUIRED_CONF,
+    TASK_SLOTS_PER_CORE,
+    WORKER_DAEMON_CONF,
+)
 from mirror_pipeline.local.jars import java_executable
 from mirror_pipeline.local.processes import (
     WITH_DEFAULT_SIGNALS,
@@ -52,7 +58,11 @@ from mirror_pipeline.model.errors import LocalClusterError
 DEFAULT_MASTER_PORT = 7077
 DEFAULT_CONNECT_PORT = 15002
 WORKERS = 2
-WORKER_CORES = 1
+#: Each worker stands for one of a 2-core machine's cores and offers the local master's two task
+#: slots per core (`spark_requirements.TASK_SLOTS_PER_CORE`: a copy task waits on the brokers more
+#: than it computes). With one slot each, follow mode's epoch had one task on a wide link, holding
+#: all 16 writer slots: 84 threads in its worker instead of the 64 two tasks keep.
+WORKER_CORES = TASK_SLOTS_PER_CORE
 WORKER_MEMORY = "1g"
 #: What the Connect server's executors take of a worker (Spark's floor is 450 MiB).
 EXECUTOR_MEMORY = "512m"

@@ -27,7 +27,7 @@ from confluent_kafka import Producer
 from mirror_pipeline import engine
 from mirror_pipeline.config.loader import load_config
 from mirror_pipeline.config.spark_requirements import QUICK_JVM
-from mirror_pipeline.local.spark_cluster import LocalSpark
+from mirror_pipeline.local.spark_cluster import WORKER_CORES, WORKERS, LocalSpark
 from tests.cli_process import run_cli
 from tests.config_files import write_pair_config
 from tests.conftest import REPO, shared_between_runs
@@ -125,7 +125,7 @@ def test_up_is_idempotent_and_reports_every_daemon(local_spark):
     assert [i.name for i in again] == ["master", "worker-1", "worker-2", "connect"]
     assert all(i.running for i in again)
     status = master_status(local_spark)
-    assert status["aliveworkers"] == 2 and status["cores"] == 2
+    assert status["aliveworkers"] == 2 and status["cores"] == WORKERS * WORKER_CORES
 
 
 def test_a_cycle_runs_on_the_standalone_master(
