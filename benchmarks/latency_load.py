@@ -20,6 +20,7 @@ tracker takes each record as soon as librdkafka has fetched it (see `Tracker`).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -80,9 +81,15 @@ MAX_TRACKED_PARTITIONS = 250
 TRACKER_DRAIN = 2000
 
 
-def tracked_step(partitions: int) -> int:
-    """The tracker follows partitions 0, step, 2 x step, ...: all of them up to MAX_TRACKED_PARTITIONS."""
-    return max(1, -(-partitions // MAX_TRACKED_PARTITIONS))
+def tracked_step(spread: Spread) -> int:
+    """The tracker follows the spread's partitions 0, step, 2 x step, ...: all of them up to
+    MAX_TRACKED_PARTITIONS. Over many topics the step shares no factor with a topic's partition
+    count, so the sample visits every partition number (a step of 40 over topics of 10 partitions
+    followed partition 0 of every fourth topic)."""
+    step = max(1, -(-spread.width // MAX_TRACKED_PARTITIONS))
+    while not spread.narrow and math.gcd(step, spread.partitions) != 1:
+        step += 1
+    return step
 
 
 def now_ms() -> float:
@@ -317,7 +324,7 @@ class Tracker(threading.Thread):
         self.topic = self.spread.topics[0]
         super().__init__(name=f"tracker-{self.topic}", daemon=True)
         self.bootstrap, self.partitions = bootstrap, self.spread.width
-        self.step = tracked_step(self.partitions)
+        self.step = tracked_step(self.spread)
         self.logs = {phase: PhaseLog() for phase in PHASES}
         self.first_arrival = threading.Event()
         self.stopping = threading.Event()
