@@ -200,6 +200,7 @@ def task_slots(spark: Spark) -> int:
 
     Follow mode's tasks all run for the whole epoch, so there must be no more
     of them than this: a task waiting for a slot would copy nothing until then.
+    A verify divides its throttle by it and splits a few big partitions into it.
     """
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))

@@ -26,9 +26,10 @@ from mirror_pipeline.model.errors import ConfigError, TopicNotFound
 from mirror_pipeline.model.offset_map import resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.states import STOPPED
+from mirror_pipeline.replication.spark_runner import task_slots
 from mirror_pipeline.verification import ranges
 from mirror_pipeline.verification.results import MirrorVerify, Mismatch, PartitionVerify, VerifyResult
-from mirror_pipeline.verification.spark_job import run_verify_tasks, task_slots
+from mirror_pipeline.verification.spark_job import run_verify_tasks
 from mirror_pipeline.verification.task import TaskResult, VerifyContext, VerifyTask
 from mirror_pipeline.verification.throttle import per_task_rate
 

@@ -32,17 +32,6 @@ RESULT_SCHEMA = pa.schema(
 )
 
 
-def task_slots(spark) -> int:
-    """How many tasks run at once: the throttle's divisor and the split of a few big partitions."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect has no SparkContext: ask the conf, else assume two
-        try:
-            return max(1, int(spark.conf.get("spark.default.parallelism")))
-        except Exception:
-            return 2
-
-
 def run_verify_tasks(spark, tasks: Sequence[VerifyTask], ctx: VerifyContext, description: str = "") -> list[TaskResult]:
     """Every task in one Spark job, one Spark task each; one result per task."""
     rows = run_tasks(spark, tasks, lambda task: verify_task(task, ctx).to_row(), RESULT_SCHEMA, description)
