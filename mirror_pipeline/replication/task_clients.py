@@ -44,17 +44,20 @@ TASK_THREADS = 64
 Failures = dict[tuple[str | None, int | None], KafkaError]
 
 
-# Follow mode, a task reading more partitions than this: its fetches wait on the source broker
-# until a MiB has come, or for half a millisecond per partition, up to librdkafka's default 500 ms
-# (librdkafka's defaults: one byte, or 500 ms).
+# Follow mode, a task reading more partitions than this and at most WAITING_FETCH_PARTITIONS: its
+# fetches wait on the source broker until a MiB has come, or for half a millisecond per partition,
+# up to librdkafka's default 500 ms (librdkafka's defaults: one byte, or 500 ms).
 WIDE_FOLLOW_PARTITIONS = 64
 PARTITIONS_FETCHED_PER_S = 2_000
 MAX_FETCH_WAIT_MS = 500
+# Wider than this, a task fetches with the defaults (measured: see `follow_fetch_settings`).
+WAITING_FETCH_PARTITIONS = 2_000
 
 
 def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[str, str]) -> dict[str, object]:
     """The fetch settings of a wide follow-mode task's consumer; none the source cluster's own
-    properties set, and none for a bounded copy or a task of few partitions (librdkafka's defaults).
+    properties set, and none for a bounded copy or a task of few partitions or of very many
+    (librdkafka's defaults).
 
     librdkafka has no incremental fetch sessions: every fetch names all of the consumer's
     partitions, and the broker reads each. With the defaults a fetch is answered as soon as a
@@ -68,12 +71,22 @@ def follow_fetch_settings(parts: Sequence[Member], cluster_properties: Mapping[s
     second for a task whatever its width: 250 ms at 500 partitions, p50 244-257 ms under that
     load, acknowledgements p50 6-7 ms, and 0.08 of a core idle (`benchmarks/latency.py`; benchmarks/README).
     A fetch of a few partitions costs the broker little, and there a record should leave at once.
+
+    A waiting fetch has a price of its own: while it waits, every record written to any of its
+    partitions makes the broker check all of them again (`DelayedFetch.tryComplete`, a third of
+    the source broker's CPU in a profile). Past WAITING_FETCH_PARTITIONS that outweighs what
+    the wait saves. At 2,000 records/s round robin over topics of 10 partitions, two tasks, one
+    run each way (source broker CPU-s, follow mode's p99 from sending):
+    - 1,500 partitions a task: waiting 67.7 CPU-s, p99 12.9 s; the defaults 51.2, 26.4 s;
+    - 2,500: waiting 86.5, 47.4 s; the defaults 55.3, 35.6 s;
+    - 5,000: waiting 151.7, 108 s; the defaults 60.2, 35 s.
     """
-    if len(parts) <= WIDE_FOLLOW_PARTITIONS or not any(p.unit.follow_s for p in parts):
+    wide = WIDE_FOLLOW_PARTITIONS < len(parts) <= WAITING_FETCH_PARTITIONS
+    if not wide or not any(p.unit.follow_s for p in parts):
         return {}
     wait_ms = min(MAX_FETCH_WAIT_MS, len(parts) * 1000 // PARTITIONS_FETCHED_PER_S)
-    wide = {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1 << 20}
-    return {key: value for key, value in wide.items() if key not in cluster_properties}
+    waiting = {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1 << 20}
+    return {key: value for key, value in waiting.items() if key not in cluster_properties}
 
 
 def open_admin(ctx: CopyContext, link: str) -> AdminClient:
