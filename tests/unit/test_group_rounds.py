@@ -288,7 +288,7 @@ def test_only_a_wide_but_not_widest_follow_task_waits_on_the_broker_for_its_fetc
     for partitions, wait_ms in ((500, 250), (1_000, 500)):
         wider = following(members({p: (0, 10) for p in range(partitions)}, 100))
         assert task_clients.follow_fetch_settings(wider, {})["fetch.wait.max.ms"] == wait_ms
-    # Past librdkafka's 500 ms, re-checking a waiting fetch of so many partitions costs the broker more.
+    # Wider still, re-checking a waiting fetch's partitions for every record costs the broker more than it saves.
     widest = following(members({p: (0, 10) for p in range(task_clients.WAITING_FETCH_PARTITIONS + 1)}, 100))
     assert task_clients.follow_fetch_settings(widest, {}) == {}
     # What the source cluster's own properties set stays theirs.
