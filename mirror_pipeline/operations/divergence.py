@@ -27,6 +27,9 @@ from mirror_pipeline.model.errors import ConcurrentWriter, MirrorError, MirrorRe
 SUFFIX = ".diverged"
 ORIGIN_HEADER = "mirror-pipeline.origin"
 COMMIT_EVERY = 5000  # records per transaction of the saving writer
+# A commit returns once the coordinator has logged it, before its markers reach the partitions: until
+# they do, the last stable offset (the end a read_committed reader sees) stays before the records.
+MARKERS_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,28 @@ def save_ranges(
                 _copy_range(writer, reader_conf, topic, saved, partition, start, end)
     finally:
         writer.flush(10)
+    for partition in ranges:
+        _wait_for_markers(reader_conf, saved, partition)
     return {p: saved_counts(reader_conf, saved, p) for p in ranges}
+
+
+def _wait_for_markers(reader_conf: dict, saved: str, partition: int, timeout: float = MARKERS_WAIT_S) -> None:
+    """Until nothing in `saved`'s partition is undecided (its last stable offset has reached its log
+    end), or `timeout`: then the count may come short, and the reverse says so and deletes nothing.
+
+    Counted at once, a reverse found "30 to save, 0 saved" for records it had just committed.
+    """
+    committed = kc.consumer(reader_conf)  # read_committed: its end is the last stable offset
+    everything = kc.consumer({**reader_conf, "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + timeout
+    try:
+        while kc.watermark(committed, saved, partition)[1] < kc.watermark(everything, saved, partition)[1]:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+    finally:
+        committed.close()
+        everything.close()
 
 
 def _fence(writer, alias: str, saved: str, timeout: float = 60.0) -> None:
