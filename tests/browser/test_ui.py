@@ -72,6 +72,7 @@ UI_START_S = 300  # the UI loads the code location first; a loaded two-core mach
 RUN_S = 600  # a copy run: a Spark session, the copy, and the asset's checks
 STOP_S = 120
 STEP_MS = 90_000  # one page step (navigation, an element to appear)
+PICK_TRY_MS = 10_000  # one try at picking a partition from the Launchpad's list
 AUTOMATION_TICK_MS = 180_000  # a running schedule's or sensor's first tick, seen on its page
 ERROR_MARKERS = (
     "Traceback (most recent call last)",
@@ -335,9 +336,7 @@ def launch_promote(page, visit, job: str, run_config: dict, partition: str | Non
     visit(f"/locations/mirror-pipeline/jobs/{job}/playground", lambda: editor)
     if partition is not None:
         picker = page.get_by_placeholder("Partition")
-        picker.click()
-        picker.fill(partition)
-        page.get_by_role("menuitem", name=partition).first.click()
+        pick_partition(page, picker, partition)
         expect(picker).to_have_value(partition)
         # Picking a partition fetches its tags and config, then writes them over the session as it was
         # when picked: typed any sooner, the config is lost, and Launch Run, its partition not yet in the
@@ -346,6 +345,28 @@ def launch_promote(page, visit, job: str, run_config: dict, partition: str | Non
         expect(page.get_by_text("Generating configuration...")).to_be_hidden()
     launch_from_launchpad(page, editor, run_config)
     return wait_for_run_end(page, RUN_S)
+
+
+def pick_partition(page, picker, partition: str) -> None:
+    """Type `partition` into the Launchpad's picker and choose it from the list.
+
+    While the job's partitions load, the picker is a placeholder of its own: once they arrive it is
+    replaced by the real one, and what was typed and the list opened under it are gone (a loaded CI
+    machine made a test type into the placeholder). So the typing is tried again until the list shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    deadline = time.monotonic() + STEP_MS / 1000
+    while True:
+        picker.click()
+        picker.fill(partition)
+        choice = page.get_by_role("menuitem", name=partition).first
+        try:
+            choice.click(timeout=PICK_TRY_MS)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+            page.keyboard.press("Escape")
 
 
 def launch_from_launchpad(page, editor, run_config: dict) -> None:

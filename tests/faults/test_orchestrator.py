@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,7 @@ UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
 RECOVERY_S = 600  # a generous bound for the waits: the time taken is what is reported
 FOLLOW_EPOCH_S = 5
+COPIED_IN_EPOCH = re.compile(r"epoch \d+: copied ([\d,]+) records")  # follow mode's line for each epoch
 TERMINAL = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 
@@ -209,7 +211,7 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
         repository_name="__repository__",
         run_config={"ops": {f"{names.group}_follow_epochs": {"config": {"epoch_seconds": FOLLOW_EPOCH_S}}}},
     )
-    worker, follower = wait_for_following(deployment, follow_run, destination_bootstrap, topic)
+    worker, follower = wait_for_following(deployment, follow_run, topic)
     fault_at = time.time()
     os.kill(worker, signal.SIGKILL)
     deadline = time.monotonic() + FOLLOW_EPOCH_S + RUN_START_S
@@ -230,8 +232,8 @@ def test_a_killed_follow_run_worker(deployment, mirror, source_bootstrap, destin
     )
 
 
-def wait_for_following(deployment: Deployment, run_id: str, destination: str, topic: str) -> tuple[int, int]:
-    """(run worker pid, follow-mode pid) once the follow run copies `topic`."""
+def wait_for_following(deployment: Deployment, run_id: str, topic: str) -> tuple[int, int]:
+    """(run worker pid, follow-mode pid) once the follow run copies (`topic` is its link's only mirror with work)."""
     instance = deployment.instance
     deadline = time.monotonic() + RUN_START_S
     while time.monotonic() < deadline:
@@ -245,11 +247,20 @@ def wait_for_following(deployment: Deployment, run_id: str, destination: str, to
             )
         worker = run_worker(instance, run)
         followers = [] if isinstance(worker, str) else children_running(worker[0], "--follow")
-        copied = sum(max(0, end) for end in log_ends(destination, topic, PARTITIONS).values())
-        if followers and copied > 0:
+        if followers and follow_copied(instance, run_id):
             return worker[0], followers[0]
         time.sleep(0.5)
     pytest.fail(f"follow run {run_id} did not copy {topic} within {RUN_START_S} s")
+
+
+def follow_copied(instance: DagsterInstance, run_id: str) -> bool:
+    """Whether an epoch of follow run `run_id` copied records: the link's replicate runs before it copied
+    too, so the mirror's log ends cannot tell."""
+    for event in instance.all_logs(run_id):
+        copied = COPIED_IN_EPOCH.search(event.message or "")
+        if copied and int(copied.group(1).replace(",", "")) > 0:
+            return True
+    return False
 
 
 def running(pid: int) -> bool:
@@ -302,7 +313,7 @@ def recover(
     healed = wait_for_good_run_after(instance, fault_at, RECOVERY_S, deployment.link)
     recovered_s = healed.end_time - fault_at
     live.stop()
-    wait_for_no_lag(source_bootstrap, destination_bootstrap, topic, RECOVERY_S)
+    wait_for_no_lag(source_bootstrap, destination_bootstrap, topic, RECOVERY_S, lambda: why_it_lags(deployment, topic))
     verdict = assert_clean(
         deployment.config,
         deployment.link,
@@ -360,7 +371,7 @@ def wait_for_good_run_after(instance: DagsterInstance, after: float, timeout_s: 
     pytest.fail(f"no replicate run of {link} succeeded within {timeout_s} s of the fault")
 
 
-def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float) -> None:
+def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float, why: Callable[[], str]) -> None:
     """Until the mirror's log ends equal the source's: the automation caught up by itself."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -369,5 +380,21 @@ def wait_for_no_lag(source: str, destination: str, topic: str, timeout_s: float)
         time.sleep(2)
     pytest.fail(
         f"the mirror still lags {timeout_s} s after the fault: source {log_ends(source, topic, PARTITIONS)}, "
-        f"mirror {log_ends(destination, topic, PARTITIONS)}"
+        f"mirror {log_ends(destination, topic, PARTITIONS)}\n{why()}"
     )
+
+
+def why_it_lags(deployment: Deployment, topic: str) -> str:
+    """What the CLI says of the mirror, and how the link's last runs ended: the clues a lag left unexplained."""
+    described = run_cli(
+        deployment.home, "mirror", "describe", topic, "--link", deployment.link, "--config", str(deployment.config)
+    )
+    lines = [f"mirror describe (exit {described.returncode}):", described.stdout + described.stderr]
+    names = LinkNames(deployment.link)
+    for run in deployment.instance.get_runs(RunsFilter(job_name=names.replicate_job), limit=5):
+        lines.append(f"run {run.run_id} of {run.job_name}: {run.status.value}")
+        if run.status == DagsterRunStatus.FAILURE:
+            messages = [e.message or "" for e in deployment.instance.all_logs(run.run_id) if e.is_dagster_event]
+            lines.append("\n".join(messages)[-1500:])
+    lines.append(f"the deployment's log ends:\n{deployment.ui.log.read_text()[-4000:]}")
+    return "\n".join(lines)
