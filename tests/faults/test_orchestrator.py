@@ -58,6 +58,7 @@ UI_START_S = 300
 RUN_START_S = 300  # the lag sensor's tick, the queue, the worker's Spark session
 RECOVERY_S = 600  # a generous bound for the waits: the time taken is what is reported
 FOLLOW_EPOCH_S = 5
+FENCE_WAIT_MS = 32_000  # see `automated_link_config`
 COPIED_IN_EPOCH = re.compile(r"epoch \d+: copied ([\d,]+) records")  # follow mode's line for each epoch
 TERMINAL = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
@@ -78,9 +79,12 @@ class Deployment:
 def automated_link_config(root: Path, source_bootstrap: str, destination_bootstrap: str, link: str) -> Path:
     """The link with its automation on and a 5 s lag sensor, on internal topics of its own.
 
-    Its fence wait is the default, not the other tests' shorter one: a broker throttling a writer (the quota of
-    `WRITE_QUOTA_BYTES_S`) holds the requests it already sent for the throttle time, and a request held
-    past the fence wait lands after the repair, where the next cycle finds records the link did not write."""
+    Its fence wait is twice the default, where the other tests' is shorter: a broker throttling a writer (the
+    quota of `WRITE_QUOTA_BYTES_S`) holds the requests it already sent for the throttle time, and a request
+    held past the fence wait lands after the repair, where the next cycle finds records the link did not
+    write and flags the mirror FOREIGN_WRITE (docs/how-it-works.md). The default of 16 s did not always cover
+    it on a loaded machine, likely: a CI run's follow-run-worker test left a mirror lagging 600 s (it did not
+    say why), and 4 s did the same under load, the mirror flagged."""
     own_topics = {
         f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")
     }
@@ -90,7 +94,7 @@ def automated_link_config(root: Path, source_bootstrap: str, destination_bootstr
         destination_bootstrap,
         link,
         {**own_topics, "dagster.automation.running": True, "dagster.lag.sensor.interval.seconds": 5},
-        defaults={"mirror.chunk.max.records": 2000, "mirror.writer.fence.wait.ms": 16000},
+        defaults={"mirror.chunk.max.records": 2000, "mirror.writer.fence.wait.ms": FENCE_WAIT_MS},
     )
 
 
