@@ -9,7 +9,8 @@ reader of their own (`link.topic_reading`), which first settles their end.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
+from typing import Any
 
 from confluent_kafka import Message, TopicPartition
 
@@ -23,7 +24,7 @@ READ_IDLE_S = 30.0
 
 def committed_records(
     conf: dict, topic: str, partition: int, start: int, end: int, idle_timeout: float = READ_IDLE_S
-) -> Iterator[Message]:
+) -> Generator[Message, None, None]:
     """The committed records of `topic[partition]` with offsets in [start, end), in order.
 
     Aborted records and transaction markers are not records: the consumer's
@@ -64,3 +65,9 @@ def committed_records(
                     )
     finally:
         cons.close()
+
+
+def record_content(msg: Message) -> tuple[Any, ...]:
+    """What a mirror must copy of a record, to compare it with its source: key, value, headers, timestamp."""
+    headers = msg.headers()
+    return msg.key(), msg.value(), tuple(headers) if headers else None, msg.timestamp()[1]

@@ -29,12 +29,13 @@ from mirror_pipeline.link.partitions import (
     grow_partitions,
     settled_partitions,
 )
-from mirror_pipeline.model.errors import MirrorDiverged, MirrorError, StateChanged
+from mirror_pipeline.model.errors import MirrorError, StateChanged
 from mirror_pipeline.model.lag import records_behind
 from mirror_pipeline.model.offset_map import OffsetMap, Segment, resolve, resolve_keyed
 from mirror_pipeline.model.results import MirrorInfo
 from mirror_pipeline.model.text import first_few
 from mirror_pipeline.replication.copier import FOLLOW_END, WorkUnit
+from mirror_pipeline.replication.late_landing import foreign_records_problem
 from mirror_pipeline.replication.repair import InDoubt, Settled, delete_placeholders, finish_padding, settle_in_doubt
 
 log = logging.getLogger(__name__)
@@ -111,15 +112,15 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
         for p in range(n):
             keyed = snapshot.segments.get((info.mirror_topic, p), [])
             res = resolve_keyed(keyed, dst_end[(info.mirror_topic, p)])
-            if res.foreign_records:
-                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = str(
-                    MirrorDiverged(
-                        f"mirror '{info.mirror_topic}' partition {p} holds {res.foreign_records} records "
-                        f"the link did not write (log end {dst_end[(info.mirror_topic, p)]}); it was not copied to"
-                    )
+            # Records past the map may be a chunk of the link's that landed after its repair: settled
+            # like one in doubt, they are mapped if they are the source's next records (`late_landing`).
+            late = res.foreign_records and not res.in_doubt and res.offset_map.next_source_offset is not None
+            if res.foreign_records and not late:
+                plan.errors[info.mirror_topic] = plan.diverged[info.mirror_topic] = foreign_records_problem(
+                    info.mirror_topic, p, res.foreign_records, dst_end[(info.mirror_topic, p)]
                 )
             resolutions[(info.mirror_topic, p)] = res
-            if res.in_doubt:
+            if res.in_doubt or late:
                 in_doubt.append((info, p, keyed))
 
     if in_doubt:
@@ -143,7 +144,11 @@ def plan_cycle(ctx: LinkContext, mirrors: list[MirrorInfo], follow_s: float = 0.
                 keyed = snapshot.segments.get((info.mirror_topic, p), [])
                 resolutions[(info.mirror_topic, p)] = resolve_keyed(keyed, dst_end[(info.mirror_topic, p)])
             unsettled = [(i, p) for i, p, _ in in_doubt if i.mirror_topic not in plan.diverged]
-            if not any(resolutions[(i.mirror_topic, p)].in_doubt for i, p in unsettled) or time.monotonic() > deadline:
+            settled_now = not any(
+                resolutions[(i.mirror_topic, p)].in_doubt or resolutions[(i.mirror_topic, p)].foreign_records
+                for i, p in unsettled
+            )
+            if settled_now or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
 

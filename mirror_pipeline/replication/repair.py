@@ -14,7 +14,9 @@ past the mirror's log end (be *in doubt*), and settling it is:
    batches after a hole), and cut the segment at the log end.
 
 A landed part that differs from the source is never mapped as if it were
-right: it is reported, and the caller flags the mirror (R-MT-9).
+right: it is reported, and the caller flags the mirror (R-MT-9). Records
+past everything mapped are settled the same way, and mapped only when they
+are the source records that follow the map (`late_landing`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from confluent_kafka import Message, TopicPartition
 
 from mirror_pipeline.kafka import clients as kc
 from mirror_pipeline.kafka import leader_lookups
-from mirror_pipeline.kafka.partition_reading import committed_records
+from mirror_pipeline.kafka.partition_reading import committed_records, record_content
 from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.link.state_store import SegmentWriter, segment_key
 from mirror_pipeline.model.errors import MirrorError
 from mirror_pipeline.model.offset_map import Segment, resolve_keyed
+from mirror_pipeline.replication import late_landing
 from mirror_pipeline.replication.chunks import offset_of
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,24 @@ def settle_in_doubt(
         for item in items:
             leo = kc.watermark(cons, item.mirror_topic, item.partition)[1]
             puts, deletes, problem = [], [], ""
-            for seg in resolve_keyed(item.segments, leo).in_doubt:
+            resolution = resolve_keyed(item.segments, leo)
+            if resolution.foreign_records and not resolution.in_doubt:
+                adopted = late_landing.adopt(
+                    ctx.dest_conf("reader"),
+                    ctx.source_conf("reader"),
+                    item.mirror_topic,
+                    item.source_topic,
+                    item.partition,
+                    resolution.offset_map,
+                    leo,
+                )
+                if adopted is None:
+                    problem = late_landing.foreign_records_problem(
+                        item.mirror_topic, item.partition, resolution.foreign_records, leo
+                    )
+                else:
+                    puts.append(adopted)
+            for seg in resolution.in_doubt:
                 kept = seg.truncated(leo)
                 key = segment_key(ctx.link.name, item.mirror_topic, item.partition, seg.dest_start)
                 if kept is None:
@@ -130,18 +150,13 @@ def landed_problem(
         m, s = mirror.get(offset), source.get(source_offset)
         if s is None:
             continue  # compacted away on the source since it was copied: nothing to compare
-        if m is None or _content(m) != _content(s):
+        if m is None or record_content(m) != record_content(s):
             return (
                 f"mirror '{mirror_topic}' partition {partition}: the record at mirror offset {offset} is "
                 f"not source offset {source_offset} (records of the last chunk went missing while it was written); "
                 f"the mirror is no longer identical to its source"
             )
     return ""
-
-
-def _content(msg: Message) -> tuple[Any, ...]:
-    headers = msg.headers()
-    return msg.key(), msg.value(), tuple(headers) if headers else None, msg.timestamp()[1]
 
 
 def _read_range(

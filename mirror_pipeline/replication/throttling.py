@@ -5,7 +5,9 @@ nothing more from that connection for the throttle time: a request the
 writer already sent waits there and is appended when the time is over, even
 after the writer gave its records up (they missed their deadline) or died.
 A chunk held that way past `mirror.writer.fence.wait.ms` lands after the
-repair settled without it, and the next cycle flags the mirror
+repair settled without it. The next cycle maps those records when they are
+the source's next ones (`late_landing`), but a cycle that copied on before
+they landed finds them behind its records, and flags the mirror
 `FOREIGN_WRITE`: the link's own records counted as another writer's.
 Nothing is lost, but the mirror stops, so a chunk that failed under a
 throttle says so, naming the quota's client id and what to change.
@@ -62,6 +64,6 @@ class ThrottleWatch:
         return (
             f"; the destination throttled this link's writers for up to {longest} ms (a produce quota on "
             f"client id '{self.client_id}'), and records a broker holds back can land after "
-            f"mirror.writer.fence.wait.ms, to be flagged FOREIGN_WRITE: raise the quota, or the fence wait above "
-            f"the throttle"
+            f"mirror.writer.fence.wait.ms, where the next cycle maps them only while nothing was copied after "
+            f"them (else it flags the mirror FOREIGN_WRITE): raise the quota, or the fence wait above the throttle"
         )

@@ -81,10 +81,11 @@ def automated_link_config(root: Path, source_bootstrap: str, destination_bootstr
 
     Its fence wait is twice the default, where the other tests' is shorter: a broker throttling a writer (the
     quota of `WRITE_QUOTA_BYTES_S`) holds the requests it already sent for the throttle time, and a request
-    held past the fence wait lands after the repair, where the next cycle finds records the link did not
-    write and flags the mirror FOREIGN_WRITE (docs/how-it-works.md). The default of 16 s did not always cover
-    it on a loaded machine, likely: a CI run's follow-run-worker test left a mirror lagging 600 s (it did not
-    say why), and 4 s did the same under load, the mirror flagged."""
+    held past the fence wait lands after the repair. The next cycle maps its records, the source's next ones,
+    but when a cycle copied on before they landed they lie behind its records, and the mirror is flagged
+    FOREIGN_WRITE (docs/how-it-works.md). The default of 16 s did not always cover it on a loaded machine,
+    likely: a CI run's follow-run-worker test left a mirror lagging 600 s (it did not say why), and 4 s did
+    the same under load, the mirror flagged, before late records were mapped."""
     own_topics = {
         f"mirror.{kind}.topic": f"_{link}.{kind.replace('.', '-')}" for kind in ("state", "offset.map", "checkpoints")
     }

@@ -16,7 +16,7 @@ from mirror_pipeline.link.context import LinkContext
 from mirror_pipeline.model.offset_map import Segment
 from mirror_pipeline.replication.copier import CopyContext, WorkUnit, copy_unit
 from tests.integration.conftest import LINK
-from tests.kafka_records import load_source
+from tests.kafka_records import assert_identical, load_source, produce_records, read_partition, read_topic
 
 PARTITIONS = 4
 
@@ -27,6 +27,10 @@ def mirrored(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> int:
         return sum(watermark(c, topic, p)[1] for p in range(partitions))
     finally:
         c.close()
+
+
+def mirror_info(config, topic: str):
+    return {m.mirror_topic: m for m in engine.list_mirrors(config, LINK)}[topic]
 
 
 def test_unit_refuses_when_another_writer_wrote_after_the_plan(
@@ -64,6 +68,44 @@ def test_unit_refuses_when_another_writer_wrote_after_the_plan(
 
 def mirrored_partition(bootstrap, topic):
     return mirrored(bootstrap, topic, partitions=1)
+
+
+def test_a_chunk_that_landed_after_its_repair_is_mapped_not_flagged(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    """A throttled writer's request lands after the repair settled its chunk without it: its records lie
+    past the map, and they are the source's next records. The next cycle maps them and copies on."""
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    load_source(source_bootstrap, topic, records=50, partitions=1)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    load_source(source_bootstrap, topic, records=30, partitions=1)
+    late = read_partition(source_bootstrap, topic, 0)[50:70]
+    produce_records(destination_bootstrap, topic, late)  # as the late request would have written them
+
+    result = engine.run_cycle(config, LINK, spark, mirrors=[topic])
+
+    assert result.records == 10, "only what had not landed is copied"
+    assert "FOREIGN_WRITE" not in mirror_info(config, topic).flags
+    assert_identical(read_topic(source_bootstrap, topic, 1), read_topic(destination_bootstrap, topic, 1))
+
+
+def test_older_records_landing_again_are_flagged(
+    config, spark, source_bootstrap, destination_bootstrap, create_topic, unique_name
+):
+    """Records past the map that are not the source's next ones (here, copies of earlier ones) are a
+    write the link did not make: the mirror is flagged, nothing is mapped over them."""
+    topic = create_topic(source_bootstrap, unique_name(), partitions=1)
+    load_source(source_bootstrap, topic, records=50, partitions=1)
+    engine.create_mirror(config, LINK, topic)
+    engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    load_source(source_bootstrap, topic, records=30, partitions=1)
+    produce_records(destination_bootstrap, topic, read_partition(source_bootstrap, topic, 0)[40:50])
+
+    with pytest.raises(engine.CycleFailed, match="holds 10 records the link did not write"):
+        engine.run_cycle(config, LINK, spark, mirrors=[topic])
+    assert "FOREIGN_WRITE" in mirror_info(config, topic).flags
+    assert mirrored_partition(destination_bootstrap, topic) == 60  # nothing written after them
 
 
 def test_foreign_write_into_a_mirror_is_detected(

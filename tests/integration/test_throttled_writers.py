@@ -1,7 +1,8 @@
 """A destination that throttles the link's writers (a produce quota on their client id, set with Kafka's
 own kafka-configs): a chunk that misses its deadline under the throttle says so, naming the quota's client
 id and what to change (`replication/throttling.py`), for a broker can land the records it held back after
-the fence wait, and the next cycle would then flag the mirror FOREIGN_WRITE with the link's own records."""
+the fence wait, behind records a later cycle copied, and that mirror would be flagged FOREIGN_WRITE with the
+link's own records (`replication/late_landing.py` maps them only while nothing was copied after them)."""
 
 from __future__ import annotations
 
