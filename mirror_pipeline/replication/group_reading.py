@@ -81,8 +81,13 @@ class Member:
         return bool(self.result.error)
 
     @property
+    def source_key(self) -> tuple[str, int]:
+        """The source partition, as a consumed record names it (`Message.topic()`, `Message.partition()`)."""
+        return self.unit.source_topic, self.unit.partition
+
+    @property
     def source_tp(self) -> TopicPartition:
-        return TopicPartition(self.unit.source_topic, self.unit.partition)
+        return TopicPartition(*self.source_key)
 
     def fail(self, kind: str, message: str) -> None:
         if not self.result.error:
@@ -154,9 +159,7 @@ class RoundReader:
         self.chunk_bytes, self.round_records, self.max_message_bytes = chunk_bytes, round_records, max_message_bytes
         self.follow_until = follow_until
         # Looked up by a consumed record's (topic, partition), which confluent-kafka types Optional.
-        self.by_tp: dict[tuple[str | None, int | None], Member] = {
-            (m.unit.source_topic, m.unit.partition): m for m in self.members
-        }
+        self.by_tp: dict[tuple[str | None, int | None], Member] = {m.source_key: m for m in self.members}
         self.pending: list[Message] = []  # records read past a full round, first in the next
         self.record_bytes = 0  # memory per record in the last batch read (0: none yet)
         self.last_cut = 0.0  # when the last round was cut (time.monotonic)
@@ -187,8 +190,7 @@ class RoundReader:
         """Follow mode: stop reading a member until it is taken up again (`left_open`); its round in
         hand, and what was read of it past the round, are dropped (read again from where it goes on)."""
         member.chunk, member.held, member.ended = [], 0, True
-        key = (member.unit.source_topic, member.unit.partition)
-        self.pending = [m for m in self.pending if (m.topic(), m.partition()) != key]
+        self._drop_pending(member)
         self.reader.incremental_unassign([member.source_tp])
 
     def take_up(self, member: Member) -> None:
@@ -201,9 +203,8 @@ class RoundReader:
         """Read a member again from where its last landed round ended (its round in hand was never announced)."""
         member.chunk, member.held, member.ended = [], 0, False
         member.position = member.result.source_until
-        key = (member.unit.source_topic, member.unit.partition)
-        self.pending = [m for m in self.pending if (m.topic(), m.partition()) != key]
-        self.drained.discard(key)  # resumed below: paused again once read to its end
+        self._drop_pending(member)
+        self.drained.discard(member.source_key)  # resumed below: paused again once read to its end
         tp = TopicPartition(member.unit.source_topic, member.unit.partition, member.position)
         self.reader.resume([member.source_tp])
         try:
@@ -211,6 +212,10 @@ class RoundReader:
         except KafkaException:  # a partition not fetched from yet cannot be sought: assign it anew
             self.reader.incremental_unassign([member.source_tp])
             self.reader.incremental_assign([tp])
+
+    def _drop_pending(self, member: Member) -> None:
+        """Forget what was read of `member` past the round (read again from where it goes on)."""
+        self.pending = [m for m in self.pending if (m.topic(), m.partition()) != member.source_key]
 
     def fail_stalled(self) -> None:
         """Bounded units that read nothing for IDLE_TIMEOUT_S though the plan expected records."""
@@ -366,8 +371,8 @@ class RoundReader:
                 self._stop_fetching(part)
 
     def _stop_fetching(self, part: Member) -> None:
-        if (part.unit.source_topic, part.unit.partition) not in self.drained:
-            self.drained.add((part.unit.source_topic, part.unit.partition))
+        if part.source_key not in self.drained:
+            self.drained.add(part.source_key)
             self.ending.append(part.source_tp)
 
     def _pause_ended(self) -> None:
