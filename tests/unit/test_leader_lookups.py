@@ -115,9 +115,11 @@ def test_a_failed_answer_forgets_its_topic_and_the_retry_goes_one_request_at_a_t
     admin = SlowBroker(fail_topics=frozenset({"moving"}))
     leader_lookups.learned(admin, metadata(moving=[1] * 600))
     wanted = [("moving", p) for p in range(600)]
+    # Long enough for a retry after the first attempt and its 0.2 s pause on a loaded machine (0.3 s was not).
     with pytest.raises(ClusterUnreachable, match="NOT_LEADER_FOR_PARTITION"):
-        list_offsets(admin, wanted, "latest", "b", timeout=0.3)
+        list_offsets(admin, wanted, "latest", "b", timeout=1.5)
     assert admin.in_flight_at_send[:2] == [0, 500]  # side by side while held
+    assert len(admin.in_flight_at_send) > 2, "retried before the deadline"
     assert set(admin.in_flight_at_send[2:]) == {0}  # then one at a time
 
 
